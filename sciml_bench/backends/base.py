@@ -1,0 +1,141 @@
+"""What every backend provides: a small abstract base with few methods.
+
+A backend module imports its library only inside ``build`` (and helpers it
+calls), never at module import, so that ``sciml-bench list`` stays instant and
+the import phase of time-to-first-gradient is measured where it happens.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sciml_bench.compiled import CompiledProblem
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run here; when not, why and how to fix it."""
+
+    ok: bool
+    reason: str = ""
+    fix: str = ""
+
+    @classmethod
+    def of_modules(cls, *modules: str, extra: str) -> Availability:
+        """Available when every module is importable; found without importing it."""
+        missing = [m for m in modules if importlib.util.find_spec(m) is None]
+        if not missing:
+            return cls(True)
+        return cls(
+            False,
+            reason=f"Python package(s) not installed: {', '.join(missing)}",
+            fix=f"pip install -c constraints.txt -e '.[{extra}]'",
+        )
+
+
+@dataclass(frozen=True)
+class SolverInfo:
+    """A solver a backend offers, as the library names it."""
+
+    name: str
+    stiff: bool
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class CaseOptions:
+    """Everything that defines one case besides the problem; recorded with it."""
+
+    solver: str
+    gradient_method: str
+    rtol: float
+    atol: float
+    max_steps: int
+    dtype: str = "float64"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Solution:
+    """States at the save times (shape ``(n_save, n_state)``) and solver counters.
+
+    ``stats`` uses the keys ``steps``, ``rejected_steps``, ``rhs_evals``,
+    ``jac_evals`` and ``lu_decomps`` where the library reports them.
+    """
+
+    y: np.ndarray
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+class Case(ABC):
+    """One built case: a problem compiled for one library with fixed options.
+
+    Both methods raise :class:`sciml_bench.status.SolverFailure` when the
+    library reports an unsuccessful solve; they never return garbage silently.
+    """
+
+    @abstractmethod
+    def solve(self, theta: np.ndarray) -> Solution:
+        """Solve at parameters ``theta`` (natural units, declaration order)."""
+
+    @abstractmethod
+    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        """Return ``L(theta)`` and ``dL/dtheta`` in natural units."""
+
+    def progress_t(self) -> float | None:
+        """The latest time the integrator reached, if the backend can tell."""
+        return None
+
+
+class Backend(ABC):
+    """A differential-equation library under test."""
+
+    name: str
+    #: distribution names whose versions are recorded with each result
+    packages: tuple[str, ...] = ()
+    #: the pyproject extra that installs it
+    extra: str = ""
+    #: human-readable gradient methods, by the name used on the command line
+    gradient_methods: Mapping[str, str] = {}
+    #: whether the backend can differentiate at all (scipy: reference only)
+    differentiable: bool = True
+    #: modules imported in the timed import phase, in this order
+    modules: tuple[str, ...] = ()
+
+    def load(self) -> dict[str, float]:
+        """Import the library: the timed *import* phase of time-to-first-gradient.
+
+        Returns optional sub-phase durations in seconds (e.g. Julia's
+        ``juliacall_init`` and ``package_load``), recorded beside the phases.
+        """
+        import importlib
+
+        for m in self.modules:
+            importlib.import_module(m)
+        return {}
+
+    @abstractmethod
+    def availability(self) -> Availability:
+        """Cheap: never imports the library, never downloads, never hangs."""
+
+    @abstractmethod
+    def solvers(self) -> Mapping[str, SolverInfo]:
+        """Solvers offered, keyed by the name used on the command line."""
+
+    @abstractmethod
+    def default_solver(self, stiff: bool) -> str:
+        """The best configuration we found for this problem class."""
+
+    @abstractmethod
+    def default_gradient(self, problem: CompiledProblem) -> str:
+        """The library's recommended gradient method for this problem."""
+
+    @abstractmethod
+    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
+        """Import the library, compile the problem and return a ready case."""

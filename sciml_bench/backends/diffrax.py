@@ -1,0 +1,150 @@
+"""Diffrax (JAX), in float64.
+
+Solve and loss+gradient are each one ``jax.jit``-compiled function, as
+Diffrax's documentation recommends. Solves run with ``throw=False`` and
+``sol.result`` is checked, so a failed solve is a status and its gradient is
+never scored. Stiff default: Kvaerno5 with a PI controller (see
+``benchmarks/best_config.py`` for what was tried).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.compiled import CompiledProblem
+from sciml_bench.status import SolverFailure, Status
+
+_SOLVERS = {
+    "Kvaerno5": SolverInfo("Kvaerno5", True, "ESDIRK, order 5"),
+    "Kvaerno4": SolverInfo("Kvaerno4", True, "ESDIRK, order 4"),
+    "Kvaerno3": SolverInfo("Kvaerno3", True, "ESDIRK, order 3"),
+    "Tsit5": SolverInfo("Tsit5", False, "Tsitouras 5(4)"),
+    "Dopri5": SolverInfo("Dopri5", False, "Dormand-Prince 5(4)"),
+    "Dopri8": SolverInfo("Dopri8", False, "Dormand-Prince 8(7)"),
+}
+_ADJOINTS = {
+    "RecursiveCheckpointAdjoint": "discretise-then-optimise backprop with checkpointing",
+    "BacksolveAdjoint": "optimise-then-discretise continuous adjoint (unstable on stiff problems)",
+    "DirectAdjoint": "plain backprop through the solver loop",
+}
+#: PI coefficients: fewer rejected steps than the default I-controller on stiff problems
+STIFF_CONTROLLER = {"pcoeff": 0.3, "icoeff": 0.3}
+_RESULT_STATUS = {
+    "max_steps_reached": Status.MAX_STEPS,
+    "dt_min_reached": Status.DT_UNDERFLOW,
+}
+
+
+class DiffraxCase(Case):
+    def __init__(self, problem: CompiledProblem, options: CaseOptions):
+        import diffrax
+        import jax
+        import jax.numpy as jnp
+
+        from sciml_bench.codegen import load_python
+
+        jax.config.update("jax_enable_x64", True)
+        self._dfx = diffrax
+        rhs = load_python(problem.source["jax"])["rhs"]
+        solver = getattr(diffrax, options.solver)()
+        ctrl = dict(STIFF_CONTROLLER) if _SOLVERS[options.solver].stiff else {}
+        ctrl.update({k: v for k, v in options.extra.items() if k in ("pcoeff", "icoeff", "dcoeff")})
+        controller = diffrax.PIDController(rtol=options.rtol, atol=options.atol, **ctrl)
+        adjoint = getattr(diffrax, options.gradient_method)()
+        term = diffrax.ODETerm(lambda t, y, args: rhs(t, y, args))
+        t0, t1 = problem.t_span
+        y0 = jnp.asarray(problem.y0)
+        saveat = diffrax.SaveAt(ts=jnp.asarray(problem.t_save))
+        W, O, C = (jnp.asarray(a) for a in (problem.loss_W, problem.loss_O, problem.loss_C))
+
+        def _solve(theta: Any) -> Any:
+            sol = diffrax.diffeqsolve(
+                term, solver, t0, t1, None, y0, args=theta, saveat=saveat,
+                stepsize_controller=controller, max_steps=options.max_steps,
+                adjoint=adjoint, throw=False,
+            )
+            return sol.ys, sol.result, sol.stats
+
+        def _loss(theta: Any) -> Any:
+            ys, result, stats = _solve(theta)
+            d = ys - O
+            return jnp.sum(W * d * d) + jnp.sum(C * ys), (result, stats)
+
+        self._solve = jax.jit(_solve)
+        self._value_and_grad = jax.jit(jax.value_and_grad(_loss, has_aux=True))
+        self.options = {"controller": {"rtol": options.rtol, "atol": options.atol, **ctrl}}
+        self.t_save = problem.t_save
+
+    def _check(self, result: Any, ys: np.ndarray | None) -> None:
+        dfx = self._dfx
+        if bool(result == dfx.RESULTS.successful):
+            return
+        message = str(dfx.RESULTS[result])
+        status = Status.SOLVER_FAILURE
+        for attr, st in _RESULT_STATUS.items():
+            if hasattr(dfx.RESULTS, attr) and bool(result == getattr(dfx.RESULTS, attr)):
+                status = st
+        t_reached = None
+        if ys is not None:
+            finite = np.all(np.isfinite(ys), axis=1)
+            t_reached = float(self.t_save[finite][-1]) if finite.any() else None
+        raise SolverFailure(status, f"diffrax: {message}", t_reached)
+
+    @staticmethod
+    def _stats(stats: Any) -> dict[str, int]:
+        return {
+            "steps": int(stats["num_accepted_steps"]),
+            "rejected_steps": int(stats["num_rejected_steps"]),
+        }
+
+    def solve(self, theta: np.ndarray) -> Solution:
+        import jax
+
+        ys, result, stats = jax.block_until_ready(self._solve(theta))
+        ys = np.asarray(ys)
+        self._check(result, ys)
+        if not np.all(np.isfinite(ys)):
+            raise SolverFailure(Status.NONFINITE, "diffrax: non-finite values in the solution")
+        return Solution(ys, self._stats(stats))
+
+    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        import jax
+
+        (value, (result, _)), grad = jax.block_until_ready(self._value_and_grad(theta))
+        self._check(result, None)
+        return float(value), np.asarray(grad)
+
+
+class DiffraxBackend(Backend):
+    name = "diffrax"
+    packages = ("diffrax", "jax", "jaxlib", "equinox")
+    extra = "jax"
+    modules = ("jax", "diffrax")
+    gradient_methods: Mapping[str, str] = _ADJOINTS
+
+    def availability(self) -> Availability:
+        return Availability.of_modules("jax", "diffrax", extra="jax")
+
+    def load(self) -> dict[str, float]:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        import diffrax  # noqa: F401
+
+        return {}
+
+    def solvers(self) -> Mapping[str, SolverInfo]:
+        return _SOLVERS
+
+    def default_solver(self, stiff: bool) -> str:
+        return "Kvaerno5" if stiff else "Tsit5"
+
+    def default_gradient(self, problem: CompiledProblem) -> str:
+        return "RecursiveCheckpointAdjoint"
+
+    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
+        return DiffraxCase(problem, options)

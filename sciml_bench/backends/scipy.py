@@ -1,0 +1,85 @@
+"""SciPy ``solve_ivp``: solve only; the suite's tight reference is built on it.
+
+It has no gradient, so its rows carry timings and solution error only. The
+exact sympy Jacobian is supplied, as a careful SciPy user would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.compiled import CompiledProblem
+from sciml_bench.status import SolverFailure, Status, classify_message
+
+_SOLVERS = {
+    "LSODA": SolverInfo("LSODA", True, "ODEPACK Adams/BDF with automatic stiffness switching"),
+    "BDF": SolverInfo("BDF", True, "variable-order BDF"),
+    "Radau": SolverInfo("Radau", True, "implicit Runge-Kutta, order 5"),
+    "RK45": SolverInfo("RK45", False, "Dormand-Prince 5(4)"),
+    "DOP853": SolverInfo("DOP853", False, "Dormand-Prince 8(5,3)"),
+}
+
+
+class ScipyCase(Case):
+    def __init__(self, problem: CompiledProblem, options: CaseOptions):
+        from sciml_bench.codegen import load_python
+
+        ns = load_python(problem.source["numpy"])
+        self.rhs, self.jac = ns["rhs"], ns["jac"]
+        self.p = problem
+        self.o = options
+
+    def solve(self, theta: np.ndarray) -> Solution:
+        from scipy.integrate import solve_ivp
+
+        p, o = self.p, self.o
+        implicit = o.solver in ("LSODA", "BDF", "Radau")
+        sol = solve_ivp(
+            lambda t, y: self.rhs(t, y, theta),
+            p.t_span,
+            p.y0,
+            method=o.solver,
+            t_eval=p.t_save,
+            rtol=o.rtol,
+            atol=o.atol,
+            jac=(lambda t, y: self.jac(t, y, theta)) if implicit else None,
+        )
+        if not sol.success:
+            t_reached = float(sol.t[-1]) if sol.t.size else None
+            raise SolverFailure(classify_message(sol.message), f"scipy: {sol.message}", t_reached)
+        y = sol.y.T
+        if not np.all(np.isfinite(y)):
+            raise SolverFailure(Status.NONFINITE, "scipy: non-finite values in the solution")
+        return Solution(y, {"rhs_evals": int(sol.nfev), "jac_evals": int(sol.njev),
+                            "lu_decomps": int(sol.nlu)})
+
+    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        raise NotImplementedError("scipy is the solve-only reference backend")
+
+
+class ScipyBackend(Backend):
+    name = "scipy"
+    packages = ("scipy", "numpy")
+    extra = ""
+    differentiable = False
+    modules = ("scipy.integrate",)
+    gradient_methods: Mapping[str, str] = {"none": "solve only (the reference backend)"}
+
+    def availability(self) -> Availability:
+        return Availability.of_modules("scipy", extra="")
+
+    def solvers(self) -> Mapping[str, SolverInfo]:
+        return _SOLVERS
+
+    def default_solver(self, stiff: bool) -> str:
+        # LSODA was fastest on ROBER at rtol 1e-6 (benchmarks/best_config.py).
+        return "LSODA" if stiff else "DOP853"
+
+    def default_gradient(self, problem: CompiledProblem) -> str:
+        return "none"
+
+    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
+        return ScipyCase(problem, options)

@@ -1,0 +1,136 @@
+"""torchdiffeq (PyTorch), in float64.
+
+torchdiffeq has no stiff solver, so dopri5 is its default for every problem;
+on stiff problems that is its result. Failures surface as ``AssertionError``
+text (no status codes), which is mapped onto statuses. The step bound is the
+problem's shared ``max_steps``, so a hopeless stiff solve ends as a quick
+``max_steps`` row with how far in t it got, never a hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.compiled import CompiledProblem
+from sciml_bench.status import SolverFailure, Status, classify_message
+
+_SOLVERS = {
+    "dopri5": SolverInfo("dopri5", False, "Dormand-Prince 5(4)"),
+    "dopri8": SolverInfo("dopri8", False, "Dormand-Prince 8(7)"),
+    "bosh3": SolverInfo("bosh3", False, "Bogacki-Shampine 3(2)"),
+    "adaptive_heun": SolverInfo("adaptive_heun", False, "Heun 2(1)"),
+}
+_GRADIENTS = {
+    "backprop": "backpropagation through odeint's operations",
+    "adjoint": "odeint_adjoint: continuous adjoint, re-integrated backwards",
+}
+
+
+class _Tracked:
+    """The RHS, counting evaluations and remembering the latest t (cheap: no sync)."""
+
+    def __init__(self, rhs: Callable[..., Any], theta: Any):
+        self.rhs = rhs
+        self.theta = theta
+        self.nfe = 0
+        self.t: Any = None
+
+    def __call__(self, t: Any, y: Any) -> Any:
+        self.nfe += 1
+        self.t = t
+        return self.rhs(t, y, self.theta)
+
+
+class TorchdiffeqCase(Case):
+    def __init__(self, problem: CompiledProblem, options: CaseOptions):
+        import torch
+        import torchdiffeq
+
+        from sciml_bench.codegen import load_python
+
+        self.torch = torch
+        self.odeint = (
+            torchdiffeq.odeint_adjoint if options.gradient_method == "adjoint" else torchdiffeq.odeint
+        )
+        self.adjoint = options.gradient_method == "adjoint"
+        self.rhs = load_python(problem.source["torch"])["rhs"]
+        dt = torch.float64
+        self.y0 = torch.as_tensor(problem.y0, dtype=dt)
+        t0 = problem.t_span[0]
+        ts = problem.t_save
+        # odeint returns the state at t[0]; prepend t0 unless it is a save point
+        self.skip_first = bool(ts[0] != t0)
+        grid = np.concatenate([[t0], ts]) if self.skip_first else ts
+        self.t = torch.as_tensor(grid, dtype=dt)
+        self.W, self.O, self.C = (
+            torch.as_tensor(a, dtype=dt) for a in (problem.loss_W, problem.loss_O, problem.loss_C)
+        )
+        self.kw = dict(
+            rtol=options.rtol, atol=options.atol, method=options.solver,
+            options={"max_num_steps": options.max_steps},
+        )
+        self.current: _Tracked | None = None
+
+    def _run(self, theta: Any) -> tuple[Any, _Tracked]:
+        f = _Tracked(self.rhs, theta)
+        self.current = f
+        kw = dict(self.kw)
+        if self.adjoint:
+            kw["adjoint_params"] = (theta,)
+        try:
+            ys = self.odeint(f, self.y0, self.t, **kw)
+        except AssertionError as e:
+            t_reached = float(f.t) if f.t is not None else None
+            raise SolverFailure(classify_message(str(e)), f"torchdiffeq: {e}", t_reached) from None
+        return (ys[1:] if self.skip_first else ys), f
+
+    def progress_t(self) -> float | None:
+        f = self.current
+        return float(f.t) if f is not None and f.t is not None else None
+
+    def solve(self, theta: np.ndarray) -> Solution:
+        with self.torch.no_grad():
+            ys, f = self._run(self.torch.as_tensor(theta, dtype=self.torch.float64))
+        y = ys.numpy()
+        if not np.all(np.isfinite(y)):
+            raise SolverFailure(Status.NONFINITE, "torchdiffeq: non-finite values in the solution")
+        return Solution(y, {"rhs_evals": f.nfe})
+
+    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        torch = self.torch
+        th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
+        ys, _ = self._run(th)
+        d = ys - self.O
+        loss = torch.sum(self.W * d * d) + torch.sum(self.C * ys)
+        try:
+            (grad,) = torch.autograd.grad(loss, th)
+        except AssertionError as e:  # the adjoint's backward solve can fail too
+            raise SolverFailure(classify_message(str(e)), f"torchdiffeq backward: {e}") from None
+        return float(loss.detach()), grad.numpy()
+
+
+class TorchdiffeqBackend(Backend):
+    name = "torchdiffeq"
+    packages = ("torchdiffeq", "torch")
+    extra = "torch"
+    modules = ("torch", "torchdiffeq")
+    gradient_methods: Mapping[str, str] = _GRADIENTS
+
+    def availability(self) -> Availability:
+        return Availability.of_modules("torch", "torchdiffeq", extra="torch")
+
+    def solvers(self) -> Mapping[str, SolverInfo]:
+        return _SOLVERS
+
+    def default_solver(self, stiff: bool) -> str:
+        return "dopri5"  # it has no stiff solver; implicit_adams is fixed-step and NaNs on ROBER
+
+    def default_gradient(self, problem: CompiledProblem) -> str:
+        return "backprop"
+
+    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
+        return TorchdiffeqCase(problem, options)

@@ -1,0 +1,338 @@
+"""The ``sciml-bench`` command line."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sciml_bench import __version__
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+class UserError(click.ClickException):
+    """A one-line error with what to do next; the traceback only with --debug."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        from sciml_bench.reference import ReferenceError
+        from sciml_bench.results import ResultsError
+        from sciml_bench.spec import ProblemError
+
+        debug = "--debug" in sys.argv
+        try:
+            return super().invoke(ctx)
+        except (ProblemError, ResultsError, ReferenceError) as e:
+            if debug:
+                traceback.print_exc()
+            raise UserError(str(e)) from None
+        except OSError as e:
+            if debug:
+                traceback.print_exc()
+            raise UserError(f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="sciml-bench")
+@click.option("--debug", is_flag=True, help="Show full tracebacks for errors.")
+def main(debug: bool) -> None:
+    """Benchmark solving and differentiating ODEs across torchdiffeq, Diffrax,
+    DifferentialEquations.jl (Julia) and SciPy, fairly and reproducibly.
+
+    \b
+    Typical use:
+      sciml-bench list                       problems and backends, with availability
+      sciml-bench run stiff-robertson        every available backend, results to results/
+      sciml-bench run stiff-robertson --quick -b diffrax
+      sciml-bench show results/FILE.h5       the table again
+      sciml-bench codegen stiff-robertson --target jax   the exact code a backend runs
+    """
+    warnings.simplefilter("default")
+
+
+def _load_problem(name: str | None, problem_file: str | None) -> Any:
+    from sciml_bench import spec
+
+    if problem_file:
+        return spec.load(problem_file)
+    if not name:
+        raise UserError("name a problem (see `sciml-bench list`) or pass --problem-file PATH")
+    return spec.load(name)
+
+
+def _rtols(tolerances: str | None, sweep: bool) -> list[float] | None:
+    from sciml_bench.runner import SWEEP_RTOLS
+
+    if sweep:
+        return list(SWEEP_RTOLS)
+    if not tolerances:
+        return None
+    try:
+        vals = [float(x) for x in tolerances.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(
+            f"--tolerances {tolerances!r}: give comma-separated rtols, e.g. 1e-4,1e-6,1e-8"
+        ) from None
+    if not vals or any(not 0 < v < 1 for v in vals):
+        raise UserError("--tolerances: every rtol must lie in (0, 1)")
+    return vals
+
+
+@main.command()
+@click.argument("problems", nargs=-1)
+@click.option("--problem-file", "problem_files", multiple=True, type=click.Path(),
+              help="Run your own problem file (TOML); repeatable.")
+@click.option("-b", "--backend", "backend_names", multiple=True,
+              help="Backend(s) to run (default: all). See `sciml-bench list`.")
+@click.option("--solver", "solvers", multiple=True,
+              help="Solver name(s); each applies to the backends that offer it.")
+@click.option("--gradient", "gradients", multiple=True,
+              help="Gradient method(s), e.g. BacksolveAdjoint or adjoint.")
+@click.option("--tolerances", help="Comma-separated rtols; atol keeps the problem's ratio.")
+@click.option("--sweep", is_flag=True, help="Work-precision ladder rtol 1e-3 ... 1e-9.")
+@click.option("--cold", type=click.IntRange(1, 50), default=None,
+              help="Fresh processes per case for time-to-first-gradient [3; quick: 1].")
+@click.option("--repeats", type=click.IntRange(1, 10_000), default=None,
+              help="Timed steady-state repeats of solve and of gradient [10; quick: 3].")
+@click.option("--budget", type=click.FloatRange(1, None), default=None,
+              help="Wall-clock seconds per worker process before its group is killed [300].")
+@click.option("--max-steps", type=click.IntRange(10, 10**9), default=None,
+              help="Override the problem's shared step bound.")
+@click.option("--quick", is_flag=True, help="CI sizes: 1 cold process, 3 repeats, short budgets.")
+@click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
+              help="Folder for the results file.")
+@click.option("--refresh-reference", is_flag=True, help="Rebuild the cached reference.")
+@click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON on stdout.")
+def run(
+    problems: tuple[str, ...],
+    problem_files: tuple[str, ...],
+    backend_names: tuple[str, ...],
+    solvers: tuple[str, ...],
+    gradients: tuple[str, ...],
+    tolerances: str | None,
+    sweep: bool,
+    cold: int | None,
+    repeats: int | None,
+    budget: float | None,
+    max_steps: int | None,
+    quick: bool,
+    out: str,
+    refresh_reference: bool,
+    as_json: bool,
+) -> None:
+    """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend.
+
+    Each case (backend x solver x gradient method x tolerance) runs in fresh
+    worker processes: time-to-first-gradient is split into import, build,
+    first solve and first gradient; steady-state solve and gradient times are
+    raw samples; every row carries its solution error and its gradient
+    agreement with a finite-difference reference. Failures are rows with a
+    status and a reason. Results go to one HDF5 file per run in --out.
+
+    \b
+    Examples:
+      sciml-bench run stiff-robertson
+      sciml-bench run stiff-robertson -b diffrax --gradient BacksolveAdjoint
+      sciml-bench run --problem-file my.toml --tolerances 1e-4,1e-6,1e-8
+    """
+    from sciml_bench import backends, environment, reference, report, runner
+    from sciml_bench.results import ResultsWriter, new_path
+
+    if not problems and not problem_files:
+        raise UserError("name a problem (see `sciml-bench list`) or pass --problem-file PATH")
+    names = list(backend_names) or backends.names()
+    for n in names:
+        if n not in backends.REGISTRY:
+            raise UserError(f"unknown backend {n!r}; choose from {', '.join(backends.names())}")
+    loaded = [_load_problem(None, f) for f in problem_files] + [
+        _load_problem(p, None) for p in problems
+    ]
+    settings = runner.Settings()
+    if quick:
+        settings = runner.Settings(cold=1, repeats=3, budget_s=120.0, steady_budget_s=5.0)
+    if cold:
+        settings.cold = cold
+    if repeats:
+        settings.repeats = repeats
+    if budget:
+        settings.budget_s = budget
+    rtols = _rtols(tolerances, sweep)
+    if rtols and len(rtols) > 1 and cold is None:
+        settings.cold = 1  # a sweep measures steady state per rung
+
+    label = loaded[0].name if len(loaded) == 1 else "run"
+    path = new_path(out, label)
+    try:
+        writer = ResultsWriter(
+            path, environment.capture(), "sciml-bench " + shlex.join(sys.argv[1:])
+        )
+    except OSError as e:
+        raise UserError(
+            f"cannot write results to {out!r}: {e.strerror or e}; choose a writable folder with --out"
+        ) from None
+    click.echo(f"results: {path}", err=True)
+    records: list[dict[str, Any]] = []
+    try:
+        for problem in loaded:
+            click.echo(f"reference for {problem.name} ...", err=True)
+            ref = reference.get(problem, refresh=refresh_reference)
+            click.echo(
+                f"reference: {'cached' if ref.cached else f'built in {ref.build_s:.1f} s'}"
+                + (
+                    f"; FD vs complex step agree to {ref.complex_step_agreement:.1e}"
+                    if ref.complex_step_agreement is not None
+                    else ""
+                ),
+                err=True,
+            )
+            compiled = reference.compile_problem(problem, ref)
+            cases = runner.plan(compiled, names, solvers, gradients, rtols, max_steps)
+            records += runner.run(compiled, ref, cases, writer, settings)
+    except runner.Interrupt as e:
+        click.echo(str(e), err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    writer.finish("complete")
+    if as_json:
+        click.echo(json.dumps([report.json_record(r) for r in records], indent=2, default=str))
+    else:
+        click.echo(report.table(records))
+    click.echo(f"\nsaved {len(records)} case(s) to {path}", err=True)
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON.")
+def show(files: tuple[str, ...], as_json: bool) -> None:
+    """Print the table of one or more results files again."""
+    from sciml_bench import report, results
+
+    for f in files:
+        run = results.read(f)
+        if as_json:
+            click.echo(json.dumps([report.json_record(r) for r in run.records], indent=2, default=str))
+            continue
+        env = run.environment
+        click.echo(
+            f"{f}  [{run.meta.get('status')}]  {run.meta.get('created')}  "
+            f"{env.get('cpu_model', '?')} x{env.get('cpu_count', '?')}  "
+            f"python {env.get('python', '?')}"
+        )
+        click.echo(report.table(run.records) if run.records else "(no completed cases)")
+
+
+@main.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def list_(as_json: bool) -> None:
+    """List problems (size, stiffness, description) and backends (availability)."""
+    from sciml_bench import backends, spec
+
+    probs = []
+    for name in spec.available_problems():
+        try:
+            p = spec.load(name)
+            probs.append({
+                "name": p.name, "states": p.n_state, "parameters": p.n_params,
+                "stiff": p.stiff, "description": p.description,
+            })
+        except spec.ProblemError as e:
+            probs.append({"name": name, "error": str(e)})
+    bks = []
+    for name in backends.names():
+        b = backends.get(name)
+        av = b.availability()
+        bks.append({
+            "name": name, "available": av.ok, "reason": av.reason, "fix": av.fix,
+            "solvers": list(b.solvers()), "gradient_methods": list(b.gradient_methods),
+        })
+    if as_json:
+        click.echo(json.dumps({"problems": probs, "backends": bks}, indent=2))
+        return
+    click.echo("Problems:")
+    for p in probs:
+        if "error" in p:
+            click.echo(f"  {p['name']:<28} INVALID: {p['error']}")
+        else:
+            kind = "stiff" if p["stiff"] else "non-stiff"
+            click.echo(
+                f"  {p['name']:<28} {p['states']:>3} states {p['parameters']:>4} params  "
+                f"{kind:<9}  {p['description']}"
+            )
+    click.echo("\nBackends:")
+    for b in bks:
+        state = "available" if b["available"] else f"unavailable: {b['reason']}"
+        click.echo(f"  {b['name']:<12} {state}")
+        if not b["available"] and b["fix"]:
+            click.echo(f"  {'':<12} fix: {b['fix']}")
+
+
+@main.command()
+@click.argument("problem", required=False)
+@click.option("--problem-file", type=click.Path(), help="A problem file instead of a name.")
+@click.option("--target", type=click.Choice(["numpy", "torch", "jax", "julia"]), default="numpy",
+              show_default=True)
+def codegen(problem: str | None, problem_file: str | None, target: str) -> None:
+    """Print the exact code a backend runs for PROBLEM, to audit fairness."""
+    from sciml_bench import codegen as cg
+
+    click.echo(cg.generate(_load_problem(problem, problem_file), target), nl=False)
+
+
+@main.command(name="reference")
+@click.argument("problem", required=False)
+@click.option("--problem-file", type=click.Path(), help="A problem file instead of a name.")
+@click.option("--refresh", is_flag=True, help="Rebuild instead of reading the cache.")
+@click.option("--json", "as_json", is_flag=True, help="Print t, y, loss and gradient as JSON.")
+def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, as_json: bool) -> None:
+    """Compute (or read from cache) the tight reference solution and gradient."""
+    from sciml_bench import reference
+
+    p = _load_problem(problem, problem_file)
+    ref = reference.get(p, refresh=refresh)
+    doc = {
+        "problem": p.name,
+        "t": ref.t,
+        "y": ref.y,
+        "loss": ref.loss,
+        "gradient": ref.gradient_by_name(p.param_names),
+        "method": ref.method,
+        "rtol": ref.rtol,
+        "atol": ref.atol,
+        "complex_step_agreement": ref.complex_step_agreement,
+        "cached": ref.cached,
+        "build_s": ref.build_s,
+    }
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    click.echo(f"{p.name}: {ref.method}")
+    click.echo(f"  rtol={ref.rtol:g} atol={ref.atol:g}  loss={ref.loss:.12g}")
+    for k, v in doc["gradient"].items():
+        click.echo(f"  dL/d{k} = {v:.12g}")
+    if ref.complex_step_agreement is not None:
+        click.echo(f"  FD vs complex step: max relative difference {ref.complex_step_agreement:.2e}")
+
+
+def _register_optional() -> None:
+    try:
+        from sciml_bench.cli_julia import julia
+    except ImportError:
+        return
+    main.add_command(julia)
+
+
+_register_optional()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""The problem as a worker receives it: plain arrays plus generated source.
+
+The runner compiles a :class:`~sciml_bench.spec.Problem` once (sympy, code
+generation, observations from the reference) and ships this JSON-able bundle
+to each worker, so a worker never imports sympy and its cold phases measure
+the framework, not our front end.
+
+The loss every backend computes, on the solution ``Y`` at the save times
+(shape ``(n_save, n_state)``), is
+
+    L(Y) = Σ_ij W_ij (Y_ij - O_ij)² + Σ_ij C_ij Y_ij
+
+which covers ``fit`` (``W`` the per-state scaled weights, ``O`` the
+observations, ``C = 0``) and ``final`` (``W = 0``, ``C`` non-zero in the last
+row only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class CompiledProblem:
+    name: str
+    stiff: bool
+    state_names: list[str]
+    param_names: list[str]
+    y0: np.ndarray
+    theta0: np.ndarray
+    #: True where the reference differentiates in log space
+    log_params: np.ndarray
+    t_span: tuple[float, float]
+    t_save: np.ndarray
+    rtol: float
+    atol: float
+    max_steps: int
+    loss_W: np.ndarray
+    loss_O: np.ndarray
+    loss_C: np.ndarray
+    #: generated source per target: numpy, torch, jax, julia
+    source: dict[str, str] = field(default_factory=dict)
+    content_hash: str = ""
+
+    @property
+    def n_state(self) -> int:
+        return len(self.state_names)
+
+    @property
+    def n_params(self) -> int:
+        return len(self.param_names)
+
+    def loss_numpy(self, y: np.ndarray) -> float:
+        """The loss above, in NumPy (also valid for complex ``y``)."""
+        d = y - self.loss_O
+        return np.sum(self.loss_W * d * d) + np.sum(self.loss_C * y)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        for k, v in out.items():
+            if isinstance(v, np.ndarray):
+                out[k] = v.tolist()
+        out["t_span"] = list(self.t_span)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CompiledProblem:
+        d = dict(d)
+        for k in ("y0", "theta0", "t_save", "loss_W", "loss_O", "loss_C"):
+            d[k] = np.asarray(d[k], dtype=np.float64)
+        d["log_params"] = np.asarray(d["log_params"], dtype=bool)
+        d["t_span"] = (float(d["t_span"][0]), float(d["t_span"][1]))
+        return cls(**d)

@@ -1,0 +1,108 @@
+"""The environment a run was measured in, stored with its results."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = (
+    "sciml-bench", "numpy", "scipy", "sympy", "h5py", "click", "torch", "torchdiffeq",
+    "jax", "jaxlib", "diffrax", "equinox", "optax", "juliacall", "tensorflow",
+    "nvidia-ml-py", "psutil",
+)
+THREAD_VARS = (
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FLAGS",
+    "JULIA_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+)
+CACHE_VARS = (
+    "JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "JULIA_DEPOT_PATH",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+)
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
+    out = {}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_commit() -> str | None:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out + ("-dirty" if dirty else "")
+
+
+def gpus() -> list[dict[str, Any]]:
+    """GPUs seen by NVML; empty when there is no NVML or no GPU."""
+    try:
+        import pynvml
+    except ImportError:
+        return []
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return []
+    try:
+        out = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            out.append({
+                "index": i,
+                "name": name.decode() if isinstance(name, bytes) else str(name),
+                "memory_total_mb": mem.total / 2**20,
+                "driver": str(pynvml.nvmlSystemGetDriverVersion()),
+            })
+        return out
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def capture(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "threads": {k: os.environ.get(k) for k in THREAD_VARS if k in os.environ},
+        "packages": package_versions(),
+        "gpus": gpus(),
+        "git_commit": git_commit(),
+        "cache_env": {k: os.environ.get(k) for k in CACHE_VARS if k in os.environ},
+        "caches": "workers get fresh, empty JAX and TorchInductor cache folders (cold)",
+    }
+    if extra:
+        env.update(extra)
+    return env

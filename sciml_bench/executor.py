@@ -1,0 +1,166 @@
+"""How a job becomes a measured process: the executor interface.
+
+The runner hands a job (a JSON-able dict) to an :class:`Executor` and gets
+back the worker's events plus how the process ended. ``LocalExecutor`` runs
+each job in a fresh subprocess, started as a user starts Python, in its own
+session so that its whole process group (compilers spawned by
+``torch.compile`` included) is killed at the budget. A distributed engine can
+implement the same ``run`` without touching the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sciml_bench.measure import clock
+
+
+@dataclass
+class Outcome:
+    events: list[dict[str, Any]]
+    returncode: int | None
+    timed_out: bool = False
+    interrupted: bool = False
+    stderr_tail: str = ""
+    wall_s: float = 0.0
+    signal_name: str | None = field(default=None)
+
+
+class Executor(Protocol):
+    def run(
+        self, job: dict[str, Any], budget_s: float, on_event: Callable[[dict[str, Any]], None]
+    ) -> Outcome: ...
+
+
+def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], offset
+    events = []
+    consumed = 0
+    for line in data.splitlines(keepends=True):
+        if not line.endswith(b"\n"):
+            break  # a line still being written
+        consumed += len(line)
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # torn by a kill mid-write: that event is lost, not the file
+    return events, offset + consumed
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the worker's process group, then reap the worker."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+class LocalExecutor:
+    """One fresh local subprocess per job."""
+
+    def __init__(self, python: str | None = None, poll_s: float = 0.1):
+        self.python = python or sys.executable
+        self.poll_s = poll_s
+
+    def env(self, scratch: str) -> dict[str, str]:
+        env = dict(os.environ)
+        # Cold means cold: compilation caches point at a fresh, empty folder.
+        env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(scratch, "jax-cache"))
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(scratch, "inductor-cache"))
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def run(
+        self, job: dict[str, Any], budget_s: float, on_event: Callable[[dict[str, Any]], None]
+    ) -> Outcome:
+        with tempfile.TemporaryDirectory(prefix="sciml-bench-") as scratch:
+            job_path = Path(scratch) / "job.json"
+            events_path = Path(scratch) / "events.jsonl"
+            stderr_path = Path(scratch) / "stderr.txt"
+            events: list[dict[str, Any]] = []
+            offset = 0
+            job = dict(job)
+            with open(stderr_path, "wb") as err:
+                job["t_spawn"] = clock()
+                job_path.write_text(json.dumps(job))
+                start = clock()
+                proc = subprocess.Popen(
+                    [self.python, "-m", "sciml_bench.worker", str(job_path), str(events_path)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=err,
+                    stderr=err,
+                    env=self.env(scratch),
+                    start_new_session=True,
+                )
+                timed_out = interrupted = False
+                try:
+                    while True:
+                        try:
+                            proc.wait(timeout=self.poll_s)
+                            break
+                        except subprocess.TimeoutExpired:
+                            pass
+                        new, offset = _read_events(events_path, offset)
+                        for e in new:
+                            on_event(e)
+                        events += new
+                        if clock() - start > budget_s:
+                            timed_out = True
+                            kill_group(proc)
+                            break
+                except KeyboardInterrupt:
+                    interrupted = True
+                    kill_group(proc)
+                finally:
+                    if proc.poll() is None:
+                        kill_group(proc)
+                    else:
+                        # the worker is gone; make sure its children are too
+                        try:
+                            os.killpg(proc.pid, signal.SIGKILL)
+                        except (ProcessLookupError, PermissionError):
+                            pass
+                wall = clock() - start
+            new, offset = _read_events(events_path, offset)
+            for e in new:
+                on_event(e)
+            events += new
+            tail = stderr_path.read_text(errors="replace")[-4000:]
+        rc = proc.returncode
+        sig = None
+        if rc is not None and rc < 0 and not timed_out and not interrupted:
+            try:
+                sig = signal.Signals(-rc).name
+            except ValueError:
+                sig = f"signal {-rc}"
+        outcome = Outcome(events, rc, timed_out, interrupted, tail, wall, sig)
+        if interrupted:
+            raise Interrupted(outcome)
+        return outcome
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while a worker ran; carries what that worker had reported."""
+
+    def __init__(self, outcome: Outcome):
+        super().__init__()
+        self.outcome = outcome

@@ -1,0 +1,251 @@
+"""The safe expression parser: a whitelist grammar from strings to sympy.
+
+Problem files are data from strangers, so expressions are never given to
+``eval``, ``exec``, ``ast`` or ``sympify``. A hand-written tokenizer and
+recursive-descent parser accept exactly
+
+    expr  := term (("+" | "-") term)*
+    term  := unary (("*" | "/") unary)*
+    unary := ("+" | "-") unary | power
+    power := atom (("^" | "**") unary)?          # right-associative; -x^2 = -(x^2)
+    atom  := NUMBER | NAME | FUNC "(" expr ")" | "(" expr ")"
+
+with NAME one of the names the caller declares and FUNC one of
+:data:`FUNCTIONS`. Anything else, including attribute access, subscripts,
+keywords, strings and calls of undeclared functions, is a :class:`ExprError`.
+Sizes are bounded (length, nesting depth, literal magnitude, constant folding
+results) so that no input can hang the parser or blow up memory.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+
+import sympy
+
+#: functions an expression may call, all of one argument
+FUNCTIONS: Mapping[str, sympy.FunctionClass] = {
+    "exp": sympy.exp,
+    "log": sympy.log,
+    "sqrt": sympy.sqrt,
+    "tanh": sympy.tanh,
+    "sinh": sympy.sinh,
+    "cosh": sympy.cosh,
+    "sin": sympy.sin,
+    "cos": sympy.cos,
+    "tan": sympy.tan,
+    "abs": sympy.Abs,
+}
+
+MAX_LENGTH = 20_000
+MAX_DEPTH = 64
+MAX_MAGNITUDE = 1e300
+MAX_EXPONENT = 64
+
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+)
+  | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op>\*\*|[-+*/^(),])
+    """,
+    re.VERBOSE,
+)
+
+
+class ExprError(ValueError):
+    """An expression that is not in the grammar, with the reason."""
+
+
+def _tokenize(text: str) -> list[tuple[str, str, int]]:
+    tokens: list[tuple[str, str, int]] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            ch = text[pos]
+            hint = ""
+            if ch == ".":
+                hint = " (attribute access is not allowed)"
+            elif ch in "[]{}":
+                hint = " (subscripts and literals are not allowed)"
+            elif ch in "'\"":
+                hint = " (strings are not allowed)"
+            raise ExprError(f"unexpected character {ch!r} at position {pos}{hint}")
+        kind = m.lastgroup
+        assert kind is not None
+        if kind != "ws":
+            tokens.append((kind, m.group(), pos))
+        pos = m.end()
+    tokens.append(("end", "", len(text)))
+    return tokens
+
+
+def _check_number(value: sympy.Expr) -> sympy.Expr:
+    """Reject constants that cannot be represented as a finite real float64."""
+    if not value.free_symbols:
+        try:
+            f = float(value)
+        except (OverflowError, TypeError, ValueError) as e:
+            raise ExprError("constant subexpression is not a finite real number") from e
+        if not math.isfinite(f) or abs(f) > MAX_MAGNITUDE:
+            raise ExprError(f"constant subexpression out of range (|x| <= {MAX_MAGNITUDE:g})")
+    return value
+
+
+class _Parser:
+    def __init__(self, text: str, names: Mapping[str, sympy.Symbol]):
+        self.tokens = _tokenize(text)
+        self.i = 0
+        self.names = names
+        self.depth = 0
+
+    def peek(self) -> tuple[str, str, int]:
+        return self.tokens[self.i]
+
+    def take(self) -> tuple[str, str, int]:
+        tok = self.tokens[self.i]
+        self.i += 1
+        return tok
+
+    def expect(self, value: str) -> None:
+        kind, text, pos = self.take()
+        if text != value or kind == "end":
+            found = "end of expression" if kind == "end" else repr(text)
+            raise ExprError(f"expected {value!r} at position {pos}, found {found}")
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExprError(f"expression nested deeper than {MAX_DEPTH} levels")
+
+    def parse(self) -> sympy.Expr:
+        e = self.expr()
+        kind, text, pos = self.peek()
+        if kind != "end":
+            raise ExprError(f"unexpected {text!r} at position {pos}")
+        return e
+
+    def expr(self) -> sympy.Expr:
+        self.enter()
+        e = self.term()
+        while self.peek()[1] in ("+", "-") and self.peek()[0] == "op":
+            op = self.take()[1]
+            rhs = self.term()
+            e = _check_number(e + rhs if op == "+" else e - rhs)
+        self.depth -= 1
+        return e
+
+    def term(self) -> sympy.Expr:
+        e = self.unary()
+        while self.peek()[1] in ("*", "/") and self.peek()[0] == "op":
+            op, pos = self.take()[1:]
+            rhs = self.unary()
+            if op == "/":
+                if rhs.is_Number and rhs == 0:
+                    raise ExprError(f"division by the constant zero at position {pos}")
+                e = e / rhs
+            else:
+                e = e * rhs
+            e = _check_number(e)
+        return e
+
+    def unary(self) -> sympy.Expr:
+        kind, text, _ = self.peek()
+        if kind == "op" and text in ("+", "-"):
+            self.take()
+            self.enter()
+            e = self.unary()
+            self.depth -= 1
+            return -e if text == "-" else e
+        return self.power()
+
+    def power(self) -> sympy.Expr:
+        base = self.atom()
+        kind, text, pos = self.peek()
+        if kind == "op" and text in ("^", "**"):
+            self.take()
+            self.enter()
+            exponent = self.unary()
+            self.depth -= 1
+            if exponent.is_Number and abs(float(exponent)) > MAX_EXPONENT:
+                raise ExprError(
+                    f"exponent {exponent} at position {pos} is too large (|n| <= {MAX_EXPONENT})"
+                )
+            if base.is_Number and exponent.is_Number:
+                try:
+                    value = float(base) ** float(exponent)
+                except (OverflowError, ZeroDivisionError) as e:
+                    raise ExprError(f"constant power at position {pos} is out of range") from e
+                if isinstance(value, complex):
+                    raise ExprError(f"constant power at position {pos} is not real")
+                return _check_number(sympy.Float(value))
+            return sympy.Pow(base, exponent)
+        return base
+
+    def atom(self) -> sympy.Expr:
+        kind, text, pos = self.take()
+        if kind == "number":
+            value: sympy.Expr
+            if re.fullmatch(r"\d+", text) and len(text) <= 15:
+                value = sympy.Integer(int(text))
+            else:
+                f = float(text)
+                if not math.isfinite(f):
+                    raise ExprError(f"number {text!r} at position {pos} is out of range")
+                value = sympy.Float(f)
+            return _check_number(value)
+        if kind == "name":
+            if self.peek()[1] == "(":
+                if text not in FUNCTIONS:
+                    allowed = ", ".join(sorted(FUNCTIONS))
+                    raise ExprError(
+                        f"call of {text!r} at position {pos} is not allowed "
+                        f"(allowed functions: {allowed})"
+                    )
+                self.take()
+                self.enter()
+                arg = self.expr()
+                self.depth -= 1
+                if self.peek()[1] == ",":
+                    raise ExprError(f"{text}() takes exactly one argument")
+                self.expect(")")
+                return _check_number(FUNCTIONS[text](arg))
+            if text in self.names:
+                return self.names[text]
+            if text in FUNCTIONS:
+                raise ExprError(f"function {text!r} at position {pos} must be called")
+            known = ", ".join(self.names) or "none"
+            raise ExprError(f"unknown name {text!r} at position {pos} (known names: {known})")
+        if kind == "op" and text == "(":
+            self.enter()
+            e = self.expr()
+            self.depth -= 1
+            self.expect(")")
+            return e
+        found = "end of expression" if kind == "end" else repr(text)
+        raise ExprError(f"expected a number, name or '(' at position {pos}, found {found}")
+
+
+def parse(text: object, names: Mapping[str, sympy.Symbol]) -> sympy.Expr:
+    """Parse ``text`` into a sympy expression over the declared ``names``.
+
+    Raises :class:`ExprError` for anything outside the grammar above.
+    """
+    if not isinstance(text, str):
+        raise ExprError(f"expected an expression string, got {type(text).__name__}")
+    if len(text) > MAX_LENGTH:
+        raise ExprError(f"expression longer than {MAX_LENGTH} characters")
+    if not text.strip():
+        raise ExprError("empty expression")
+    try:
+        return _Parser(text, names).parse()
+    except RecursionError as e:  # sympy's own recursion on pathological trees
+        raise ExprError("expression too deeply nested") from e
+
+
+def symbols(names: Iterable[str]) -> dict[str, sympy.Symbol]:
+    """Real sympy symbols for the declared names."""
+    return {n: sympy.Symbol(n, real=True) for n in names}

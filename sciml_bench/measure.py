@@ -1,0 +1,52 @@
+"""Clocks and statistics.
+
+Workers report raw samples only; statistics are computed when reading
+(as pyperf does). ``time.monotonic`` is CLOCK_MONOTONIC on Linux, shared by
+all processes, so a worker can measure from the instant its parent spawned it.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+clock = time.monotonic
+perf = time.perf_counter
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = perf()
+    out = fn()
+    return perf() - start, out
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process (ru_maxrss is KiB on Linux)."""
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kib / 1024 if sys.platform != "darwin" else kib / 2**20
+
+
+def median(samples: Sequence[float]) -> float | None:
+    a = np.asarray(samples, dtype=float)
+    return float(np.median(a)) if a.size else None
+
+
+def iqr(samples: Sequence[float]) -> tuple[float, float] | None:
+    a = np.asarray(samples, dtype=float)
+    if not a.size:
+        return None
+    q1, q3 = np.percentile(a, [25, 75])
+    return float(q1), float(q3)
+
+
+def relative_spread(samples: Sequence[float]) -> float | None:
+    """Standard deviation over mean: pyperf warns above 0.1."""
+    a = np.asarray(samples, dtype=float)
+    if a.size < 2 or a.mean() == 0:
+        return None
+    return float(a.std(ddof=1) / a.mean())

@@ -1,0 +1,68 @@
+"""Accuracy metrics: solution error and gradient agreement against the reference.
+
+Solution error, for ``Y`` and reference ``R`` at the save points (shape
+``(n_save, n_state)``), with per-state scale ``s_j = max_i |R_ij|`` so that
+small species count:
+
+- ``rel_l2``    = ‖(Y − R)/s‖_F / ‖R/s‖_F            (over all save points)
+- ``rel_final`` = ‖(Y_N − R_N)/s‖_2 / ‖R_N/s‖_2      (at t_end)
+- ``final``     = mean_j |Y_Nj − R_Nj|               (DiffEqDevTools ``final``)
+- ``l2``        = sqrt(mean_ij (Y_ij − R_ij)²)       (DiffEqDevTools ``l2``)
+
+Gradient agreement compares log-space components ``θ_i ∂L/∂θ_i`` for
+parameters differentiated in log space (so a rate of 3e7 and one of 0.04 are
+on one footing) and natural components otherwise:
+
+- ``max_rel`` = max_i |g_i − r_i| / max(|r_i|, 1e-6 ‖r‖_∞)
+- ``cosine``  = g·r / (‖g‖ ‖r‖)
+
+and tiers: pass ≤ 1e-4, warn ≤ 1e-2, otherwise (or non-finite) fail.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+PASS_TOL = 1e-4
+WARN_TOL = 1e-2
+
+
+def solution_error(y: np.ndarray, ref: np.ndarray) -> dict[str, float]:
+    y = np.asarray(y, dtype=float)
+    ref = np.asarray(ref, dtype=float)
+    if y.shape != ref.shape or not np.all(np.isfinite(y)):
+        nan = float("nan")
+        return {"rel_l2": nan, "rel_final": nan, "final": nan, "l2": nan}
+    s = np.max(np.abs(ref), axis=0)
+    s[s == 0] = 1.0
+    d = (y - ref) / s
+    r = ref / s
+    return {
+        "rel_l2": float(np.linalg.norm(d) / np.linalg.norm(r)),
+        "rel_final": float(np.linalg.norm(d[-1]) / np.linalg.norm(r[-1])),
+        "final": float(np.mean(np.abs(y[-1] - ref[-1]))),
+        "l2": float(np.sqrt(np.mean((y - ref) ** 2))),
+    }
+
+
+def gradient_error(
+    g: np.ndarray, ref: np.ndarray, theta: np.ndarray, log_params: np.ndarray
+) -> dict[str, float]:
+    scale = np.where(np.asarray(log_params, bool), np.asarray(theta, float), 1.0)
+    a = np.asarray(g, dtype=float) * scale
+    b = np.asarray(ref, dtype=float) * scale
+    if a.shape != b.shape or not np.all(np.isfinite(a)):
+        return {"max_rel": float("nan"), "cosine": float("nan")}
+    floor = max(1e-6 * float(np.max(np.abs(b))), 1e-300)
+    max_rel = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), floor)))
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    cosine = float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
+    return {"max_rel": max_rel, "cosine": cosine}
+
+
+def gradient_tier(max_rel: float | None) -> str:
+    if max_rel is None:
+        return ""
+    if not np.isfinite(max_rel) or max_rel > WARN_TOL:
+        return "fail"
+    return "pass" if max_rel <= PASS_TOL else "warn"

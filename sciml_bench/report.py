@@ -1,0 +1,118 @@
+"""Tables of results: the terminal view of a run and of ``sciml-bench show``.
+
+Timings are medians with the interquartile range in brackets, computed from
+the raw samples when the file is read.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+ODE_COLUMNS = (
+    "backend", "solver", "gradient", "rtol", "status", "TTFG s", "solve ms [IQR]",
+    "grad ms [IQR]", "sol err", "grad err", "steps",
+)
+
+#: keys of the machine-readable (--json) case record, timing keys being medians
+JSON_KEYS = (
+    "problem", "backend", "solver", "gradient_method", "status", "reason", "ttfg_s",
+    "solve_s", "grad_s", "solution_error", "gradient_error", "gradient", "steps",
+    "rhs_evals", "gradient_tier", "gradient_cosine", "rtol", "atol", "t_reached",
+    "peak_rss_mb",
+)
+
+
+def _num(x: Any, fmt: str = ".2e") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return format(x, fmt)
+
+
+def _ms(median: float | None, q: Sequence[float] | None) -> str:
+    if median is None:
+        return "-"
+    s = f"{median * 1e3:.3g}"
+    if q:
+        s += f" [{q[0] * 1e3:.3g}-{q[1] * 1e3:.3g}]"
+    return s
+
+
+def ode_row(r: dict[str, Any]) -> list[str]:
+    ttfg = r.get("ttfg_s")
+    grad_err = _num(r.get("gradient_error"))
+    if r.get("gradient_tier"):
+        grad_err += f" {r['gradient_tier']}"
+    steps = r.get("steps")
+    if steps is None and r.get("rhs_evals") is not None:
+        steps = f"{r['rhs_evals']} f"
+    return [
+        r.get("backend", ""),
+        r.get("solver", ""),
+        r.get("gradient_method", ""),
+        _num(r.get("rtol"), ".0e"),
+        r.get("status", ""),
+        f"{ttfg:.2f}" if ttfg is not None else "-",
+        _ms(r.get("solve_s"), r.get("solve_iqr")),
+        _ms(r.get("grad_s"), r.get("grad_iqr")),
+        _num(r.get("solution_error")),
+        grad_err,
+        str(steps) if steps is not None else "-",
+    ]
+
+
+def render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)
+
+
+def table(records: Sequence[dict[str, Any]]) -> str:
+    """One table per problem, failures with their reasons underneath."""
+    out: list[str] = []
+    problems: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        problems.setdefault(r.get("problem", "?"), []).append(r)
+    for name, recs in problems.items():
+        ode = [r for r in recs if r.get("kind", "ode") == "ode"]
+        other = [r for r in recs if r.get("kind", "ode") != "ode"]
+        if ode:
+            out += [f"\n{name}", render(ODE_COLUMNS, [ode_row(r) for r in ode])]
+        if other:
+            out += [f"\n{name}", generic_table(other)]
+        notes = [r for r in recs if r.get("reason")]
+        for r in notes:
+            label = " ".join(x for x in (r.get("backend"), r.get("solver")) if x)
+            wrapped = textwrap.fill(
+                f"{label}: {r['status']}: {r['reason']}", width=100, subsequent_indent="    "
+            )
+            out.append("  " + wrapped)
+    return "\n".join(out).lstrip("\n")
+
+
+def generic_table(records: Sequence[dict[str, Any]]) -> str:
+    """Rows whose kind has no dedicated layout: their scalar fields."""
+    keys: list[str] = []
+    for r in records:
+        for k, v in r.items():
+            if k not in keys and k not in ("reason", "kind", "problem") and isinstance(
+                v, str | int | float | bool
+            ):
+                keys.append(k)
+    keys = keys[:12]
+    rows = []
+    for r in records:
+        row = []
+        for k in keys:
+            v = r.get(k)
+            row.append(_num(v, ".3g") if isinstance(v, float) else ("-" if v is None else str(v)))
+        rows.append(row)
+    return render(keys, rows)
+
+
+def json_record(r: dict[str, Any]) -> dict[str, Any]:
+    return {k: r.get(k) for k in JSON_KEYS}

@@ -1,0 +1,213 @@
+"""The results file: HDF5, versioned schema, written so nothing completed is lost.
+
+Schema (``schema_version`` 1)::
+
+    /                      attrs: format="sciml-bench-results", schema_version,
+                                  run_id, created (ISO 8601 UTC), command,
+                                  status ("running" | "complete" | "interrupted"),
+                                  sciml_bench_version
+    /environment           attrs: one JSON string per key (see environment.py)
+    /cases/NNNNNN          one group per case record, in run order:
+        attrs              scalar fields (str, int, float, bool)
+        datasets           numeric arrays (raw samples, solutions, gradients)
+        attr _json         JSON object of the fields that are dicts, string lists
+                           or None (e.g. ``gradient`` keyed by parameter name)
+
+A record's keys are documented in README.md ("Results schema"). Raw samples
+are stored; medians and IQRs are computed when reading (:func:`summarize`).
+
+Durability: after every case the whole file is written to a temporary file
+in the same folder, fsynced and renamed over the previous one, so at any
+instant the path holds a complete, valid file with every finished case,
+whether the run crashes, is killed or is interrupted.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import secrets
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sciml_bench import __version__
+from sciml_bench.measure import iqr, median
+
+FORMAT = "sciml-bench-results"
+SCHEMA_VERSION = 1
+#: raw-sample fields and the summary keys derived from them when reading
+SAMPLE_FIELDS = {"ttfg_samples": "ttfg_s", "solve_samples": "solve_s", "grad_samples": "grad_s"}
+
+
+class ResultsError(ValueError):
+    """A file that is not a readable sciml-bench results file."""
+
+
+@dataclass
+class Run:
+    path: Path
+    meta: dict[str, Any]
+    environment: dict[str, Any]
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+def new_path(folder: str | os.PathLike[str], label: str) -> Path:
+    """A fresh, unique file name: concurrent runs never collide."""
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
+    return Path(folder) / f"{safe}-{stamp}-{os.getpid()}-{secrets.token_hex(3)}.h5"
+
+
+def _is_numeric_array(v: Any) -> bool:
+    if isinstance(v, np.ndarray):
+        return v.dtype.kind in "biuf"
+    if not isinstance(v, list | tuple) or not v:
+        return False
+    try:
+        a = np.asarray(v, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return a.dtype.kind == "f" and a.ndim <= 3
+
+
+def _write_record(group: Any, record: dict[str, Any]) -> None:
+    as_json: dict[str, Any] = {}
+    for k, v in record.items():
+        if isinstance(v, bool | int | float | str | np.integer | np.floating) and not (
+            isinstance(v, str) and len(v) > 60000
+        ):
+            group.attrs[k] = v
+        elif _is_numeric_array(v):
+            group.create_dataset(k, data=np.asarray(v, dtype=float))
+        else:
+            as_json[k] = v
+    group.attrs["_json"] = json.dumps(as_json, default=_json_default)
+
+
+def _json_default(x: Any) -> Any:
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    return str(x)
+
+
+def _read_record(group: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {}
+    for k, v in group.attrs.items():
+        if k == "_json":
+            continue
+        if isinstance(v, np.generic):
+            v = v.item()
+        rec[k] = v
+    for k, ds in group.items():
+        rec[k] = ds[()].tolist()
+    rec.update(json.loads(group.attrs.get("_json", "{}")))
+    return rec
+
+
+class ResultsWriter:
+    """Holds a run's records and rewrites the file atomically after each one."""
+
+    def __init__(self, path: Path, environment: dict[str, Any], command: str):
+        self.path = Path(path)
+        self.environment = environment
+        self.records: list[dict[str, Any]] = []
+        self.meta = {
+            "format": FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.path.stem,
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "command": command,
+            "status": "running",
+            "sciml_bench_version": __version__,
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.flush()
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        self.flush()
+
+    def finish(self, status: str) -> None:
+        self.meta["status"] = status
+        self.flush()
+
+    def flush(self) -> None:
+        import h5py
+
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            with h5py.File(tmp, "w") as f:
+                for k, v in self.meta.items():
+                    f.attrs[k] = v
+                env = f.create_group("environment")
+                for k, v in self.environment.items():
+                    env.attrs[k] = json.dumps(v, default=_json_default)
+                cases = f.create_group("cases")
+                for i, rec in enumerate(self.records):
+                    _write_record(cases.create_group(f"{i:06d}"), rec)
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def load(path: str | os.PathLike[str], as_frame: bool = False) -> Any:
+    """Read a results file: a :class:`Run` (records summarized), or a pandas
+    DataFrame of the records when ``as_frame`` and pandas is installed."""
+    run = read(path)
+    if as_frame:
+        import pandas as pd
+
+        return pd.DataFrame(run.records)
+    return run
+
+
+def read(path: str | os.PathLike[str]) -> Run:
+    import h5py
+
+    p = Path(path)
+    if not p.exists():
+        raise ResultsError(f"{p}: no such file")
+    try:
+        f = h5py.File(p, "r")
+    except OSError as e:
+        raise ResultsError(f"{p}: not an HDF5 file ({e})") from None
+    with f:
+        if f.attrs.get("format") != FORMAT:
+            raise ResultsError(
+                f"{p}: an HDF5 file, but not a sciml-bench results file (no format={FORMAT!r})"
+            )
+        version = int(f.attrs.get("schema_version", 0))
+        if version > SCHEMA_VERSION:
+            raise ResultsError(
+                f"{p}: schema version {version} is newer than this sciml-bench reads "
+                f"({SCHEMA_VERSION}); upgrade sciml-bench"
+            )
+        meta = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in f.attrs.items()}
+        env = {k: json.loads(v) for k, v in f["environment"].attrs.items()} if "environment" in f else {}
+        records = [summarize(_read_record(f["cases"][k])) for k in sorted(f.get("cases", {}))]
+    return Run(p, meta, env, records)
+
+
+def summarize(record: dict[str, Any]) -> dict[str, Any]:
+    """Add medians and IQRs computed from the raw samples."""
+    out = dict(record)
+    for raw, key in SAMPLE_FIELDS.items():
+        samples = record.get(raw) or []
+        out[key] = median(samples)
+        out[f"{key[:-2]}_iqr"] = iqr(samples)
+    return out
+
+
+def records(paths: Sequence[str | os.PathLike[str]]) -> Iterable[dict[str, Any]]:
+    for p in paths:
+        yield from read(p).records

@@ -1,0 +1,413 @@
+"""The ``Problem`` model: loading and validating problem files (TOML, data only).
+
+A problem file declares states with initial values, parameters (the
+quantities differentiated), one expression string per state, the time span
+and save points, tolerances and the loss. Expressions go through the
+whitelist parser in :mod:`sciml_bench.expr`; nothing in a file is executed.
+
+Every validation failure is a :class:`ProblemError` naming the file, the key
+and the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sympy
+
+from sciml_bench import expr
+
+NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+#: names the generated code or the grammar itself uses
+RESERVED = frozenset({"t", *expr.FUNCTIONS})
+MAX_STATES = 1000
+MAX_SAVE = 100_000
+
+
+class ProblemError(ValueError):
+    """A problem file that does not validate: ``file: [key]: reason``."""
+
+    def __init__(self, source: str, key: str, reason: str):
+        self.source = source
+        self.key = key
+        self.reason = reason
+        super().__init__(f"{source}: [{key}]: {reason}")
+
+
+@dataclass(frozen=True)
+class Loss:
+    """``fit``: scaled least squares against observations made at ``truth``;
+    ``final``: ``Σ_j w_j y_j(t_end)``."""
+
+    kind: str
+    weights: tuple[float, ...] = ()
+    truth: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    description: str
+    stiff: bool
+    state_names: tuple[str, ...]
+    y0: tuple[float, ...]
+    param_names: tuple[str, ...]
+    theta0: tuple[float, ...]
+    log_params: tuple[bool, ...]
+    rhs: tuple[sympy.Expr, ...]
+    t_span: tuple[float, float]
+    t_save: tuple[float, ...]
+    rtol: float
+    atol: float
+    max_steps: int
+    loss: Loss
+    reference: Mapping[str, Any] = field(default_factory=dict)
+    source: str = "<memory>"
+    #: the parsed file, canonicalised: the content the reference cache is keyed on
+    content: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def n_state(self) -> int:
+        return len(self.state_names)
+
+    @property
+    def n_params(self) -> int:
+        return len(self.param_names)
+
+    @property
+    def state_symbols(self) -> list[sympy.Symbol]:
+        return [sympy.Symbol(n, real=True) for n in self.state_names]
+
+    @property
+    def param_symbols(self) -> list[sympy.Symbol]:
+        return [sympy.Symbol(n, real=True) for n in self.param_names]
+
+    @property
+    def content_hash(self) -> str:
+        blob = json.dumps(self.content, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def problems_dir() -> Path:
+    """Where shipped problems live (``$SCIML_BENCH_PROBLEMS`` overrides)."""
+    env = os.environ.get("SCIML_BENCH_PROBLEMS")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "problems"
+
+
+def available_problems() -> list[str]:
+    return sorted(p.stem for p in problems_dir().glob("*.toml"))
+
+
+def load(name_or_path: str | os.PathLike[str]) -> Problem:
+    """Load a shipped problem by name, or any problem file by path."""
+    path = Path(name_or_path)
+    if path.suffix != ".toml" or not path.exists():
+        candidate = problems_dir() / f"{name_or_path}.toml"
+        if not candidate.exists():
+            known = ", ".join(available_problems()) or "none"
+            raise ProblemError(
+                str(name_or_path),
+                "name",
+                f"no such problem (shipped problems: {known}); "
+                "use --problem-file PATH for your own file",
+            )
+        path = candidate
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ProblemError(str(path), "file", f"cannot read: {e}") from e
+    return loads(text, source=str(path))
+
+
+def loads(text: str, source: str = "<memory>") -> Problem:
+    """Parse and validate problem TOML text."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ProblemError(source, "toml", f"not valid TOML: {e}") from e
+    except RecursionError as e:
+        raise ProblemError(source, "toml", "nested too deeply") from e
+    return from_dict(data, source)
+
+
+class _Reader:
+    """Typed access to the parsed TOML with errors that name the key."""
+
+    def __init__(self, data: Mapping[str, Any], source: str):
+        self.data = data
+        self.source = source
+
+    def fail(self, key: str, reason: str) -> ProblemError:
+        return ProblemError(self.source, key, reason)
+
+    def get(self, key: str, default: Any = ...) -> Any:
+        node: Any = self.data
+        for part in key.split("."):
+            if not isinstance(node, Mapping):
+                raise self.fail(key, f"expected a table at {part!r}")
+            if part not in node:
+                if default is ...:
+                    raise self.fail(key, "missing")
+                return default
+            node = node[part]
+        return node
+
+    def table(self, key: str, default: Any = ...) -> Mapping[str, Any]:
+        v = self.get(key, default)
+        if not isinstance(v, Mapping):
+            raise self.fail(key, f"expected a table, got {type(v).__name__}")
+        return v
+
+    def string(self, key: str, default: Any = ...) -> str:
+        v = self.get(key, default)
+        if not isinstance(v, str):
+            raise self.fail(key, f"expected a string, got {type(v).__name__}")
+        return v
+
+    def boolean(self, key: str, default: Any = ...) -> bool:
+        v = self.get(key, default)
+        if not isinstance(v, bool):
+            raise self.fail(key, f"expected true or false, got {type(v).__name__}")
+        return v
+
+    def number(self, key: str, default: Any = ..., positive: bool = False) -> float:
+        return self.as_number(key, self.get(key, default), positive)
+
+    def as_number(self, key: str, v: Any, positive: bool = False) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise self.fail(key, f"expected a number, got {type(v).__name__}")
+        f = float(v)
+        if not math.isfinite(f):
+            raise self.fail(key, f"expected a finite number, got {v}")
+        if positive and f <= 0:
+            raise self.fail(key, f"expected a positive number, got {v}")
+        return f
+
+    def numbers(self, key: str, length: int | None = None, default: Any = ...) -> list[float]:
+        v = self.get(key, default)
+        if not isinstance(v, list):
+            raise self.fail(key, f"expected an array of numbers, got {type(v).__name__}")
+        if length is not None and len(v) != length:
+            raise self.fail(key, f"expected {length} values, got {len(v)}")
+        return [self.as_number(f"{key}[{i}]", x) for i, x in enumerate(v)]
+
+    def integer(self, key: str, default: Any = ..., lo: int = 1, hi: int = 10**9) -> int:
+        v = self.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.fail(key, f"expected an integer, got {type(v).__name__}")
+        if not lo <= v <= hi:
+            raise self.fail(key, f"expected an integer in [{lo}, {hi}], got {v}")
+        return v
+
+
+def _names(r: _Reader, key: str, values: list[Any]) -> list[str]:
+    seen: set[str] = set()
+    for i, n in enumerate(values):
+        if not isinstance(n, str) or not NAME_RE.fullmatch(n):
+            raise r.fail(
+                f"{key}[{i}]",
+                f"{n!r} is not a valid name (a letter, then letters, digits or '_')",
+            )
+        if n in RESERVED or n.startswith("__"):
+            raise r.fail(f"{key}[{i}]", f"{n!r} is reserved")
+        if n in seen:
+            raise r.fail(f"{key}[{i}]", f"duplicate name {n!r}")
+        seen.add(n)
+    return list(values)
+
+
+def _save_points(r: _Reader, t0: float, t1: float) -> list[float]:
+    save = r.get("time.save")
+    if isinstance(save, list):
+        pts = r.numbers("time.save")
+    elif isinstance(save, Mapping):
+        if len(save) != 1:
+            raise r.fail("time.save", "give exactly one of points, linspace, logspace")
+        (kind, spec), = save.items()
+        key = f"time.save.{kind}"
+        if kind == "points":
+            pts = r.numbers(key)
+        elif kind in ("linspace", "logspace"):
+            a, b, n = r.numbers(key, length=3)
+            if n != int(n) or not 1 <= n <= MAX_SAVE:
+                raise r.fail(key, f"the count must be an integer in [1, {MAX_SAVE}]")
+            fn = np.linspace if kind == "linspace" else np.logspace
+            pts = [float(x) for x in fn(a, b, int(n))]
+        else:
+            raise r.fail(key, "unknown kind; use points, linspace or logspace")
+    else:
+        raise r.fail("time.save", "expected an array of times or a table")
+    if not pts:
+        raise r.fail("time.save", "no save points")
+    if len(pts) > MAX_SAVE:
+        raise r.fail("time.save", f"more than {MAX_SAVE} save points")
+    arr = np.asarray(pts)
+    if not np.all(np.isfinite(arr)):
+        raise r.fail("time.save", "save points must be finite")
+    if np.any(np.diff(arr) <= 0):
+        raise r.fail("time.save", "save points must be strictly increasing")
+    if arr[0] < t0 or arr[-1] > t1 * (1 + 1e-12) + 1e-300:
+        raise r.fail("time.save", f"save points must lie in the span [{t0}, {t1}]")
+    # The final-time metrics and the `final` loss need y(t_end).
+    if not math.isclose(pts[-1], t1, rel_tol=1e-12, abs_tol=0.0):
+        pts.append(t1)
+    else:
+        pts[-1] = t1
+    return pts
+
+
+def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
+    """Validate an already-parsed problem table."""
+    r = _Reader(data, source)
+    if not isinstance(data, Mapping):
+        raise r.fail("toml", "expected a table at the top level")
+    known_top = {
+        "name", "description", "stiff", "state", "parameters", "equations",
+        "time", "tolerances", "solver", "loss", "reference",
+    }
+    for k in data:
+        if k not in known_top:
+            raise r.fail(str(k), f"unknown key (allowed: {', '.join(sorted(known_top))})")
+
+    name = r.string("name")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
+        raise r.fail("name", f"{name!r}: use letters, digits, '-', '_' or '.'")
+    description = r.string("description", "")
+    stiff = r.boolean("stiff")
+
+    state_list = r.get("state.names")
+    if not isinstance(state_list, list) or not state_list:
+        raise r.fail("state.names", "expected a non-empty array of names")
+    if len(state_list) > MAX_STATES:
+        raise r.fail("state.names", f"more than {MAX_STATES} states")
+    states = _names(r, "state.names", state_list)
+    y0 = r.numbers("state.initial", length=len(states))
+
+    params_table = r.table("parameters")
+    if not params_table:
+        raise r.fail("parameters", "declare at least one parameter to differentiate")
+    params = _names(r, "parameters", list(params_table))
+    theta0: list[float] = []
+    log_params: list[bool] = []
+    for p in params:
+        v = params_table[p]
+        key = f"parameters.{p}"
+        if isinstance(v, Mapping):
+            extra = set(v) - {"value", "log"}
+            if extra:
+                raise r.fail(key, f"unknown key(s) {sorted(extra)}; use value and log")
+            value = r.number(f"{key}.value")
+            log = r.boolean(f"{key}.log", value > 0)
+        else:
+            value = r.as_number(key, v)
+            log = value > 0
+        if log and value <= 0:
+            raise r.fail(key, "log = true needs a positive value")
+        theta0.append(value)
+        log_params.append(log)
+    clash = set(states) & set(params)
+    if clash:
+        raise r.fail("parameters", f"names used for both states and parameters: {sorted(clash)}")
+
+    eqs = r.table("equations")
+    missing = [s for s in states if s not in eqs]
+    if missing:
+        raise r.fail("equations", f"no equation for state(s) {missing}")
+    extra_eqs = [k for k in eqs if k not in states]
+    if extra_eqs:
+        raise r.fail("equations", f"equation(s) for undeclared state(s) {extra_eqs}")
+    symbols = expr.symbols([*states, *params, "t"])
+    rhs: list[sympy.Expr] = []
+    for s in states:
+        try:
+            rhs.append(expr.parse(eqs[s], symbols))
+        except expr.ExprError as e:
+            raise r.fail(f"equations.{s}", str(e)) from None
+
+    t0, t1 = r.numbers("time.span", length=2)
+    if not t1 > t0:
+        raise r.fail("time.span", "the end must be after the start")
+    t_save = _save_points(r, t0, t1)
+
+    rtol = r.number("tolerances.rtol", 1e-6, positive=True)
+    atol = r.number("tolerances.atol", 1e-10, positive=True)
+    max_steps = r.integer("solver.max_steps", 100_000, lo=10, hi=10**8)
+
+    kind = r.string("loss.kind")
+    if kind == "final":
+        weights = r.numbers("loss.weights", length=len(states))
+        if not any(weights):
+            raise r.fail("loss.weights", "all weights are zero: the loss would be constant")
+        loss = Loss("final", weights=tuple(weights))
+    elif kind == "fit":
+        truth_table = r.table("loss.truth")
+        unknown = [k for k in truth_table if k not in params]
+        if unknown:
+            raise r.fail("loss.truth", f"unknown parameter(s) {unknown}")
+        truth = [
+            r.number(f"loss.truth.{p}") if p in truth_table else theta0[i]
+            for i, p in enumerate(params)
+        ]
+        if truth == theta0:
+            raise r.fail(
+                "loss.truth",
+                "the truth equals the initial parameters, so the fit loss and its "
+                "gradient are zero there; perturb at least one parameter",
+            )
+        loss = Loss("fit", truth=tuple(truth))
+    else:
+        raise r.fail("loss.kind", f"unknown kind {kind!r}; use 'fit' or 'final'")
+
+    reference = dict(r.table("reference", {}))
+    for k in reference:
+        if k not in ("rtol", "atol", "method", "fd_step"):
+            raise r.fail(f"reference.{k}", "unknown key (allowed: rtol, atol, method, fd_step)")
+    if "method" in reference and reference["method"] not in ("Radau", "BDF"):
+        raise r.fail("reference.method", "use 'Radau' or 'BDF'")
+    for k in ("rtol", "atol", "fd_step"):
+        if k in reference:
+            r.number(f"reference.{k}", positive=True)
+
+    return Problem(
+        name=name,
+        description=description,
+        stiff=stiff,
+        state_names=tuple(states),
+        y0=tuple(y0),
+        param_names=tuple(params),
+        theta0=tuple(theta0),
+        log_params=tuple(log_params),
+        rhs=tuple(rhs),
+        t_span=(t0, t1),
+        t_save=tuple(t_save),
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        loss=loss,
+        reference=reference,
+        source=source,
+        content=_canonical(data),
+    )
+
+
+def _canonical(data: Any) -> Any:
+    """JSON-able copy of the parsed TOML (dates become strings)."""
+    if isinstance(data, Mapping):
+        return {str(k): _canonical(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_canonical(v) for v in data]
+    if isinstance(data, str | int | float | bool) or data is None:
+        return data
+    return str(data)

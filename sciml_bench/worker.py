@@ -1,0 +1,202 @@
+"""Runs one case in one fresh process and reports raw measurements.
+
+Invoked by the runner as ``python -m sciml_bench.worker JOB.json EVENTS.jsonl``.
+Events are appended to the JSON-lines file as they happen (and flushed), so
+a worker killed at its budget, or crashing, still leaves its completed phases
+and its progress in t behind.
+
+Phases of time-to-first-gradient, measured from the parent's spawn instant
+(``job["t_spawn"]``, CLOCK_MONOTONIC):
+
+- ``import``:      interpreter start-up and importing the library;
+- ``build``:       compiling the problem for the library;
+- ``first_solve``: the first solve, including any JIT compilation;
+- ``first_grad``:  the first loss+gradient, including any JIT compilation.
+
+Only the standard library is imported at module level, so the import phase
+is the library's own cost, and the Julia worker can import juliacall before
+anything else (it must never follow torch: PythonCall #215).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+PHASES = ("import", "build", "first_solve", "first_grad")
+
+
+class Events:
+    """Append-only JSON-lines event log, flushed per event."""
+
+    def __init__(self, path: str):
+        self.f = open(path, "a", buffering=1)  # noqa: SIM115 - lives for the process
+        self.lock = threading.Lock()
+
+    def emit(self, **event: Any) -> None:
+        line = json.dumps(event, default=_jsonable)
+        with self.lock:
+            self.f.write(line + "\n")
+            self.f.flush()
+
+
+def _jsonable(x: Any) -> Any:
+    tolist = getattr(x, "tolist", None)
+    if tolist is not None:
+        return tolist()
+    return str(x)
+
+
+def _watch_progress(case: Any, events: Events, stop: threading.Event) -> None:
+    last = None
+    while not stop.wait(0.5):
+        try:
+            t = case.progress_t()
+        except Exception:  # progress is best effort; never disturb the case
+            return
+        if t is not None and t != last:
+            events.emit(progress_t=t)
+            last = t
+
+
+def _failure(events: Events, exc: BaseException, where: str) -> None:
+    from sciml_bench.status import SolverFailure, Status
+
+    if isinstance(exc, SolverFailure):
+        reason = exc.reason
+        if exc.t_reached is not None:
+            reason += f" (integration reached t={exc.t_reached:.4g})"
+        events.emit(status=exc.status.value, reason=reason, t_reached=exc.t_reached, during=where)
+    else:
+        tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        events.emit(status=Status.ERROR.value, reason=f"{where}: {tb}", during=where)
+
+
+def run_ode(job: dict[str, Any], events: Events) -> None:
+    t_spawn = float(job["t_spawn"])
+    name = job["backend"]
+    detail: dict[str, float] = {}
+    if name == "julia":
+        start = time.monotonic()
+        import juliacall  # noqa: F401  - before numpy, torch or anything else
+
+        detail["juliacall_init"] = time.monotonic() - start
+
+    from sciml_bench import backends
+    from sciml_bench.measure import clock, peak_rss_mb
+
+    backend = backends.get(name)
+    detail.update(backend.load())
+    now = clock()
+    events.emit(phase="import", s=now - t_spawn, detail=detail)
+
+    import numpy as np
+
+    from sciml_bench.backends.base import CaseOptions
+    from sciml_bench.compiled import CompiledProblem
+
+    start = clock()
+    problem = CompiledProblem.from_json(job["problem"])
+    opts = job["options"]
+    options = CaseOptions(
+        solver=opts["solver"],
+        gradient_method=opts["gradient_method"],
+        rtol=float(opts["rtol"]),
+        atol=float(opts["atol"]),
+        max_steps=int(opts["max_steps"]),
+        extra=opts.get("extra", {}),
+    )
+    try:
+        case = backend.build(problem, options)
+    except Exception as e:
+        _failure(events, e, "build")
+        return
+    events.emit(phase="build", s=clock() - start)
+    theta = np.asarray(problem.theta0, dtype=np.float64)
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_progress, args=(case, events, stop), daemon=True)
+    watcher.start()
+    start = clock()
+    try:
+        sol = case.solve(theta)
+    except Exception as e:
+        _failure(events, e, "first solve")
+        return
+    finally:
+        stop.set()
+    events.emit(phase="first_solve", s=clock() - start)
+    full = job.get("mode", "full") == "full"
+    if full:
+        events.emit(y=sol.y, stats=sol.stats)
+
+    if backend.differentiable:
+        start = clock()
+        try:
+            loss, grad = case.loss_and_grad(theta)
+        except Exception as e:
+            _failure(events, e, "first gradient")
+            return
+        events.emit(phase="first_grad", s=clock() - start)
+        if full:
+            events.emit(loss=loss, gradient=grad)
+    events.emit(ttfg_s=clock() - t_spawn)
+
+    if full:
+        _steady(job, case, theta, backend.differentiable, events)
+    events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason="")
+
+
+def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Events) -> None:
+    """Warm-ups, then timed repeats, each kind bounded by a time budget."""
+    from sciml_bench.measure import perf
+
+    repeats = int(job.get("repeats", 10))
+    warmups = int(job.get("warmups", 1))
+    budget = float(job.get("steady_budget_s", 20.0))
+    kinds = [("solve", lambda: case.solve(theta))]
+    if grad:
+        kinds.append(("grad", lambda: case.loss_and_grad(theta)))
+    for kind, fn in kinds:
+        for _ in range(warmups):
+            fn()
+        samples: list[float] = []
+        t_begin = perf()
+        while len(samples) < repeats:
+            start = perf()
+            fn()
+            samples.append(perf() - start)
+            if perf() - t_begin > budget and len(samples) >= 3:
+                break
+        events.emit(samples=kind, values=samples)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m sciml_bench.worker JOB.json EVENTS.jsonl", file=sys.stderr)
+        return 2
+    with open(argv[0]) as f:
+        job = json.load(f)
+    events = Events(argv[1])
+    events.emit(pid=os.getpid(), started=True)
+    try:
+        if job.get("kind", "ode") == "cnn":
+            from sciml_bench.cnn import run_variant
+
+            events.emit(result=run_variant(job))
+        else:
+            run_ode(job, events)
+    except Exception as e:  # an unexpected harness error is still a row
+        _failure(events, e, "worker")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
