@@ -7,7 +7,6 @@ import shlex
 import sys
 import traceback
 import warnings
-from pathlib import Path
 from typing import Any
 
 import click

@@ -10,6 +10,7 @@ implement the same ``run`` without touching the worker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -63,14 +64,10 @@ def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the worker's process group, then reap the worker."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 class LocalExecutor:
@@ -135,10 +132,8 @@ class LocalExecutor:
                         kill_group(proc)
                     else:
                         # the worker is gone; make sure its children are too
-                        try:
+                        with contextlib.suppress(ProcessLookupError, PermissionError):
                             os.killpg(proc.pid, signal.SIGKILL)
-                        except (ProcessLookupError, PermissionError):
-                            pass
                 wall = clock() - start
             new, offset = _read_events(events_path, offset)
             for e in new:

@@ -6,10 +6,10 @@ strings in the results file and compared as strings when reading it.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """How a case ended. ``ok`` is the only status whose timings are comparable."""
 
     OK = "ok"

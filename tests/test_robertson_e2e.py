@@ -1,0 +1,109 @@
+"""End to end: `sciml-bench run stiff-robertson --quick`, real workers, real HDF5."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sciml_bench import results
+from sciml_bench.metrics import PASS_TOL
+
+REQUIRED = {
+    "problem", "backend", "solver", "gradient_method", "status", "reason", "ttfg_s",
+    "solve_s", "grad_s", "solution_error", "gradient_error", "gradient", "steps",
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
+    out = tmp_path_factory.mktemp("results")
+    r = subprocess.run(
+        [sys.executable, "-m", "sciml_bench.cli", "run", "stiff-robertson", "--quick",
+         "--json", "--out", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    (path,) = out.glob("*.h5")
+    return json.loads(r.stdout), path
+
+
+@pytest.mark.slow
+def test_every_backend_has_a_row_with_the_required_keys(run) -> None:
+    records, _ = run
+    assert [r["backend"] for r in records] == ["scipy", "diffrax", "torchdiffeq", "julia"]
+    for r in records:
+        assert set(r) >= REQUIRED
+
+
+@pytest.mark.slow
+def test_diffrax_gradient_agrees_with_the_reference(run) -> None:
+    records, _ = run
+    d = next(r for r in records if r["backend"] == "diffrax")
+    assert d["status"] == "ok", d["reason"]
+    assert d["gradient_error"] <= PASS_TOL
+    assert list(d["gradient"]) == ["k1", "k2", "k3"]
+    assert d["solution_error"] < 1e-4
+    assert d["ttfg_s"] > 0 and d["solve_s"] > 0 and d["grad_s"] > 0
+    assert d["steps"] > 100  # Kvaerno5 takes ~300 steps on ROBER
+
+
+@pytest.mark.slow
+def test_scipy_solves_and_has_no_gradient(run) -> None:
+    records, _ = run
+    s = next(r for r in records if r["backend"] == "scipy")
+    assert s["status"] == "ok"
+    assert s["solution_error"] < 1e-3
+    assert s["gradient"] is None and s["grad_s"] is None
+
+
+@pytest.mark.slow
+def test_torchdiffeq_dopri5_fails_quickly_with_how_far_it_got(run) -> None:
+    records, _ = run
+    t = next(r for r in records if r["backend"] == "torchdiffeq")
+    assert t["status"] == "max_steps"
+    assert "max_num_steps exceeded" in t["reason"]
+    assert 0 < t["t_reached"] < 1e5
+    assert t["gradient"] is None  # a failed solve's gradient is never scored
+
+
+@pytest.mark.slow
+def test_julia_is_unavailable_with_a_fix(run) -> None:
+    import shutil
+
+    if shutil.which("julia"):
+        pytest.skip("julia is installed here; the unavailable row is not expected")
+    records, _ = run
+    j = next(r for r in records if r["backend"] == "julia")
+    assert j["status"] == "unavailable"
+    assert "julia" in j["reason"].lower() and "Fix:" in j["reason"]
+
+
+@pytest.mark.slow
+def test_results_file_holds_raw_samples_and_environment(run) -> None:
+    records, path = run
+    stored = results.read(path)
+    assert stored.meta["status"] == "complete"
+    assert stored.meta["schema_version"] == results.SCHEMA_VERSION
+    env = stored.environment
+    assert {"python", "cpu_model", "packages", "threads", "git_commit", "gpus"} <= set(env)
+    assert "diffrax" in env["packages"] and "torch" in env["packages"]
+    d = next(r for r in stored.records if r["backend"] == "diffrax")
+    assert len(d["grad_samples"]) >= 3 and min(d["grad_samples"]) > 0
+    assert len(d["phases"]) == 1 and len(d["phases"][0]) == 4
+    printed = next(r for r in records if r["backend"] == "diffrax")
+    assert d["grad_s"] == pytest.approx(printed["grad_s"])
+
+
+@pytest.mark.slow
+def test_show_prints_the_table_again(run) -> None:
+    _, path = run
+    r = subprocess.run(
+        [sys.executable, "-m", "sciml_bench.cli", "show", str(path)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    for word in ("diffrax", "Kvaerno5", "torchdiffeq", "max_steps", "unavailable", "pass"):
+        assert word in r.stdout
