@@ -152,6 +152,8 @@ def assemble(
         "atol": spec.atol,
         "max_steps": spec.max_steps,
         "options": spec.extra,
+        "backend_info": ev.get("backend_info"),
+        "case_info": ev.get("case_info"),
         "status": status,
         "reason": reason,
         "t_reached": t_reached,

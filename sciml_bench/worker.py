@@ -24,7 +24,6 @@ import json
 import os
 import sys
 import threading
-import time
 import traceback
 from typing import Any
 
@@ -82,10 +81,16 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
     name = job["backend"]
     detail: dict[str, float] = {}
     if name == "julia":
-        start = time.monotonic()
-        import juliacall  # noqa: F401  - before numpy, torch or anything else
+        # juliacall before numpy, torch or anything else (torch first crashes it);
+        # julia_env is stdlib-only and configures juliacall so it never downloads Julia.
+        from sciml_bench import julia_env
 
-        detail["juliacall_init"] = time.monotonic() - start
+        try:
+            julia_env.import_juliacall()
+        except julia_env.JuliaNotFound as e:
+            events.emit(status="unavailable", reason=str(e), during="import")
+            return
+        detail["juliacall_init"] = julia_env.JULIACALL_IMPORT_S or 0.0
 
     from sciml_bench import backends
     from sciml_bench.measure import clock, peak_rss_mb
@@ -94,6 +99,8 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
     detail.update(backend.load())
     now = clock()
     events.emit(phase="import", s=now - t_spawn, detail=detail)
+    if getattr(backend, "load_info", None):
+        events.emit(backend_info=backend.load_info)
 
     import numpy as np
 
@@ -117,6 +124,8 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
         _failure(events, e, "build")
         return
     events.emit(phase="build", s=clock() - start)
+    if getattr(case, "info", None):
+        events.emit(case_info=case.info)
     theta = np.asarray(problem.theta0, dtype=np.float64)
 
     stop = threading.Event()

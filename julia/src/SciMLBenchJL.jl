@@ -1,0 +1,299 @@
+"""
+    SciMLBenchJL
+
+The Julia side of sciml-bench's DifferentialEquations.jl backend.
+
+Python (through juliacall) hands over generated right-hand-side source and plain arrays;
+this module builds an `ODEProblem`, solves it and differentiates the suite's loss through
+it with Zygote and a SciMLSensitivity `sensealg`. Everything returned to Python is a number,
+a string, a `Vector{Float64}` or a tuple of those, so the bridge converts it without
+surprises, and no Julia exception escapes a solve or a gradient: a failure comes back as a
+return code (SciMLBase's, or `Exception:<type>`) with Julia's message.
+"""
+module SciMLBenchJL
+
+import ChainRulesCore
+import SciMLBase
+import Zygote
+using OrdinaryDiffEqBDF: OrdinaryDiffEqBDF, FBDF
+using OrdinaryDiffEqRosenbrock: OrdinaryDiffEqRosenbrock, Rodas5P
+using OrdinaryDiffEqSDIRK: OrdinaryDiffEqSDIRK, KenCarp4
+using OrdinaryDiffEqTsit5: OrdinaryDiffEqTsit5, Tsit5
+using OrdinaryDiffEqVerner: OrdinaryDiffEqVerner, Vern7
+using SciMLSensitivity:
+    SciMLSensitivity,
+    EnzymeVJP,
+    ForwardDiffSensitivity,
+    GaussAdjoint,
+    InterpolatingAdjoint,
+    QuadratureAdjoint,
+    ReverseDiffVJP
+
+export build_case, gradient_names, loss_and_grad_case, solve_case, solver_names, versions
+
+# Solvers by the name the command line uses, which is the library's own.
+const SOLVERS = Dict{String, Function}(
+    "Rodas5P" => () -> Rodas5P(),
+    "FBDF" => () -> FBDF(),
+    "KenCarp4" => () -> KenCarp4(),
+    "Tsit5" => () -> Tsit5(),
+    "Vern7" => () -> Vern7(),
+)
+
+# Gradient methods: `(rtol, atol) -> sensealg`. The RHS mutates `du`, so adjoints use a
+# mutation-safe VJP (EnzymeVJP, or ReverseDiffVJP with a compiled tape: the generated RHS
+# has no branches); ZygoteVJP cannot differentiate an in-place RHS.
+const GRADIENTS = Dict{String, Function}(
+    "forward_diff" => (rtol, atol) -> ForwardDiffSensitivity(),
+    "gauss_adjoint" => (rtol, atol) -> GaussAdjoint(; autojacvec = EnzymeVJP()),
+    "gauss_adjoint_reversediff" =>
+        (rtol, atol) -> GaussAdjoint(; autojacvec = ReverseDiffVJP(true)),
+    "interpolating_adjoint" =>
+        (rtol, atol) -> InterpolatingAdjoint(; autojacvec = ReverseDiffVJP(true)),
+    "interpolating_adjoint_checkpointed" =>
+        (rtol, atol) -> InterpolatingAdjoint(;
+            autojacvec = EnzymeVJP(),
+            checkpointing = true,
+        ),
+    # Its quadrature defaults (1e-6, 1e-3) are looser than a tight case: use the case's.
+    "quadrature_adjoint" =>
+        (rtol, atol) -> QuadratureAdjoint(;
+            autojacvec = EnzymeVJP(),
+            abstol = atol,
+            reltol = rtol,
+        ),
+)
+
+"""Names of the solvers on offer, sorted."""
+solver_names() = Tuple(sort!(collect(keys(SOLVERS))))
+
+"""Names of the gradient methods on offer, sorted."""
+gradient_names() = Tuple(sort!(collect(keys(GRADIENTS))))
+
+"""
+    BenchCase
+
+One problem compiled for one solver and gradient method. The loss arrays are stored
+transposed, `(n_state, n_save)`, to match `Array(sol)`.
+"""
+struct BenchCase{P, A, S}
+    prob::P
+    alg::A
+    sensealg::S
+    tsave::Vector{Float64}
+    rtol::Float64
+    atol::Float64
+    maxiters::Int
+    W::Matrix{Float64}
+    O::Matrix{Float64}
+    C::Matrix{Float64}
+end
+
+"""Raised inside the loss when the forward solve fails, so no gradient is taken."""
+struct SolveFailed <: Exception
+    retcode::String
+    t::Float64
+end
+
+# Solver counters in the order steps, rejected steps, RHS evaluations, Jacobians, LU
+# factorisations (`nw`, the W = I - γJ matrices built); -1 where a solver keeps none.
+const NO_STATS = (-1, -1, -1, -1, -1)
+stats_tuple(::Nothing) = NO_STATS
+stats_tuple(s) = (Int(s.naccept), Int(s.nreject), Int(s.nf), Int(s.njacs), Int(s.nw))
+
+retcode_name(rc) = String(Symbol(rc))
+exception_code(err) = "Exception:" * string(nameof(typeof(err)))
+last_t(sol) = isempty(sol.t) ? NaN : Float64(sol.t[end])
+
+"""
+    define_rhs(src) -> Function
+
+Evaluate generated source, which defines exactly one `rhs!(du, u, p, t)`, in a fresh
+anonymous module (so cases never collide) and return that function. The lookup runs in the
+latest world, because the method did not exist when this function was compiled.
+"""
+function define_rhs(src::AbstractString)
+    mod = Module(gensym(:SciMLBenchRHS))
+    include_string(mod, String(src), "sciml_bench_rhs.jl")
+    Base.invokelatest(isdefined, mod, :rhs!) ||
+        error("the generated source does not define `rhs!(du, u, p, t)`")
+    return Base.invokelatest(getglobal, mod, :rhs!)
+end
+
+"""
+    build_case(src, u0, theta0, t0, t1, tsave, rtol, atol, maxiters, W, O, C, solver, gradient)
+
+Build a [`BenchCase`](@ref). Arrays may be any `AbstractArray` (juliacall passes NumPy
+arrays as `PyArray`s); they are copied into plain `Array{Float64}`s. `W`, `O` and `C` have
+the Python shape `(n_save, n_state)`.
+"""
+function build_case(
+    src::AbstractString,
+    u0,
+    theta0,
+    t0::Real,
+    t1::Real,
+    tsave,
+    rtol::Real,
+    atol::Real,
+    maxiters::Integer,
+    W,
+    O,
+    C,
+    solver::AbstractString,
+    gradient::AbstractString,
+)
+    haskey(SOLVERS, solver) ||
+        throw(ArgumentError(
+            "unknown solver $(repr(solver)); choose from $(solver_names())",
+        ))
+    haskey(GRADIENTS, gradient) ||
+        throw(ArgumentError(
+            "unknown gradient method $(repr(gradient)); choose from $(gradient_names())",
+        ))
+    rhs! = define_rhs(src)
+    # Through invokelatest, so that everything built here sees the method just defined.
+    return Base.invokelatest(
+        _build_case,
+        rhs!,
+        Vector{Float64}(u0),
+        Vector{Float64}(theta0),
+        (Float64(t0), Float64(t1)),
+        Vector{Float64}(tsave),
+        Float64(rtol),
+        Float64(atol),
+        Int(maxiters),
+        Matrix{Float64}(W),
+        Matrix{Float64}(O),
+        Matrix{Float64}(C),
+        String(solver),
+        String(gradient),
+    )
+end
+
+function _build_case(
+    rhs!,
+    u0,
+    p0,
+    tspan,
+    tsave,
+    rtol,
+    atol,
+    maxiters,
+    W,
+    O,
+    C,
+    solver,
+    gradient,
+)
+    # The default specialisation (AutoSpecialize) wraps the RHS so that precompiled solver
+    # code is reused for a new RHS: the library's default, and its answer to latency.
+    prob = SciMLBase.ODEProblem(rhs!, u0, tspan, p0)
+    return BenchCase(
+        prob,
+        SOLVERS[solver](),
+        GRADIENTS[gradient](rtol, atol),
+        tsave,
+        rtol,
+        atol,
+        maxiters,
+        permutedims(W),
+        permutedims(O),
+        permutedims(C),
+    )
+end
+
+function _solve(c::BenchCase, p; kwargs...)
+    return SciMLBase.solve(
+        c.prob,
+        c.alg;
+        p = p,
+        saveat = c.tsave,
+        reltol = c.rtol,
+        abstol = c.atol,
+        maxiters = c.maxiters,
+        kwargs...,
+    )
+end
+
+# A failed solve stops early and saves fewer points; a successful one must have saved
+# exactly the requested times.
+function check_solution(c::BenchCase, sol)
+    SciMLBase.successful_retcode(sol) ||
+        throw(SolveFailed(retcode_name(sol.retcode), last_t(sol)))
+    length(sol.t) == length(c.tsave) ||
+        error(
+            "the solver saved $(length(sol.t)) points, expected $(length(c.tsave)) (saveat)",
+        )
+    return nothing
+end
+
+"""
+    solve_case(c, theta) -> (y, retcode, t_reached, stats, message)
+
+Solve at parameters `theta`. `y` holds the states at the save times, time-major (reshape
+to `(n_save, n_state)` in C order); it is empty on failure.
+"""
+function solve_case(c::BenchCase, theta)
+    p = Vector{Float64}(theta)
+    try
+        sol = _solve(c, p)
+        stats = stats_tuple(sol.stats)
+        rc = retcode_name(sol.retcode)
+        # Counters are kept on failure too: how far a failed solve got is a result.
+        SciMLBase.successful_retcode(sol) || return (Float64[], rc, last_t(sol), stats, "")
+        check_solution(c, sol)
+        return (vec(Array(sol)), rc, last_t(sol), stats, "")
+    catch err
+        return (Float64[], exception_code(err), NaN, NO_STATS, sprint(showerror, err))
+    end
+end
+
+"""The suite's loss `Σ W (Y - O)² + Σ C Y` on the solution at the save times."""
+function loss(c::BenchCase, p)
+    sol = _solve(c, p; sensealg = c.sensealg)
+    # Checked outside the AD trace; a failure aborts before any gradient is taken.
+    ChainRulesCore.ignore_derivatives(() -> check_solution(c, sol))
+    Y = Array(sol)
+    return sum(c.W .* abs2.(Y .- c.O)) + sum(c.C .* Y)
+end
+
+"""
+    loss_and_grad_case(c, theta) -> (loss, grad, retcode, t_reached, message)
+
+The loss and its gradient with respect to the parameters, by `Zygote.withgradient` over
+`solve(...; sensealg)`. On failure `loss` is `NaN` and `grad` is empty.
+"""
+function loss_and_grad_case(c::BenchCase, theta)
+    p = Vector{Float64}(theta)
+    try
+        res = Zygote.withgradient(q -> loss(c, q), p)
+        g = res.grad[1]
+        # Zygote says `nothing` when the loss does not depend on the parameters at all.
+        grad = g === nothing ? zeros(length(p)) : Vector{Float64}(g)
+        return (Float64(res.val), grad, "Success", c.prob.tspan[2], "")
+    catch err
+        err isa SolveFailed && return (NaN, Float64[], err.retcode, err.t, "")
+        return (NaN, Float64[], exception_code(err), NaN, sprint(showerror, err))
+    end
+end
+
+"""Julia's and the solver stack's versions, as `((name, version), ...)`, for the record."""
+function versions()
+    mods = (
+        SciMLBase,
+        SciMLSensitivity,
+        Zygote,
+        OrdinaryDiffEqRosenbrock,
+        OrdinaryDiffEqBDF,
+        OrdinaryDiffEqSDIRK,
+        OrdinaryDiffEqTsit5,
+        OrdinaryDiffEqVerner,
+    )
+    return (
+        ("julia", string(VERSION)),
+        map(m -> (string(nameof(m)), string(pkgversion(m))), mods)...,
+    )
+end
+
+end # module SciMLBenchJL

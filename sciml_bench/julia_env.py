@@ -1,0 +1,342 @@
+"""Finding Julia and the suite's Julia project, without starting Julia.
+
+This module uses the standard library only, so a worker can configure juliacall with it
+before anything heavy is imported. It never downloads and never hangs: Julia is looked for
+in explicit options and environment variables, then on ``PATH``, and asked only
+``julia --version`` under a short timeout. (``juliacall`` itself would, left alone, resolve
+a Julia through ``juliapkg``, which may download one; :func:`configure_juliacall` points it
+at the Julia found here and at ``julia/`` instead.)
+
+Package images are built by :func:`setup` (``sciml-bench julia setup``), never during a
+measurement; :func:`pkgimage_state` says whether they are present, so that a cold start can
+be recorded as warm or cold honestly.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: The juliacall release this project is written against; ``julia/Project.toml`` pins
+#: PythonCall to the same version, because juliacall requires exactly its own.
+JULIACALL_VERSION = "0.9.37"
+#: juliacall 0.9.37 requires Julia ^1.10.3.
+MIN_JULIA = (1, 10, 3)
+#: The Julia package that the backend drives.
+PACKAGE = "SciMLBenchJL"
+#: Its heavy dependencies, whose package images decide how cold a start is.
+HEAVY_PACKAGES = ("SciMLSensitivity", "Zygote", "OrdinaryDiffEqRosenbrock")
+#: ``julia --version`` must answer within this many seconds.
+PROBE_TIMEOUT_S = 1.5
+
+#: The ``julia/`` folder of a source checkout (the package is not shipped in wheels).
+DEFAULT_PROJECT = Path(__file__).resolve().parent.parent / "julia"
+
+INSTALL_FIX = (
+    "Install Julia 1.10 or 1.11 with juliaup (https://github.com/JuliaLang/juliaup): "
+    "`curl -fsSL https://install.julialang.org | sh`, then `juliaup add 1.11` and "
+    "`juliaup default 1.11`; or point PYTHON_JULIACALL_EXE at a julia executable. "
+    "Then run `sciml-bench julia setup`."
+)
+SETUP_FIX = "Run `sciml-bench julia setup` (instantiates and precompiles julia/; minutes, once)."
+
+
+@dataclass(frozen=True)
+class JuliaProbe:
+    """What the availability probe found: ``ok``, or why not and how to fix it."""
+
+    ok: bool
+    reason: str = ""
+    fix: str = ""
+    exe: str | None = None
+    #: where the executable came from: an option, an environment variable, or ``PATH``
+    source: str = ""
+    version: tuple[int, int, int] | None = None
+    project: Path = DEFAULT_PROJECT
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class JuliaNotFound(RuntimeError):
+    """Julia (or the suite's Julia project) cannot be used here."""
+
+
+def find_julia(exe: str | None = None) -> tuple[str | None, str]:
+    """The Julia executable to use and where its name came from.
+
+    Order: the explicit ``exe``; ``PYTHON_JULIACALL_EXE``; ``PYTHON_JULIAPKG_EXE`` (a Julia
+    that juliapkg was told to use); ``julia`` on ``PATH``. Returns ``(None, what was looked
+    for)`` when none resolves to an executable.
+    """
+    candidates = [
+        ("option", exe),
+        ("PYTHON_JULIACALL_EXE", os.environ.get("PYTHON_JULIACALL_EXE")),
+        ("PYTHON_JULIAPKG_EXE", os.environ.get("PYTHON_JULIAPKG_EXE")),
+    ]
+    for source, name in candidates:
+        if name:
+            path = shutil.which(name)
+            if path is None:
+                return None, f"{source}={name!r} is not an executable"
+            return os.path.abspath(path), source
+    path = shutil.which("julia")
+    if path is None:
+        return None, "julia executable not found on PATH and PYTHON_JULIACALL_EXE unset"
+    return os.path.abspath(path), "PATH"
+
+
+def project_dir(project: str | os.PathLike[str] | None = None) -> Path:
+    """The Julia project: the option, ``PYTHON_JULIACALL_PROJECT``,
+    ``SCIML_BENCH_JULIA_PROJECT``, or ``julia/`` beside this package."""
+    for value in (
+        project,
+        os.environ.get("PYTHON_JULIACALL_PROJECT"),
+        os.environ.get("SCIML_BENCH_JULIA_PROJECT"),
+    ):
+        if value:
+            return Path(value).resolve()
+    return DEFAULT_PROJECT
+
+
+_VERSION_RE = re.compile(r"julia version (\d+)\.(\d+)\.(\d+)")
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """``(1, 11, 2)`` from ``julia --version`` output, or ``None``."""
+    m = _VERSION_RE.search(text)
+    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+
+
+def julia_version(exe: str, timeout: float = PROBE_TIMEOUT_S) -> tuple[int, int, int]:
+    """Ask ``exe --version``; raise :class:`JuliaNotFound` if it fails or is slow."""
+    try:
+        out = subprocess.run(
+            [exe, "--startup-file=no", "--version"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise JuliaNotFound(f"`{exe} --version` did not answer within {timeout} s") from None
+    except OSError as e:
+        raise JuliaNotFound(f"`{exe} --version` could not run: {e}") from None
+    version = parse_version(out.stdout)
+    if out.returncode != 0 or version is None:
+        text = (out.stdout + out.stderr).strip()[:200]
+        raise JuliaNotFound(f"`{exe} --version` failed (exit {out.returncode}): {text!r}")
+    return version
+
+
+def openssl_conflict(version: tuple[int, int, int]) -> str:
+    """Why this Julia cannot share a process with this Python, or ``""``.
+
+    Julia 1.12 bundles OpenSSL 3.5; a Python linked against an older OpenSSL 3 cannot
+    load it beside its own, which is why juliapkg caps Julia at 1.11 for such a Python.
+    """
+    import ssl  # here, not at import: a worker configures juliacall before loading libssl
+
+    if version[:2] >= (1, 12) and ssl.OPENSSL_VERSION_INFO[:2] < (3, 5):
+        return (
+            f"Julia {'.'.join(map(str, version))} needs OpenSSL 3.5 but this Python links "
+            f"{ssl.OPENSSL_VERSION}; juliacall supports this Python with Julia 1.10-1.11 only"
+        )
+    return ""
+
+
+def depot() -> Path:
+    """The first Julia depot: where packages and their compiled caches live."""
+    for entry in os.environ.get("JULIA_DEPOT_PATH", "").split(os.pathsep):
+        if entry:
+            return Path(entry).expanduser()
+    return Path.home() / ".julia"
+
+
+def pkgimage_state(version: tuple[int, int, int]) -> dict[str, Any]:
+    """Which package caches exist for this Julia, read from the depot without Julia.
+
+    ``present[name]`` is true when ``compiled/vX.Y/name/`` holds a cache file. Julia alone
+    can tell whether a cache is still valid; :meth:`JuliaBackend.load` asks it in-process
+    (``Base.isprecompiled``) and records that as well.
+    """
+    compiled = depot() / "compiled" / f"v{version[0]}.{version[1]}"
+    present = {}
+    for name in (PACKAGE, *HEAVY_PACKAGES):
+        folder = compiled / name
+        present[name] = folder.is_dir() and any(folder.glob("*.ji"))
+    return {"compiled_dir": str(compiled), "present": present, "warm": all(present.values())}
+
+
+def juliacall_installed() -> tuple[bool, str]:
+    """Whether juliacall is importable at the pinned version (found without importing)."""
+    import importlib.metadata
+    import importlib.util
+
+    if importlib.util.find_spec("juliacall") is None:
+        return False, "Python package juliacall is not installed"
+    installed = importlib.metadata.version("juliacall")
+    if installed != JULIACALL_VERSION:
+        return False, (
+            f"juliacall {installed} is installed but julia/Project.toml pins PythonCall to "
+            f"{JULIACALL_VERSION} (juliacall requires exactly its own PythonCall version)"
+        )
+    return True, ""
+
+
+def probe(
+    exe: str | None = None,
+    project: str | os.PathLike[str] | None = None,
+    *,
+    need_juliacall: bool = True,
+    timeout: float = PROBE_TIMEOUT_S,
+) -> JuliaProbe:
+    """Cheap availability check (< 2 s): never starts Julia beyond ``--version``."""
+    proj = project_dir(project)
+    if need_juliacall:
+        ok, why = juliacall_installed()
+        if not ok:
+            return JuliaProbe(
+                False,
+                why,
+                f"pip install -c constraints.txt -e '.[julia]' (juliacall=={JULIACALL_VERSION})",
+                project=proj,
+            )
+    path, source = find_julia(exe)
+    if path is None:
+        return JuliaProbe(False, source, INSTALL_FIX, project=proj)
+    try:
+        version = julia_version(path, timeout)
+    except JuliaNotFound as e:
+        return JuliaProbe(False, str(e), INSTALL_FIX, exe=path, source=source, project=proj)
+    base = {"exe": path, "source": source, "version": version, "project": proj}
+    dotted = ".".join(map(str, version))
+    if version < MIN_JULIA:
+        why = f"Julia {dotted} at {path} is older than juliacall's minimum 1.10.3"
+        return JuliaProbe(False, why, INSTALL_FIX, **base)
+    conflict = openssl_conflict(version)
+    if conflict:
+        return JuliaProbe(
+            False,
+            conflict,
+            "juliaup add 1.11 && juliaup default 1.11, or "
+            "set PYTHON_JULIACALL_EXE to a Julia 1.10/1.11",
+            **base,
+        )
+    if not (proj / "Project.toml").is_file():
+        why = f"no Julia project at {proj} (expected the suite's julia/ folder)"
+        return JuliaProbe(
+            False,
+            why,
+            "Set SCIML_BENCH_JULIA_PROJECT to the julia/ folder of a sciml-bench checkout.",
+            **base,
+        )
+    # Pkg writes Manifest.toml, or Manifest-vX.Y.toml where one already exists.
+    if not any(proj.glob("Manifest*.toml")):
+        why = f"the Julia project {proj} is not instantiated (no Manifest.toml)"
+        return JuliaProbe(False, why, SETUP_FIX, **base)
+    images = pkgimage_state(version)
+    if not images["present"][PACKAGE]:
+        why = (
+            f"{PACKAGE} has no package image for Julia {dotted} in {images['compiled_dir']}; "
+            "precompiling is a setup step, not part of a measured cold start"
+        )
+        return JuliaProbe(False, why, SETUP_FIX, details={"pkgimages": images}, **base)
+    return JuliaProbe(True, details={"pkgimages": images}, **base)
+
+
+@functools.cache
+def cached_probe() -> JuliaProbe:
+    """:func:`probe` with the defaults, once per process."""
+    return probe()
+
+
+def configure_juliacall(found: JuliaProbe | None = None) -> dict[str, str]:
+    """Point juliacall at the Julia and project found here; call before ``import juliacall``.
+
+    Sets ``PYTHON_JULIACALL_EXE`` and ``PYTHON_JULIACALL_PROJECT`` together (juliacall
+    wants both or neither), so juliapkg never resolves or downloads anything; skips
+    startup files so a user's ``startup.jl`` is not timed. Returns what was set.
+    """
+    found = found or cached_probe()
+    if not found.ok:
+        raise JuliaNotFound(f"{found.reason}. {found.fix}")
+    wanted = {
+        "PYTHON_JULIACALL_EXE": found.exe or "",
+        "PYTHON_JULIACALL_PROJECT": str(found.project),
+    }
+    for key, value in wanted.items():
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("PYTHON_JULIACALL_STARTUP_FILE", "no")
+    os.environ.setdefault("PYTHON_JULIAPKG_OFFLINE", "yes")  # belt and braces
+    keys = (*wanted, "PYTHON_JULIACALL_STARTUP_FILE")
+    return {k: os.environ[k] for k in keys}
+
+
+#: Seconds the first ``import juliacall`` took in this process (``None`` until then).
+JULIACALL_IMPORT_S: float | None = None
+
+
+def import_juliacall() -> Any:
+    """Import juliacall once, timing it: this starts Julia and loads PythonCall.
+
+    A worker may call this first thing (before NumPy, and never after torch); the backend's
+    ``load`` then reports the time measured here as its ``juliacall_init`` sub-phase.
+    """
+    global JULIACALL_IMPORT_S
+    if "juliacall" not in sys.modules:
+        configure_juliacall()
+        t0 = time.perf_counter()
+        import juliacall  # noqa: F401
+
+        JULIACALL_IMPORT_S = time.perf_counter() - t0
+    return sys.modules["juliacall"]
+
+
+def setup_command(exe: str, project: Path) -> list[str]:
+    """The command that instantiates and precompiles the Julia project."""
+    script = f"using Pkg; Pkg.instantiate(); Pkg.precompile(); using {PACKAGE}; Pkg.status()"
+    return [exe, "--startup-file=no", f"--project={project}", "-e", script]
+
+
+def setup(
+    progress: Callable[[str], None] | None = None,
+    *,
+    exe: str | None = None,
+    project: str | os.PathLike[str] | None = None,
+) -> int:
+    """Instantiate and precompile ``julia/``, streaming Julia's output line by line.
+
+    This downloads the Julia packages (from Julia's package servers) and builds their
+    package images: minutes, once per Julia version. Returns Julia's exit code.
+    """
+    path, source = find_julia(exe)
+    if path is None:
+        raise JuliaNotFound(f"{source}. {INSTALL_FIX}")
+    proj = project_dir(project)
+    env = dict(os.environ)
+    # PythonCall is in the project (juliacall loads it from there); if a precompile worker
+    # loads it, make it use this Python rather than install one through CondaPkg.
+    env.setdefault("JULIA_PYTHONCALL_EXE", sys.executable)
+    env.setdefault("JULIA_CONDAPKG_BACKEND", "Null")
+    say = progress or (lambda line: None)
+    with subprocess.Popen(
+        setup_command(path, proj),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        bufsize=1,
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            say(line.rstrip("\n"))
+        return proc.wait()
