@@ -23,7 +23,7 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE, precedence
 from sympy.printing.str import StrPrinter
 
-from sciml_bench.spec import Problem
+from sciml_bench.spec import Network, Problem
 
 TARGETS = ("numpy", "torch", "jax", "julia")
 
@@ -106,14 +106,77 @@ def _symbol_names(problem: Problem, target: _Target) -> dict[sympy.Symbol, str]:
         names[s] = f"s_{s.name}"
     for p in problem.param_symbols:
         names[p] = f"p_{p.name}"
+    for net in problem.networks:
+        for out in net.outputs:
+            names[out] = f"n_{out.name}"
     return names
 
 
 def _bindings(problem: Problem, target: _Target, y: str, p: str) -> list[str]:
+    """Bind states and mechanistic parameters to locals, then evaluate networks."""
     b = target.index_base
     lines = [f"s_{n} = {y}[{i + b}]" for i, n in enumerate(problem.state_names)]
-    lines += [f"p_{n} = {p}[{i + b}]" for i, n in enumerate(problem.param_names)]
+    lines += [f"p_{s.name} = {p}[{i + b}]" for i, s in enumerate(problem.param_symbols)]
+    names = _symbol_names(problem, target)
+    printer = _Printer(target, names)
+    for net in problem.networks:
+        lines += _network_forward(net, target, printer, p)[0]
     return lines
+
+
+def _activation(kind: str, z: str, target: _Target) -> str:
+    m = target.module
+    dot = "." if not m else ""  # Julia broadcasts elementwise functions with a dot
+    if kind == "tanh":
+        return f"{m}tanh{dot}({z})"
+    if kind == "sigmoid":
+        return f"1 {dot}/ (1 {dot}+ {m}exp{dot}(-{z}))"
+    return z
+
+
+def _network_forward(
+    net: Network, target: _Target, printer: _Printer, p: str
+) -> tuple[list[str], list[str]]:
+    """Lines evaluating ``net``, and the names of each layer's activation output.
+
+    Python targets use ``W @ x``; Julia reads row-major ``W`` as the transpose
+    of a column-major reshape.
+    """
+    n, b = net.name, target.index_base
+    julia = target.pow_op == "^"
+    comps = [printer.doprint(e) for e in net.inputs]
+    if julia:
+        lines = [f"x_{n} = [{', '.join(comps)}]"]
+    elif target.module == "torch.":
+        comps = [
+            c if e.free_symbols else f"torch.full_like(y[0], {c})"
+            for c, e in zip(comps, net.inputs, strict=True)
+        ]
+        lines = [f"x_{n} = torch.stack([{', '.join(comps)}])"]
+    else:
+        lines = [f"x_{n} = {target.stack.format(', '.join(comps))}"]
+    h = f"x_{n}"
+    acts = []
+    last = len(net.slices())
+    for layer, (ow, rows, cols, ob) in enumerate(net.slices(), 1):
+        if julia:
+            w = f"{p}[{ow + b}:{ow + rows * cols}]"
+            lines.append(f"W_{n}_{layer} = transpose(reshape({w}, {cols}, {rows}))")
+            lines.append(f"b_{n}_{layer} = {p}[{ob + b}:{ob + rows}]")
+            z = f"W_{n}_{layer} * {h} .+ b_{n}_{layer}"
+        else:
+            lines.append(f"W_{n}_{layer} = {p}[{ow}:{ow + rows * cols}].reshape({rows}, {cols})")
+            lines.append(f"b_{n}_{layer} = {p}[{ob}:{ob + rows}]")
+            z = f"W_{n}_{layer} @ {h} + b_{n}_{layer}"
+        h = f"h_{n}_{layer}"
+        if layer < last:
+            lines.append(f"{h} = {_activation(net.activation, f'({z})', target)}")
+            acts.append(h)
+        else:
+            lines.append(f"{h} = {z}")
+    for k, out in enumerate(net.outputs):
+        lines.append(f"n_{out.name} = {net.output_scale[k]!r} * {h}[{k + b}]")
+    return lines, acts
 
 
 def _cse(exprs: Sequence[sympy.Expr]) -> tuple[list[tuple[sympy.Symbol, sympy.Expr]], list]:
@@ -161,20 +224,59 @@ def python_source(problem: Problem, target: str) -> str:
 
 
 def _numpy_jac(problem: Problem) -> list[str]:
+    """The exact Jacobian ∂f/∂y; through networks by the chain rule,
+
+        ∂f/∂y = ∂f/∂y|_n + ∂f/∂n · s ⊙ W_L D_{L-1} W_{L-1} … D_1 W_1 ∂x/∂y,
+
+    with ``D_l = diag(σ'(z_l))`` evaluated numerically.
+    """
     tg = _TARGETS["numpy"]
     names = _symbol_names(problem, tg)
-    jac = sympy.Matrix(problem.rhs).jacobian(problem.state_symbols)
+    states = problem.state_symbols
     n = problem.n_state
+    jac = sympy.Matrix(problem.rhs).jacobian(states)
+    outs = [o for net in problem.networks for o in net.outputs]
+    jn = sympy.Matrix(problem.rhs).jacobian(outs) if outs else sympy.zeros(n, 0)
+    jx = [sympy.Matrix(net.inputs).jacobian(states) for net in problem.networks]
     entries = [(i, j, jac[i, j]) for i in range(n) for j in range(n) if jac[i, j] != 0]
-    repl, reduced = _cse([e for _, _, e in entries])
+    n_entries = [(i, k, jn[i, k]) for i in range(n) for k in range(len(outs)) if jn[i, k] != 0]
+    x_entries = [
+        (m, a, j, jx[m][a, j])
+        for m in range(len(jx)) for a in range(jx[m].rows) for j in range(n) if jx[m][a, j] != 0
+    ]
+    all_exprs = [e for *_, e in entries] + [e for *_, e in n_entries] + [e for *_, e in x_entries]
+    repl, reduced = _cse(all_exprs)
     for sym, _ in repl:
         names[sym] = sym.name
     printer = _Printer(tg, names)
     body = _bindings(problem, tg, "y", "p")
     body += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
-    body.append(f"J = np.zeros(({n}, {n}), dtype=np.result_type(y, p, float))")
-    for (i, j, _), e in zip(entries, reduced, strict=True):
+    body.append("dt = np.result_type(y, p, float)")
+    body.append(f"J = np.zeros(({n}, {n}), dtype=dt)")
+    it = iter(reduced)
+    for (i, j, _), e in zip(entries, it, strict=False):
         body.append(f"J[{i}, {j}] = {printer.doprint(e)}")
+    if outs:
+        body.append(f"JN = np.zeros(({n}, {len(outs)}), dtype=dt)")
+        for (i, k, _), e in zip(n_entries, it, strict=False):
+            body.append(f"JN[{i}, {k}] = {printer.doprint(e)}")
+        for net in problem.networks:
+            body.append(f"D_{net.name} = np.zeros(({len(net.inputs)}, {n}), dtype=dt)")
+        for (m, a, j, _), e in zip(x_entries, it, strict=False):
+            body.append(f"D_{problem.networks[m].name}[{a}, {j}] = {printer.doprint(e)}")
+        col = 0
+        for net in problem.networks:
+            _, acts = _network_forward(net, tg, printer, "p")
+            d = f"D_{net.name}"
+            for layer, _slice in enumerate(net.slices(), 1):
+                body.append(f"{d} = W_{net.name}_{layer} @ {d}")
+                if layer <= len(acts) and net.activation != "identity":
+                    a = acts[layer - 1]
+                    deriv = f"(1 - {a}**2)" if net.activation == "tanh" else f"({a} * (1 - {a}))"
+                    body.append(f"{d} = {deriv}[:, None] * {d}")
+            scale = f"np.array({list(net.output_scale)!r})"
+            body.append(f"J = J + JN[:, {col}:{col + len(net.outputs)}] @ ({scale}[:, None] * {d})")
+            col += len(net.outputs)
     body.append("return J")
     return ["    " + ln for ln in body]
 

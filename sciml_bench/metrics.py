@@ -17,6 +17,10 @@ on one footing) and natural components otherwise:
 - ``cosine``  = g·r / (‖g‖ ‖r‖)
 
 and tiers: pass ≤ 1e-4, warn ≤ 1e-2, otherwise (or non-finite) fail.
+
+With many parameters the reference has directional derivatives ``d_k ≈ ∇L·v_k``
+along seeded unit directions instead of a full gradient; then ``g·v_k`` is
+compared with ``d_k`` by the same two measures (:func:`directional_error`).
 """
 
 from __future__ import annotations
@@ -49,8 +53,13 @@ def gradient_error(
     g: np.ndarray, ref: np.ndarray, theta: np.ndarray, log_params: np.ndarray
 ) -> dict[str, float]:
     scale = np.where(np.asarray(log_params, bool), np.asarray(theta, float), 1.0)
-    a = np.asarray(g, dtype=float) * scale
-    b = np.asarray(ref, dtype=float) * scale
+    g = np.asarray(g, dtype=float)
+    if g.shape != scale.shape:
+        return {"max_rel": float("nan"), "cosine": float("nan")}
+    return _compare(g * scale, np.asarray(ref, dtype=float) * scale)
+
+
+def _compare(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     if a.shape != b.shape or not np.all(np.isfinite(a)):
         return {"max_rel": float("nan"), "cosine": float("nan")}
     floor = max(1e-6 * float(np.max(np.abs(b))), 1e-300)
@@ -58,6 +67,17 @@ def gradient_error(
     na, nb = np.linalg.norm(a), np.linalg.norm(b)
     cosine = float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
     return {"max_rel": max_rel, "cosine": cosine}
+
+
+def directional_error(
+    g: np.ndarray, directions: np.ndarray, derivatives: np.ndarray
+) -> dict[str, float]:
+    """Compare ``g·v_k`` with the reference directional derivatives ``d_k``."""
+    g = np.asarray(g, dtype=float)
+    V = np.asarray(directions, dtype=float)
+    if g.shape != (V.shape[1],):
+        return {"max_rel": float("nan"), "cosine": float("nan")}
+    return _compare(V @ g, np.asarray(derivatives, dtype=float))
 
 
 def gradient_tier(max_rel: float | None) -> str:

@@ -174,6 +174,7 @@ def assemble(
         "worker_wall_s": full.wall_s,
         "reference_loss": ref.loss,
         "reference_gradient": ref.gradient,
+        "reference_directional": ref.directional_derivatives,
         "reference_method": ref.method,
     }
     y = ev.get("y")
@@ -187,7 +188,12 @@ def assemble(
         g = np.asarray(grad, dtype=float)
         rec["loss"] = ev.get("loss")
         rec["gradient"] = dict(zip(problem.param_names, g.tolist(), strict=True))
-        gerr = metrics.gradient_error(g, np.asarray(ref.gradient), problem.theta0, problem.log_params)
+        if ref.directions:
+            gerr = metrics.directional_error(g, ref.directions, ref.directional_derivatives)
+        else:
+            gerr = metrics.gradient_error(
+                g, np.asarray(ref.gradient), problem.theta0, problem.log_params
+            )
         rec["gradient_error"] = gerr["max_rel"]
         rec["gradient_cosine"] = gerr["cosine"]
         rec["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])

@@ -44,14 +44,71 @@ class ProblemError(ValueError):
         super().__init__(f"{source}: [{key}]: {reason}")
 
 
+ACTIVATIONS = ("tanh", "sigmoid", "identity")
+MAX_NETWORK_PARAMS = 100_000
+
+
 @dataclass(frozen=True)
 class Loss:
-    """``fit``: scaled least squares against observations made at ``truth``;
+    """``fit``: least squares against observations made at ``truth`` (by
+    ``truth_rhs`` when given, else by the problem's own equations), weighted
+    per state (``weighting = "scaled"``) or plain (``"sum"``);
     ``final``: ``Σ_j w_j y_j(t_end)``."""
 
     kind: str
     weights: tuple[float, ...] = ()
     truth: tuple[float, ...] = ()
+    weighting: str = "scaled"
+    truth_rhs: tuple[sympy.Expr, ...] = ()
+
+
+@dataclass(frozen=True)
+class Network:
+    """A dense network ``n(x) = s ⊙ (W_L σ(… σ(W_1 x + b_1) …) + b_L)``.
+
+    ``x`` are the input expressions of the state, ``σ`` the activation on
+    hidden layers (the last layer is linear) and ``s`` the output scale. Its
+    outputs are the symbols ``{name}1 … {name}K`` in the equations. Weights are
+    Glorot-uniform and biases zero, drawn once from ``seed``; they are
+    parameters, stored after the mechanistic ones, each layer as ``W``
+    (row-major, ``out × in``) then ``b``.
+    """
+
+    name: str
+    layers: tuple[int, ...]
+    activation: str
+    inputs: tuple[sympy.Expr, ...]
+    output_scale: tuple[float, ...]
+    seed: int
+    offset: int
+
+    @property
+    def n_params(self) -> int:
+        return sum(o * i + o for i, o in zip(self.layers, self.layers[1:], strict=False))
+
+    @property
+    def outputs(self) -> list[sympy.Symbol]:
+        return [sympy.Symbol(f"{self.name}{k + 1}", real=True) for k in range(self.layers[-1])]
+
+    def slices(self) -> list[tuple[int, int, int, int]]:
+        """Per layer: (offset of W, rows, cols, offset of b) into the parameter vector."""
+        out, o = [], self.offset
+        for i, r in zip(self.layers, self.layers[1:], strict=False):
+            out.append((o, r, i, o + r * i))
+            o += r * i + r
+        return out
+
+    def initial_weights(self) -> tuple[list[float], list[str]]:
+        rng = np.random.default_rng(self.seed)
+        values: list[float] = []
+        names: list[str] = []
+        for layer, (i, r) in enumerate(zip(self.layers, self.layers[1:], strict=False), 1):
+            bound = math.sqrt(6.0 / (i + r))
+            values += rng.uniform(-bound, bound, size=r * i).tolist()
+            names += [f"{self.name}.W{layer}[{a},{b}]" for a in range(r) for b in range(i)]
+            values += [0.0] * r
+            names += [f"{self.name}.b{layer}[{a}]" for a in range(r)]
+        return values, names
 
 
 @dataclass(frozen=True)
@@ -72,6 +129,9 @@ class Problem:
     max_steps: int
     loss: Loss
     reference: Mapping[str, Any] = field(default_factory=dict)
+    networks: tuple[Network, ...] = ()
+    #: parameters that appear by name in expressions; network weights follow them
+    n_mech_params: int = -1
     source: str = "<memory>"
     #: the parsed file, canonicalised: the content the reference cache is keyed on
     content: Mapping[str, Any] = field(default_factory=dict, repr=False)
@@ -90,7 +150,9 @@ class Problem:
 
     @property
     def param_symbols(self) -> list[sympy.Symbol]:
-        return [sympy.Symbol(n, real=True) for n in self.param_names]
+        """Symbols of the mechanistic parameters (network weights have none)."""
+        n = self.n_params if self.n_mech_params < 0 else self.n_mech_params
+        return [sympy.Symbol(name, real=True) for name in self.param_names[:n]]
 
     @property
     def content_hash(self) -> str:
@@ -139,6 +201,8 @@ def loads(text: str, source: str = "<memory>") -> Problem:
         raise ProblemError(source, "toml", f"not valid TOML: {e}") from e
     except RecursionError as e:
         raise ProblemError(source, "toml", "nested too deeply") from e
+    except ValueError as e:  # e.g. an integer beyond Python's 4300-digit conversion limit
+        raise ProblemError(source, "toml", f"not valid TOML: {e}") from e
     return from_dict(data, source)
 
 
@@ -188,7 +252,10 @@ class _Reader:
     def as_number(self, key: str, v: Any, positive: bool = False) -> float:
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise self.fail(key, f"expected a number, got {type(v).__name__}")
-        f = float(v)
+        try:
+            f = float(v)
+        except OverflowError:  # an integer literal beyond float64
+            raise self.fail(key, "expected a finite number, got an integer beyond float64") from None
         if not math.isfinite(f):
             raise self.fail(key, f"expected a finite number, got {v}")
         if positive and f <= 0:
@@ -208,7 +275,9 @@ class _Reader:
         if isinstance(v, bool) or not isinstance(v, int):
             raise self.fail(key, f"expected an integer, got {type(v).__name__}")
         if not lo <= v <= hi:
-            raise self.fail(key, f"expected an integer in [{lo}, {hi}], got {v}")
+            # str() of a huge int raises ValueError (4300-digit limit): say its size instead
+            shown = v if abs(v) < 10**30 else f"an integer of {v.bit_length()} bits"
+            raise self.fail(key, f"expected an integer in [{lo}, {hi}], got {shown}")
         return v
 
 
@@ -275,7 +344,7 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
         raise r.fail("toml", "expected a table at the top level")
     known_top = {
         "name", "description", "stiff", "state", "parameters", "equations",
-        "time", "tolerances", "solver", "loss", "reference",
+        "time", "tolerances", "solver", "loss", "reference", "networks",
     }
     for k in data:
         if k not in known_top:
@@ -295,8 +364,8 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
     states = _names(r, "state.names", state_list)
     y0 = r.numbers("state.initial", length=len(states))
 
-    params_table = r.table("parameters")
-    if not params_table:
+    params_table = r.table("parameters", {})
+    if not params_table and "networks" not in data:
         raise r.fail("parameters", "declare at least one parameter to differentiate")
     params = _names(r, "parameters", list(params_table))
     theta0: list[float] = []
@@ -329,6 +398,17 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
     if extra_eqs:
         raise r.fail("equations", f"equation(s) for undeclared state(s) {extra_eqs}")
     symbols = expr.symbols([*states, *params, "t"])
+    networks = _networks(r, symbols, offset=len(params))
+    for net in networks:
+        for out in net.outputs:
+            if out.name in symbols:
+                raise r.fail(f"networks.{net.name}", f"output {out.name!r} clashes with a name")
+            symbols[out.name] = out
+        values, names = net.initial_weights()
+        theta0 += values
+        log_params += [False] * len(values)
+        params += names
+    n_mech = len(params) - sum(n.n_params for n in networks)
     rhs: list[sympy.Expr] = []
     for s in states:
         try:
@@ -352,21 +432,35 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
             raise r.fail("loss.weights", "all weights are zero: the loss would be constant")
         loss = Loss("final", weights=tuple(weights))
     elif kind == "fit":
-        truth_table = r.table("loss.truth")
-        unknown = [k for k in truth_table if k not in params]
+        truth_table = r.table("loss.truth", {})
+        unknown = [k for k in truth_table if k not in params[:n_mech]]
         if unknown:
             raise r.fail("loss.truth", f"unknown parameter(s) {unknown}")
         truth = [
             r.number(f"loss.truth.{p}") if p in truth_table else theta0[i]
             for i, p in enumerate(params)
         ]
-        if truth == theta0:
+        weighting = r.string("loss.weighting", "scaled")
+        if weighting not in ("scaled", "sum"):
+            raise r.fail("loss.weighting", "use 'scaled' (per-state) or 'sum' (plain squares)")
+        truth_rhs: list[sympy.Expr] = []
+        if "truth_equations" in r.table("loss"):
+            teqs = r.table("loss.truth_equations")
+            if sorted(teqs) != sorted(states):
+                raise r.fail("loss.truth_equations", f"give one equation per state {states}")
+            plain = {k: v for k, v in symbols.items() if k in (*states, *params[:n_mech], "t")}
+            for st in states:
+                try:
+                    truth_rhs.append(expr.parse(teqs[st], plain))
+                except expr.ExprError as e:
+                    raise r.fail(f"loss.truth_equations.{st}", str(e)) from None
+        elif truth == theta0:
             raise r.fail(
                 "loss.truth",
                 "the truth equals the initial parameters, so the fit loss and its "
                 "gradient are zero there; perturb at least one parameter",
             )
-        loss = Loss("fit", truth=tuple(truth))
+        loss = Loss("fit", truth=tuple(truth), weighting=weighting, truth_rhs=tuple(truth_rhs))
     else:
         raise r.fail("loss.kind", f"unknown kind {kind!r}; use 'fit' or 'final'")
 
@@ -397,9 +491,56 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
         max_steps=max_steps,
         loss=loss,
         reference=reference,
+        networks=tuple(networks),
+        n_mech_params=n_mech,
         source=source,
         content=_canonical(data),
     )
+
+
+def _networks(r: _Reader, symbols: Mapping[str, sympy.Symbol], offset: int) -> list[Network]:
+    table = r.table("networks", {})
+    nets: list[Network] = []
+    inputs_allowed = dict(symbols)
+    for name in table:
+        key = f"networks.{name}"
+        if not re.fullmatch(r"[A-Za-z][A-Za-z_]{0,31}", str(name)) or name in symbols:
+            raise r.fail(key, "a network name is letters and '_' (no digits), unused elsewhere")
+        spec = r.table(key)
+        extra = set(spec) - {"layers", "activation", "inputs", "output_scale", "seed"}
+        if extra:
+            raise r.fail(key, f"unknown key(s) {sorted(extra)}")
+        layers = r.get(f"{key}.layers")
+        if (
+            not isinstance(layers, list)
+            or len(layers) < 2
+            or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 4096 for n in layers)
+        ):
+            raise r.fail(f"{key}.layers", "expected at least two layer sizes, integers in [1, 4096]")
+        activation = r.string(f"{key}.activation", "tanh")
+        if activation not in ACTIVATIONS:
+            raise r.fail(f"{key}.activation", f"use one of {', '.join(ACTIVATIONS)}")
+        raw_inputs = r.get(f"{key}.inputs")
+        if not isinstance(raw_inputs, list) or len(raw_inputs) != layers[0]:
+            raise r.fail(f"{key}.inputs", f"expected {layers[0]} input expressions (layers[0])")
+        inputs = []
+        for i, text in enumerate(raw_inputs):
+            try:
+                inputs.append(expr.parse(text, inputs_allowed))
+            except expr.ExprError as e:
+                raise r.fail(f"{key}.inputs[{i}]", str(e)) from None
+        scale = r.get(f"{key}.output_scale", 1.0)
+        if isinstance(scale, list):
+            scales = r.numbers(f"{key}.output_scale", length=layers[-1])
+        else:
+            scales = [r.number(f"{key}.output_scale")] * layers[-1]
+        seed = r.integer(f"{key}.seed", 0, lo=0, hi=2**63 - 1)
+        net = Network(name, tuple(layers), activation, tuple(inputs), tuple(scales), seed, offset)
+        if net.n_params > MAX_NETWORK_PARAMS:
+            raise r.fail(f"{key}.layers", f"more than {MAX_NETWORK_PARAMS} weights")
+        offset += net.n_params
+        nets.append(net)
+    return nets
 
 
 def _canonical(data: Any) -> Any:
