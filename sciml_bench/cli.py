@@ -36,6 +36,11 @@ class _Group(click.Group):
             if debug:
                 traceback.print_exc()
             raise UserError(str(e)) from None
+        except UserError as e:
+            # raised `from None` for a one-line message; --debug still shows the cause
+            if debug and e.__context__ is not None:
+                traceback.print_exception(e.__context__)
+            raise
         except OSError as e:
             if debug:
                 traceback.print_exc()
@@ -201,6 +206,12 @@ def run(
     except runner.Interrupt as e:
         click.echo(str(e), err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:  # outside a case, e.g. while building a reference
+        writer.finish("interrupted")
+        click.echo(
+            f"interrupted: {len(writer.records)} completed case(s) are saved in {path}", err=True
+        )
+        sys.exit(EXIT_INTERRUPTED)
     writer.finish("complete")
     if as_json:
         click.echo(json.dumps([report.json_record(r) for r in records], indent=2, default=str))
@@ -322,15 +333,15 @@ def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, 
         click.echo(f"  FD vs complex step: max relative difference {ref.complex_step_agreement:.2e}")
 
 
-def _register_optional() -> None:
-    try:
-        from sciml_bench.cli_julia import julia
-    except ImportError:
-        return
+def _register_commands() -> None:
+    from sciml_bench.cli_julia import julia
+    from sciml_bench.cli_report import register
+
     main.add_command(julia)
+    register(main)
 
 
-_register_optional()
+_register_commands()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,172 @@
+"""The ``report``, ``compare`` and ``export`` commands, added to the main group by
+:func:`register` so that the reporting layer stays out of ``cli.py``.
+
+Exit codes: 0 fine; 1 ``compare --fail-above`` found a regression; 2 bad input
+(an unreadable or foreign results file, a bad option), as in the rest of the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+EXIT_REGRESSION = 1
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(click.ClickException):
+    """One line, exit code 2 (as ``cli.UserError``, not imported to avoid a cycle)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+def _runs(files: tuple[str, ...]) -> list[Any]:
+    from sciml_bench.report import read_checked
+    from sciml_bench.results import ResultsError
+
+    try:
+        return [read_checked(f) for f in files]
+    except ResultsError as e:
+        raise BadInput(str(e)) from None
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="report",
+    show_default=True,
+    help="Folder for report.md, report.html and figures/.",
+)
+@click.option("--metric", type=click.Choice(["rel_l2", "rel_final", "final", "l2"]),
+              default="rel_l2", show_default=True,
+              help="Solution error of the table and of the work-precision x axis: "
+                   "rel_l2 (solution_error), rel_final, final (DiffEqDevTools), l2.")  # fmt: skip
+def report(files: tuple[str, ...], out: str, metric: str) -> None:
+    """Write a Markdown and a self-contained HTML report of results FILES.
+
+    Per problem: a table of every case (status, TTFG, steady-state solve and
+    gradient as median [IQR], solution and gradient error; failures with their
+    reasons), a work-precision diagram, time to first gradient by cold phase,
+    steady-state distributions and gradient agreement; CNN runs get training
+    time, throughput and memory. Figures are also written as PNG and SVG.
+
+    \b
+    Example:
+      sciml-bench report results/stiff-robertson-*.h5 --out report
+    """
+    from sciml_bench import publish
+
+    runs = _runs(files)
+    try:
+        paths = publish.write(runs, Path(out), metric)
+    except OSError as e:
+        raise BadInput(
+            f"cannot write the report to {out!r}: {e.strerror or e}; choose a writable --out"
+        ) from None
+    click.echo(f"wrote {paths['markdown']}, {paths['html']} and {paths['figures']}/", err=True)
+
+
+@click.command()
+@click.argument("old", type=click.Path())
+@click.argument("new", type=click.Path())
+@click.option("--fail-above", type=click.FloatRange(min=1.0, min_open=True), default=None,
+              metavar="RATIO",
+              help="Exit with code 1 if any timing is significantly slower by more than "
+                   "RATIO (e.g. 1.10), or a case regressed (ok -> failed, gradient tier "
+                   "worse).")  # fmt: skip
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="Significance level of the Mann-Whitney U test [0.01].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def compare(
+    old: str, new: str, fail_above: float | None, alpha: float | None, as_json: bool
+) -> None:
+    """Compare two results files, OLD and NEW, case by case.
+
+    Cases are matched on problem, backend, solver, gradient method and rtol.
+    For steady-state solve and gradient, time to first gradient (and CNN
+    epochs) it shows the ratio of medians NEW/OLD and a two-sided
+    Mann-Whitney U test on the raw samples; a change counts as significant at
+    p < alpha (0.01). With few samples no change can be significant (3 vs 3:
+    the smallest possible p is 0.1): such rows say "n too small" -- run with
+    --repeats 10 (and --cold 5 for TTFG). Ends with the geometric mean of the
+    ratios; status and gradient-tier changes are always listed.
+
+    \b
+    Example (CI):
+      sciml-bench compare results/main.h5 results/branch.h5 --fail-above 1.10
+    """
+    from sciml_bench import compare as cmp
+
+    a, b = _runs((old, new))
+    comp = cmp.compare(a.records, b.records, cmp.ALPHA if alpha is None else alpha)
+    if as_json:
+        click.echo(json.dumps(cmp.to_json(comp, fail_above), indent=2, default=str))
+    else:
+        click.echo(cmp.render(comp, fail_above))
+    if fail_above is None:
+        return
+    slow = comp.slowdowns(fail_above)
+    broken = comp.status_regressions()
+    if slow or broken:
+        click.echo(
+            f"FAIL: {len(slow)} significant slowdown(s) above {fail_above:g}x, "
+            f"{len(broken)} status regression(s)",
+            err=True,
+        )
+        sys.exit(EXIT_REGRESSION)
+    click.echo(f"OK: no significant slowdown above {fail_above:g}x, no status regression",
+               err=True)  # fmt: skip
+
+
+@click.command(name="export")
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="csv",
+              show_default=True,
+              help="json: every field, raw samples included; csv: one flat row per case "
+                   "(scalars, medians, IQR bounds, sample counts).")  # fmt: skip
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write to this file instead of standard output.",
+)
+def export_cmd(files: tuple[str, ...], fmt: str, output: str | None) -> None:
+    """Export results FILES as JSON or CSV (one row per case; a run_id column
+    tells the files apart).
+
+    \b
+    Examples:
+      sciml-bench export results/run.h5 --format csv -o run.csv
+      sciml-bench export results/run.h5 --format json | jq '.files[0].records[0]'
+    """
+    from sciml_bench import export
+
+    runs = _runs(files)
+    text = export.to_json(runs) if fmt == "json" else export.to_csv(runs)
+    if output is None:
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    try:
+        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    except OSError as e:
+        raise BadInput(
+            f"cannot write {output!r}: {e.strerror or e}; choose another --output"
+        ) from None
+    click.echo(f"wrote {sum(len(r.records) for r in runs)} case(s) to {output}", err=True)
+
+
+def register(main: click.Group) -> None:
+    """Add ``report``, ``compare`` and ``export`` to the ``sciml-bench`` group."""
+    for cmd in (report, compare, export_cmd):
+        main.add_command(cmd)

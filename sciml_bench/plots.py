@@ -1,0 +1,421 @@
+"""Figures of a run, drawn with matplotlib (Agg backend, no display needed).
+
+Each ``*_figure`` function takes the records of one problem (or the CNN
+records) and returns a :class:`Plot`: a figure, or ``None`` with a note saying
+why nothing could be drawn and what would make it possible. Notes also list
+what a drawn figure leaves out (failed rungs, cases without a gradient), so a
+missing point is never silent. :func:`save` writes PNG and SVG.
+
+The figures:
+
+- :func:`work_precision_figure`: solution error (x) against the steady-state
+  median time (y) of solve and of gradient, log-log, one marked line per
+  backend/solver/gradient method through its tolerance rungs;
+- :func:`ttfg_figure`: time to first gradient stacked by cold phase (median
+  over cold processes), with the min-max spread of the total across processes;
+- :func:`steady_figure`: the raw steady-state samples of solve and gradient
+  (box plus every sample);
+- :func:`gradient_figure`: gradient error against the finite-difference
+  reference on a log axis over the pass / warn / fail bands of
+  :mod:`sciml_bench.metrics`;
+- :func:`cnn_figure`: CNN training time, throughput and RAM/VRAM (initial vs max).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sciml_bench.metrics import PASS_TOL, WARN_TOL
+
+#: --metric choices and the record key each one reads
+ERROR_METRICS = {
+    "rel_l2": "solution_error",
+    "rel_final": "solution_error_rel_final",
+    "final": "solution_error_final",
+    "l2": "solution_error_l2",
+}
+METRIC_LABELS = {
+    "rel_l2": "relative l2 error over save points",
+    "rel_final": "relative error at t_end",
+    "final": "mean |error| at t_end (DiffEqDevTools final)",
+    "l2": "RMS error over save points (DiffEqDevTools l2)",
+}
+PHASE_NAMES = ("import", "build", "first_solve", "first_grad")
+PHASE_COLORS = ("#8da0cb", "#66c2a5", "#fc8d62", "#e78ac3")
+DPI = 100
+MARKERS = "osD^vP*Xh<>"
+
+
+@dataclass
+class Plot:
+    """One figure (``fig`` is ``None`` when nothing could be drawn) and its notes."""
+
+    name: str
+    title: str
+    fig: Any = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never needs a display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def case_label(r: dict[str, Any], with_rtol: bool = False, sep: str = " ") -> str:
+    """``backend solver gradient_method`` (and ``rtol=…``), without empty parts.
+
+    ``sep`` goes between the solver and the gradient method: a newline keeps
+    the labels of horizontal charts narrow.
+    """
+    head = " ".join(str(p) for p in (r.get("backend"), r.get("solver")) if p)
+    tail = [str(r["gradient_method"])] if r.get("gradient_method") not in (None, "", "none") else []
+    if with_rtol and finite(r.get("rtol")):
+        tail.append(f"rtol={r['rtol']:.0e}")
+    label = sep.join(x for x in (head, " ".join(tail)) if x) or "?"
+    return f"{r['_run']} {label}" if r.get("_run") else label  # which file, in multi-file reports
+
+
+def _horizontal() -> dict[str, Any]:
+    """``boxplot`` keyword for horizontal boxes: ``vert`` is deprecated from matplotlib 3.10."""
+    import matplotlib
+
+    major, minor = (int(x) for x in matplotlib.__version__.split(".")[:2])
+    return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
+
+
+def _log_axis(axis: Any) -> None:
+    """Log ticks at 1, 2, 5 x 10^k printed plainly: readable even over less than a decade."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _is_ok(r: dict[str, Any]) -> bool:
+    return r.get("status") == "ok"
+
+
+def _several_rtols(records: Sequence[dict[str, Any]]) -> bool:
+    return len({r.get("rtol") for r in records if finite(r.get("rtol"))}) > 1
+
+
+def _samples(r: dict[str, Any], key: str) -> np.ndarray:
+    a = np.asarray(r.get(key) or [], dtype=float).ravel()
+    return a[np.isfinite(a)]
+
+
+def work_precision_figure(records: Sequence[dict[str, Any]], metric: str = "rel_l2") -> Plot:
+    """Error against steady-state median time, solve and gradient panels."""
+    key = ERROR_METRICS[metric]
+    plot = Plot("work_precision", f"Work-precision ({METRIC_LABELS[metric]})")
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        lines.setdefault(case_label(r), []).append(r)
+    for r in records:
+        if r.get("status") != "ok":
+            plot.notes.append(
+                f"missing rung: {case_label(r, True)}: {r.get('status')}"
+                + (f" ({_short(r.get('reason'))})" if r.get("reason") else "")
+            )
+        elif not finite(r.get(key)):
+            plot.notes.append(f"missing rung: {case_label(r, True)}: no {key} recorded")
+    panels = [("solve_s", "solve_iqr", "solve"), ("grad_s", "grad_iqr", "gradient")]
+    drawn = {
+        p: {
+            lab: sorted(
+                (r for r in rs if _is_ok(r) and finite(r.get(key)) and finite(r.get(p[0]))),
+                key=lambda r: r.get("rtol") or 0.0,
+            )
+            for lab, rs in lines.items()
+        }
+        for p in panels
+    }
+    panels = [p for p in panels if any(drawn[p].values())]
+    if not panels:
+        plot.notes.insert(0, "no ok case has both a solution error and a steady-state time")
+        return plot
+    if not _several_rtols(records):
+        plot.notes.insert(
+            0, "one tolerance only: run with --tolerances 1e-4,1e-6,1e-8 or --sweep for lines"
+        )
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        tkey, qkey, what = panel
+        for i, (lab, rs) in enumerate(drawn[panel].items()):
+            if not rs:
+                continue
+            x = [r[key] for r in rs]
+            y = [r[tkey] for r in rs]
+            lo = [max(r[tkey] - (r.get(qkey) or (r[tkey], r[tkey]))[0], 0.0) for r in rs]
+            hi = [max((r.get(qkey) or (r[tkey], r[tkey]))[1] - r[tkey], 0.0) for r in rs]
+            ax.errorbar(x, y, yerr=[lo, hi], marker=MARKERS[i % len(MARKERS)], ms=5,
+                        capsize=2, lw=1.3, label=lab, color=f"C{i % 10}")  # fmt: skip
+            for r in rs:
+                if finite(r.get("rtol")):
+                    ax.annotate(f"{r['rtol']:.0e}", (r[key], r[tkey]), fontsize=6,
+                                xytext=(3, 3), textcoords="offset points", color="0.35")  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _log_axis(ax.yaxis)
+        ax.invert_xaxis()  # more precise to the right, as in DiffEqDevTools
+        ax.set_xlabel(f"{metric} error (more precise →)")
+        ax.set_ylabel(f"{what} time, median [IQR] (s)")
+        ax.set_title(what, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    plot.fig = fig
+    return plot
+
+
+def ttfg_figure(records: Sequence[dict[str, Any]]) -> Plot:
+    """Cold phases stacked (median over cold processes) with the total's spread."""
+    plot = Plot("ttfg", "Time to first gradient, by cold phase")
+    with_rtol = _several_rtols(records)
+    rows: list[tuple[str, np.ndarray, np.ndarray]] = []
+    for r in records:
+        phases = np.asarray(r.get("phases") or [], dtype=float)
+        if phases.ndim != 2 or not phases.size or not np.isfinite(phases).any():
+            plot.notes.append(f"{case_label(r, with_rtol)}: no cold phases ({r.get('status')})")
+            continue
+        names = list(r.get("phase_names") or PHASE_NAMES)
+        med = np.zeros(len(PHASE_NAMES))
+        for j, name in enumerate(PHASE_NAMES):
+            if name in names:
+                col = phases[:, names.index(name)]
+                med[j] = np.median(col[np.isfinite(col)]) if np.isfinite(col).any() else 0.0
+        totals = np.nansum(phases, axis=1)
+        if not _is_ok(r):
+            plot.notes.append(
+                f"{case_label(r, with_rtol)}: {r.get('status')}; phases shown up to the failure"
+            )
+        label = case_label(r, with_rtol, "\n")
+        rows.append((label if _is_ok(r) else f"{label} [{r.get('status')}]", med, totals))
+    if not rows:
+        plot.notes.insert(0, "no case recorded cold phases")
+        return plot
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(rows) + 1.6))
+    ypos = np.arange(len(rows))[::-1]
+    left = np.zeros(len(rows))
+    for j, name in enumerate(PHASE_NAMES):
+        widths = np.array([m[j] for _, m, _ in rows])
+        ax.barh(ypos, widths, left=left, color=PHASE_COLORS[j], label=name.replace("_", " "),
+                height=0.6)  # fmt: skip
+        left += widths
+    for y, (_, _, totals) in zip(ypos, rows, strict=True):
+        if totals.size > 1:
+            mid = float(np.median(totals))
+            ax.errorbar(mid, y, xerr=[[mid - totals.min()], [totals.max() - mid]], fmt="k|",
+                        capsize=3, lw=1)  # fmt: skip
+    n_cold = max(len(t) for _, _, t in rows)
+    ax.set_yticks(ypos, [lab for lab, _, _ in rows], fontsize=8)
+    ax.set_xlabel(
+        "s from spawn; median phase over cold processes"
+        + ("; bar: min-max total" if n_cold > 1 else "")
+    )
+    ax.legend(fontsize=7, ncol=4, loc="lower right")
+    ax.grid(True, axis="x", alpha=0.3)
+    if n_cold <= 1:
+        plot.notes.append("one cold process per case: no spread (run with --cold 3 or more)")
+    fig.tight_layout()
+    plot.fig = fig
+    return plot
+
+
+def steady_figure(records: Sequence[dict[str, Any]]) -> Plot:
+    """Box plot plus every raw sample, solve and gradient panels, log time axis."""
+    plot = Plot("steady", "Steady-state distributions")
+    with_rtol = _several_rtols(records)
+    keys = [
+        k for k in ("solve_samples", "grad_samples") if any(_samples(r, k).size for r in records)
+    ]
+    rows = [r for r in records if any(_samples(r, k).size for k in keys)]
+    skipped = [case_label(r, with_rtol) for r in records if r not in rows]
+    if skipped:
+        plot.notes.append("no steady-state samples: " + ", ".join(skipped))
+    if not rows:
+        plot.notes.insert(0, "no case has steady-state samples")
+        return plot
+    plt = _plt()
+    fig, axes = plt.subplots(
+        1,
+        len(keys),
+        figsize=(4.2 * len(keys) + 2.0, 0.5 * len(rows) + 1.6),
+        squeeze=False,
+        sharey=True,
+    )
+    rng = np.random.default_rng(0)  # deterministic jitter
+    ypos = np.arange(len(rows))[::-1]
+    for ax, key in zip(axes[0], keys, strict=True):
+        what = "solve" if key == "solve_samples" else "gradient"
+        for i, (y, r) in enumerate(zip(ypos, rows, strict=True)):
+            s = _samples(r, key)
+            if not s.size:
+                continue
+            ax.boxplot([s], positions=[y], widths=0.5, showfliers=False,
+                       medianprops={"color": "k"}, **_horizontal())  # fmt: skip
+            ax.scatter(s, y + rng.uniform(-0.15, 0.15, s.size), s=8, alpha=0.7, zorder=3,
+                       color=f"C{i % 10}")  # fmt: skip
+        ax.set_xscale("log")
+        _log_axis(ax.xaxis)
+        ax.set_xlabel(f"{what} time per call (s)")
+        ax.set_title(what, fontsize=10)
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+    axes[0][0].set_yticks(ypos, [case_label(r, with_rtol, "\n") for r in rows], fontsize=8)
+    axes[0][0].set_ylim(-0.7, len(rows) - 0.3)
+    fig.tight_layout()
+    plot.fig = fig
+    return plot
+
+
+def gradient_figure(records: Sequence[dict[str, Any]]) -> Plot:
+    """Gradient error per case over the pass / warn / fail bands."""
+    plot = Plot("gradient", "Gradient agreement with the finite-difference reference")
+    with_rtol = _several_rtols(records)
+    pts: list[tuple[str, float, str]] = []
+    for r in records:
+        e = r.get("gradient_error")
+        if isinstance(e, int | float) and not isinstance(e, bool):
+            pts.append((case_label(r, with_rtol, "\n"), float(e), r.get("gradient_tier") or ""))
+        elif r.get("gradient_method") not in (None, "", "none"):
+            plot.notes.append(f"{case_label(r, with_rtol)}: no gradient ({r.get('status')})")
+    if not pts:
+        plot.notes.insert(0, "no case computed a gradient")
+        return plot
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(pts) + 1.6))
+    finite_e = [e for _, e, _ in pts if math.isfinite(e) and e > 0]
+    lo = min([*finite_e, PASS_TOL]) / 10
+    hi = max([*finite_e, WARN_TOL]) * 10
+    ax.axvspan(lo, PASS_TOL, color="#b8e0b8", alpha=0.6, label=f"pass ≤ {PASS_TOL:g}")
+    ax.axvspan(PASS_TOL, WARN_TOL, color="#f5e3a3", alpha=0.6, label=f"warn ≤ {WARN_TOL:g}")
+    ax.axvspan(WARN_TOL, hi, color="#f2b8b5", alpha=0.6, label="fail")
+    ypos = np.arange(len(pts))[::-1]
+    for y, (lab, e, _) in zip(ypos, pts, strict=True):
+        if math.isfinite(e):
+            ax.plot(max(e, lo), y, "ko", ms=5)
+        else:
+            ax.plot(hi, y, "rx", ms=7)
+            plot.notes.append(f"{lab}: non-finite gradient error (drawn at the right edge)")
+    ax.set_yticks(ypos, [f"{lab} [{tier}]" if tier else lab for lab, _, tier in pts], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("max relative component error vs FD reference")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    plot.fig = fig
+    return plot
+
+
+def _num(r: dict[str, Any], key: str) -> float | None:
+    v = r.get(key)
+    return float(v) if finite(v) else None
+
+
+def cnn_figure(records: Sequence[dict[str, Any]]) -> Plot:
+    """Training time (with every epoch), throughput and memory, one bar per variant."""
+    plot = Plot("cnn", "CNN training")
+    recs = [r for r in records if _is_ok(r)]
+    for r in records:
+        if not _is_ok(r):
+            plot.notes.append(f"{case_label(r)}: {r.get('status')} ({_short(r.get('reason'))})")
+    panels: list[str] = []
+    if any(_num(r, "train_s") is not None for r in recs):
+        panels.append("time")
+    else:
+        plot.notes.append("no train_s recorded: training-time panel skipped")
+    if any(_num(r, "throughput_ips") is not None for r in recs):
+        panels.append("throughput")
+    else:
+        plot.notes.append("no throughput_ips recorded: throughput panel skipped")
+    mem_keys = [k for k in ("ram_initial_mb", "ram_max_mb", "vram_initial_mb", "vram_max_mb")
+                if any(_num(r, k) is not None for r in recs)]  # fmt: skip
+    if mem_keys:
+        panels.append("memory")
+        if not any(k.startswith("vram") for k in mem_keys):
+            plot.notes.append("no VRAM recorded (CPU runs): memory panel shows RAM only")
+    else:
+        plot.notes.append("no RAM/VRAM recorded: memory panel skipped")
+    if not panels:
+        plot.notes.insert(0, "no ok CNN record with timings or memory")
+        return plot
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+    labels = [f"{r.get('backend', '?')} ({r.get('device') or '?'})" for r in recs]
+    x = np.arange(len(recs))
+    for ax, panel in zip(axes[0], panels, strict=True):
+        if panel == "time":
+            vals = [_num(r, "train_s") or 0.0 for r in recs]
+            ax.bar(x, vals, color="C0", alpha=0.7, label="train_s (measured epochs)")
+            for i, r in enumerate(recs):
+                ep = _samples(r, "epoch_s")
+                if ep.size:
+                    ax.scatter(np.full(ep.size, i), ep, color="k", s=10, zorder=3,
+                               label="one epoch" if i == 0 else None)  # fmt: skip
+            ax.set_ylabel("seconds")
+            ax.set_title("training time", fontsize=10)
+            ax.legend(fontsize=7)
+        elif panel == "throughput":
+            ax.bar(x, [_num(r, "throughput_ips") or 0.0 for r in recs], color="C2", alpha=0.8)
+            ax.set_ylabel("images / s")
+            ax.set_title("throughput", fontsize=10)
+        else:
+            w = 0.8 / len(mem_keys)
+            for j, k in enumerate(mem_keys):
+                vals = [_num(r, k) or 0.0 for r in recs]
+                ax.bar(x + (j - (len(mem_keys) - 1) / 2) * w, vals, width=w,
+                       label=k.removesuffix("_mb").replace("_", " "))  # fmt: skip
+            ax.set_ylabel("MiB")
+            ax.set_title("memory: initial vs max", fontsize=10)
+            ax.legend(fontsize=7)
+        needed = {"time": ["train_s"], "throughput": ["throughput_ips"], "memory": mem_keys}
+        for i, r in enumerate(recs):
+            missing = [k for k in needed[panel] if _num(r, k) is None]
+            if len(missing) == len(needed[panel]):
+                ax.text(i, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.4")
+            if missing:
+                plot.notes.append(f"{labels[i]}: no {', '.join(missing)}")
+        ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    plot.fig = fig
+    return plot
+
+
+def _short(text: Any, n: int = 90) -> str:
+    s = " ".join(str(text or "").split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def save(plot: Plot, folder: Path, stem: str) -> dict[str, Path]:
+    """Write ``stem.png`` and ``stem.svg`` into ``folder``; close the figure."""
+    if plot.fig is None:
+        return {}
+    plt = _plt()
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for ext in ("png", "svg"):
+        path = folder / f"{stem}.{ext}"
+        # no embedded timestamps: the same results give the same files
+        meta = {"Date": None} if ext == "svg" else {"Software": None}
+        plot.fig.savefig(path, dpi=DPI, format=ext, metadata=meta)
+        out[ext] = path
+    plt.close(plot.fig)
+    return out

@@ -1,0 +1,338 @@
+"""The report of one or more results files: ``report.md`` and ``report.html``.
+
+The report is first built as a short list of blocks (headings, paragraphs,
+tables, figures, notes) and then rendered twice: Markdown that reads well on
+GitHub (figures linked as files next to it) and one self-contained HTML file
+(figures embedded as base64 PNG, no external CSS or scripts). Both hold the
+environment of every run and, per problem, a table of every case, failures
+included with their reasons, followed by the figures of :mod:`sciml_bench.plots`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sciml_bench import plots
+from sciml_bench.results import Run
+
+CASE_COLUMNS = (
+    "backend", "solver", "gradient", "rtol", "status", "TTFG s [IQR]", "solve ms [IQR]",
+    "grad ms [IQR]", "sol err", "grad err",
+)  # fmt: skip
+CNN_COLUMNS = (
+    ("backend", "variant"), ("device", "device"), ("status", "status"),
+    ("cold_start_s", "cold start s"), ("time_to_first_step_s", "first step s"),
+    ("train_s", "train s"), ("throughput_ips", "images/s"), ("accuracy", "accuracy"),
+    ("ram_initial_mb", "RAM init MiB"), ("ram_max_mb", "RAM max MiB"),
+    ("vram_initial_mb", "VRAM init MiB"), ("vram_max_mb", "VRAM max MiB"),
+)  # fmt: skip
+FIGURE_FOLDER = "figures"
+
+
+@dataclass
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass
+class Para:
+    text: str
+
+
+@dataclass
+class Table:
+    header: Sequence[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class Notes:
+    """A bullet list (failure reasons, what a figure leaves out)."""
+
+    items: list[str]
+
+
+@dataclass
+class Figure:
+    title: str
+    png: Path
+    svg: Path
+    notes: list[str] = field(default_factory=list)
+
+
+Block = Heading | Para | Table | Notes | Figure
+
+
+def is_cnn(r: dict[str, Any]) -> bool:
+    return r.get("kind") == "cnn" or r.get("problem") == "cnn"
+
+
+def _f(x: Any, fmt: str) -> str:
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+        return "-"
+    return format(x, fmt)
+
+
+def _spread(med: Any, q: Any, scale: float, fmt: str = ".3g") -> str:
+    """``median [q1-q3]`` in the given unit; ``-`` when not measured."""
+    if not plots.finite(med):
+        return "-"
+    s = format(med * scale, fmt)
+    if q and len(q) == 2 and q[0] != q[1]:
+        s += f" [{q[0] * scale:{fmt}}-{q[1] * scale:{fmt}}]"
+    return s
+
+
+def case_row(r: dict[str, Any], metric_key: str) -> list[str]:
+    grad_err = _f(r.get("gradient_error"), ".2e")
+    if r.get("gradient_tier"):
+        grad_err += f" {r['gradient_tier']}"
+    status = str(r.get("status", "?"))
+    return [
+        str(r.get("backend", "")),
+        str(r.get("solver", "")),
+        str(r.get("gradient_method", "")),
+        _f(r.get("rtol"), ".0e"),
+        status if status == "ok" else f"**{status}**",
+        _spread(r.get("ttfg_s"), r.get("ttfg_iqr"), 1.0, ".2f"),
+        _spread(r.get("solve_s"), r.get("solve_iqr"), 1e3),
+        _spread(r.get("grad_s"), r.get("grad_iqr"), 1e3),
+        _f(r.get(metric_key), ".2e"),
+        grad_err,
+    ]
+
+
+def cnn_row(r: dict[str, Any]) -> list[str]:
+    row = []
+    for key, _ in CNN_COLUMNS:
+        v = r.get(key)
+        if key == "status" and v != "ok":
+            row.append(f"**{v}**")
+        elif isinstance(v, float):
+            row.append(_f(v, ".3g"))
+        else:
+            row.append("-" if v is None else str(v))
+    return row
+
+
+def failure_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per record that has a reason: failures, and notes on ok cases."""
+    out = []
+    for r in records:
+        if r.get("reason") or r.get("status") != "ok":
+            label = plots.case_label(r, with_rtol=True)
+            out.append(f"{label}: {r.get('status')}: {r.get('reason') or '(no reason recorded)'}")
+    return out
+
+
+def environment_blocks(runs: Sequence[Run]) -> list[Block]:
+    blocks: list[Block] = [Heading(2, "Runs and environment")]
+    for i, run in enumerate(runs, 1):
+        m, env = run.meta, run.environment
+        if len(runs) > 1:
+            blocks.append(Heading(3, f"#{i}: {run.path.name}"))
+        rows = [
+            ["file", run.path.name],
+            ["status", str(m.get("status", "?"))],
+            ["created", str(m.get("created", "?"))],
+            ["command", str(m.get("command", "?"))],
+            [
+                "sciml-bench",
+                f"{m.get('sciml_bench_version', '?')} (schema {m.get('schema_version')})",
+            ],
+            ["git commit", str(env.get("git_commit") or "-")],
+            ["python", str(env.get("python", "?"))],
+            ["platform", str(env.get("platform", "?"))],
+            [
+                "CPU",
+                f"{env.get('cpu_model', '?')} x{env.get('cpu_count', '?')}"
+                f" (affinity {env.get('affinity', '?')})",
+            ],  # fmt: skip
+        ]
+        gpus = env.get("gpus") or []
+        rows.append(["GPUs", ", ".join(str(g.get("name", g)) for g in gpus) if gpus else "none"])
+        threads = env.get("threads") or {}
+        rows.append(["threads", ", ".join(f"{k}={v}" for k, v in threads.items()) or "defaults"])
+        pk = env.get("packages") or {}
+        rows.append(["packages", ", ".join(f"{k} {v}" for k, v in pk.items()) or "-"])
+        if env.get("caches"):
+            rows.append(["caches", str(env["caches"])])
+        blocks.append(Table(["", "value"], rows))
+    return blocks
+
+
+def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2") -> list[Block]:
+    """The report's blocks; figures are written to ``out/figures`` on the way."""
+    metric_key = plots.ERROR_METRICS[metric]
+    several = len(runs) > 1
+    # with several files, "#1", "#2"... tell their cases apart in tables and figures
+    records = [
+        {**r, "_run": f"#{i}"} if several else r
+        for i, run in enumerate(runs, 1)
+        for r in run.records
+    ]
+    blocks: list[Block] = [Heading(1, "sciml-bench report")]
+    blocks.append(Para(
+        "Timings are medians with the interquartile range in brackets, computed from the "
+        "raw samples. TTFG is the time to first gradient of a fresh process, from spawn. "
+        f"Solution error: {plots.METRIC_LABELS[metric]} against a tight reference "
+        f"(`{metric_key}`). Gradient error: max relative component error against a "
+        "finite-difference reference; tiers pass ≤ 1e-4, warn ≤ 1e-2, otherwise fail."
+    ))  # fmt: skip
+    blocks += environment_blocks(runs)
+    problems: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        problems.setdefault("cnn" if is_cnn(r) else str(r.get("problem", "?")), []).append(r)
+    if not records:
+        blocks.append(Para("No completed cases in these files."))
+    for name, recs in problems.items():
+        if name == "cnn":
+            blocks += cnn_blocks(recs, out)
+            continue
+        blocks.append(Heading(2, name))
+        header = (("run",) if several else ()) + CASE_COLUMNS
+        rows = [([r["_run"]] if several else []) + case_row(r, metric_key) for r in recs]
+        blocks.append(Table(header, rows))
+        notes = failure_notes(recs)
+        if notes:
+            blocks += [Para("Failures and notes:"), Notes(notes)]
+        ok = [r for r in recs if r.get("kind", "ode") == "ode"]
+        for plot in (
+            plots.work_precision_figure(ok, metric),
+            plots.ttfg_figure(ok),
+            plots.steady_figure(ok),
+            plots.gradient_figure(ok),
+        ):
+            blocks.append(_figure(plot, out, _slug(name)))
+    return blocks
+
+
+def cnn_blocks(recs: list[dict[str, Any]], out: Path) -> list[Block]:
+    blocks: list[Block] = [Heading(2, "CNN training baselines")]
+    several = any(r.get("_run") for r in recs)
+    header = (["run"] if several else []) + [h for _, h in CNN_COLUMNS]
+    rows = [([r.get("_run", "")] if several else []) + cnn_row(r) for r in recs]
+    blocks.append(Table(header, rows))
+    notes = failure_notes(recs)
+    if notes:
+        blocks += [Para("Failures and notes:"), Notes(notes)]
+    blocks.append(_figure(plots.cnn_figure(recs), out, "cnn"))
+    return blocks
+
+
+def _slug(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in s)[:60]
+
+
+def _figure(plot: plots.Plot, out: Path, prefix: str) -> Block:
+    files = plots.save(plot, out / FIGURE_FOLDER, f"{prefix}-{plot.name}")
+    if not files:
+        return Para(f"*{plot.title}: not drawn.* " + "; ".join(plot.notes))
+    return Figure(plot.title, files["png"], files["svg"], plot.notes)
+
+
+# -- Markdown ---------------------------------------------------------------------------------
+
+
+def _md_cell(s: str) -> str:
+    return " ".join(str(s).split()).replace("|", "\\|")
+
+
+def to_markdown(blocks: Sequence[Block], out: Path) -> str:
+    lines: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            lines += ["#" * b.level + " " + b.text, ""]
+        elif isinstance(b, Para):
+            lines += [b.text, ""]
+        elif isinstance(b, Table):
+            lines.append("| " + " | ".join(_md_cell(h) for h in b.header) + " |")
+            lines.append("|" + "|".join("---" for _ in b.header) + "|")
+            lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in b.rows]
+            lines.append("")
+        elif isinstance(b, Notes):
+            lines += [f"- {_md_cell(n)}" for n in b.items] + [""]
+        elif isinstance(b, Figure):
+            png = b.png.relative_to(out).as_posix()
+            svg = b.svg.relative_to(out).as_posix()
+            lines += [f"**{b.title}** ([SVG]({svg}))", "", f"![{b.title}]({png})", ""]
+            lines += [f"- {_md_cell(n)}" for n in b.notes] + ([""] if b.notes else [])
+    return "\n".join(lines)
+
+
+# -- HTML -------------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1100px;
+padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f3f3f3} tr.fail td{background:#fdecea}
+img{max-width:100%;height:auto} figure{margin:1em 0} figcaption{font-weight:600}
+ul.notes{font-size:.85em;color:#444} code{background:#f3f3f3;padding:0 .2em}
+"""
+
+
+def _inline(text: str) -> str:
+    """Escape, then render the two Markdown marks the blocks use: **bold** and `code`."""
+    s = html.escape(text)
+    parts = s.split("**")
+    s = "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+    parts = s.split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def to_html(blocks: Sequence[Block]) -> str:
+    body: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            body.append(f"<h{b.level}>{html.escape(b.text)}</h{b.level}>")
+        elif isinstance(b, Para):
+            body.append(f"<p>{_inline(b.text)}</p>")
+        elif isinstance(b, Table):
+            head = "".join(f"<th>{html.escape(h)}</th>" for h in b.header)
+            rows = []
+            for row in b.rows:
+                failed = any(c.startswith("**") for c in row)
+                cells = "".join(f"<td>{_inline(c)}</td>" for c in row)
+                cls = ' class="fail"' if failed else ""
+                rows.append(f"<tr{cls}>{cells}</tr>")
+            thead = f"<thead><tr>{head}</tr></thead>"
+            body.append(f"<table>{thead}<tbody>{''.join(rows)}</tbody></table>")
+        elif isinstance(b, Notes):
+            items = "".join(f"<li>{html.escape(n)}</li>" for n in b.items)
+            body.append(f'<ul class="notes">{items}</ul>')
+        elif isinstance(b, Figure):
+            data = base64.b64encode(b.png.read_bytes()).decode("ascii")
+            notes = "".join(f"<li>{html.escape(n)}</li>" for n in b.notes)
+            body.append(
+                f"<figure><figcaption>{html.escape(b.title)}</figcaption>"
+                f'<img alt="{html.escape(b.title)}" src="data:image/png;base64,{data}">'
+                + (f'<ul class="notes">{notes}</ul>' if notes else "")
+                + "</figure>"
+            )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>sciml-bench report</title><style>{_CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
+
+
+def write(runs: Sequence[Run], out: Path, metric: str = "rel_l2") -> dict[str, Path]:
+    """Write ``report.md``, ``report.html`` and ``figures/*.png|svg`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    blocks = build(runs, out, metric)
+    md = out / "report.md"
+    md.write_text(to_markdown(blocks, out), encoding="utf-8")
+    page = out / "report.html"
+    page.write_text(to_html(blocks), encoding="utf-8")
+    return {"markdown": md, "html": page, "figures": out / FIGURE_FOLDER}
