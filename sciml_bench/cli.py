@@ -7,6 +7,7 @@ import shlex
 import sys
 import traceback
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -117,6 +118,15 @@ def _rtols(tolerances: str | None, sweep: bool) -> list[float] | None:
 @click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Folder for the results file.")
 @click.option("--refresh-reference", is_flag=True, help="Rebuild the cached reference.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
+              show_default=True, help="CNN baselines: where to train.")
+@click.option("--dataset", type=click.Choice(["synthetic", "digits"]), default="synthetic",
+              show_default=True, help="CNN baselines: in-memory synthetic data or sklearn digits.")
+@click.option("--image-size", type=click.IntRange(4, 4096), help="CNN: image side in pixels.")
+@click.option("--channels", type=click.IntRange(1, 64), help="CNN: image channels.")
+@click.option("--batch-size", type=click.IntRange(1, 65536), help="CNN: batch size.")
+@click.option("--steps", type=click.IntRange(1, 10**6), help="CNN: steps per epoch.")
+@click.option("--epochs", type=click.IntRange(1, 1000), help="CNN: measured epochs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON on stdout.")
 def run(
     problems: tuple[str, ...],
@@ -133,9 +143,21 @@ def run(
     quick: bool,
     out: str,
     refresh_reference: bool,
+    device: str,
+    dataset: str,
+    image_size: int | None,
+    channels: int | None,
+    batch_size: int | None,
+    steps: int | None,
+    epochs: int | None,
     as_json: bool,
 ) -> None:
     """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend.
+
+    The name `cnn` runs the CNN training baselines instead (torch-eager,
+    torch-compile, jax, tensorflow; select with -b), each variant in a fresh
+    worker, recording time to first step, warm-up and measured epochs,
+    throughput, accuracy, RAM and VRAM.
 
     Each case (backend x solver x gradient method x tolerance) runs in fresh
     worker processes: time-to-first-gradient is split into import, build,
@@ -149,16 +171,32 @@ def run(
       sciml-bench run stiff-robertson
       sciml-bench run stiff-robertson -b diffrax --gradient BacksolveAdjoint
       sciml-bench run --problem-file my.toml --tolerances 1e-4,1e-6,1e-8
+      sciml-bench run cnn --quick -b torch-eager -b jax
     """
     from sciml_bench import backends, environment, reference, report, runner
     from sciml_bench.results import ResultsWriter, new_path
 
-    if not problems and not problem_files:
+    with_cnn = "cnn" in problems
+    problems = tuple(p for p in problems if p != "cnn")
+    if not problems and not problem_files and not with_cnn:
         raise UserError("name a problem (see `sciml-bench list`) or pass --problem-file PATH")
-    names = list(backend_names) or backends.names()
-    for n in names:
-        if n not in backends.REGISTRY:
-            raise UserError(f"unknown backend {n!r}; choose from {', '.join(backends.names())}")
+    cnn_jobs = _cnn_jobs(
+        backend_names, quick, device, dataset,
+        {"image_size": image_size, "channels": channels, "batch_size": batch_size,
+         "steps_per_epoch": steps, "epochs": epochs},
+    ) if with_cnn else []  # fmt: skip
+    if with_cnn:
+        from sciml_bench import cnn
+
+        known = backends.names() + list(cnn.variants())
+    else:
+        known = backends.names()
+    for n in backend_names:
+        if n not in known:
+            raise UserError(f"unknown backend {n!r}; choose from {', '.join(known)}")
+    names = [n for n in backend_names if n in backends.REGISTRY] or backends.names()
+    if device == "cuda" and problems + problem_files:
+        raise UserError("--device cuda applies to the CNN baselines; the ODE backends run on the CPU")
     loaded = [_load_problem(None, f) for f in problem_files] + [
         _load_problem(p, None) for p in problems
     ]
@@ -175,7 +213,7 @@ def run(
     if rtols and len(rtols) > 1 and cold is None:
         settings.cold = 1  # a sweep measures steady state per rung
 
-    label = loaded[0].name if len(loaded) == 1 else "run"
+    label = loaded[0].name if len(loaded) == 1 and not with_cnn else "cnn" if not loaded else "run"
     path = new_path(out, label)
     try:
         writer = ResultsWriter(
@@ -203,6 +241,8 @@ def run(
             compiled = reference.compile_problem(problem, ref)
             cases = runner.plan(compiled, names, solvers, gradients, rtols, max_steps)
             records += runner.run(compiled, ref, cases, writer, settings)
+        if cnn_jobs:
+            records += runner.run_cnn(cnn_jobs, writer, settings)
     except runner.Interrupt as e:
         click.echo(str(e), err=True)
         sys.exit(EXIT_INTERRUPTED)
@@ -218,6 +258,27 @@ def run(
     else:
         click.echo(report.table(records))
     click.echo(f"\nsaved {len(records)} case(s) to {path}", err=True)
+
+
+def _cnn_jobs(
+    variants: Sequence[str], quick: bool, device: str, dataset: str, sizes: dict[str, Any]
+) -> list[dict[str, Any]]:
+    from sciml_bench import cnn
+
+    if device == "cuda":
+        from sciml_bench.memory import gpu_count
+
+        if not gpu_count():
+            raise UserError(
+                "--device cuda: no NVIDIA GPU is visible here (NVML finds none); "
+                "use --device cpu, or --device auto to use a GPU only when there is one"
+            )
+    overrides = {k: v for k, v in sizes.items() if v is not None}
+    try:
+        jobs = cnn.jobs(quick, device, dataset, overrides)
+    except ValueError as e:
+        raise UserError(f"CNN configuration: {e}") from None
+    return [j for j in jobs if not variants or j["variant"] in variants] or jobs
 
 
 @main.command()

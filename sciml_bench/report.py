@@ -45,6 +45,34 @@ def _ms(median: float | None, q: Sequence[float] | None) -> str:
     return s
 
 
+CNN_COLUMNS = (
+    "variant", "status", "device", "first step s", "warm-up s", "train s", "img/s", "accuracy",
+    "RAM MB init/max", "VRAM MB init/max",
+)
+
+
+def _pair(a: Any, b: Any) -> str:
+    return "-" if a is None and b is None else f"{_num(a, '.0f')}/{_num(b, '.0f')}"
+
+
+def cnn_row(r: dict[str, Any]) -> list[str]:
+    acc = _num(r.get("accuracy"), ".3f")
+    if r.get("trained_to_chance"):
+        acc += " CHANCE"
+    return [
+        r.get("backend", ""),
+        r.get("status", ""),
+        str(r.get("device") or "-"),
+        _num(r.get("time_to_first_step_s"), ".2f"),
+        _num(r.get("warmup_epoch_s"), ".2f"),
+        _num(r.get("train_s"), ".3f"),
+        _num(r.get("throughput_ips"), ".0f"),
+        acc,
+        _pair(r.get("ram_initial_mb"), r.get("ram_max_mb")),
+        _pair(r.get("vram_initial_mb"), r.get("vram_max_mb")),
+    ]
+
+
 def ode_row(r: dict[str, Any]) -> list[str]:
     ttfg = r.get("ttfg_s")
     grad_err = _num(r.get("gradient_error"))
@@ -87,6 +115,10 @@ def table(records: Sequence[dict[str, Any]]) -> str:
         other = [r for r in recs if r.get("kind", "ode") != "ode"]
         if ode:
             out += [f"\n{name}", render(ODE_COLUMNS, [ode_row(r) for r in ode])]
+        cnn = [r for r in other if r.get("kind") == "cnn"]
+        other = [r for r in other if r.get("kind") != "cnn"]
+        if cnn:
+            out += [f"\n{name}", render(CNN_COLUMNS, [cnn_row(r) for r in cnn])]
         if other:
             out += [f"\n{name}", generic_table(other)]
         notes = [r for r in recs if r.get("reason")]
@@ -120,6 +152,9 @@ def generic_table(records: Sequence[dict[str, Any]]) -> str:
 
 
 def json_record(r: dict[str, Any]) -> dict[str, Any]:
+    """The machine-readable record: the documented ODE keys, or a CNN row's scalars."""
+    if r.get("kind") == "cnn":
+        return {k: v for k, v in r.items() if not isinstance(v, dict)}
     return {k: r.get(k) for k in JSON_KEYS}
 
 

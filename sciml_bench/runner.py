@@ -11,8 +11,9 @@ next case starts.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -276,7 +277,7 @@ def run(
     executor = executor or LocalExecutor()
     done: list[dict[str, Any]] = []
     availability: dict[str, Any] = {}
-    try:
+    with _saved_on_interrupt(writer, done):
         for i, spec in enumerate(cases, 1):
             if spec.backend not in availability:
                 availability[spec.backend] = backends.get(spec.backend).availability()
@@ -292,9 +293,69 @@ def run(
                 progress(f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else ""))
             writer.add(rec)
             done.append(rec)
+    return done
+
+
+@contextlib.contextmanager
+def _saved_on_interrupt(writer: ResultsWriter, done: list[dict[str, Any]]) -> Iterator[None]:
+    """Turn Ctrl-C into :class:`Interrupt` once the file is marked interrupted."""
+    try:
+        yield
     except (KeyboardInterrupt, Interrupted):
         writer.finish("interrupted")
         raise Interrupt(
             f"interrupted: {len(done)} completed case(s) are saved in {writer.path}"
         ) from None
+
+
+def cnn_record(job: dict[str, Any], outcome: Outcome, budget_s: float) -> dict[str, Any]:
+    """The record a CNN worker reported or, if it died first, a row saying how."""
+    from sciml_bench.cnn.train_loop import empty_record
+
+    results = [e["result"] for e in outcome.events if "result" in e]
+    if results:
+        return results[-1]
+    rec = empty_record(job.get("variant", ""), job)
+    rec["status"], rec["reason"], _ = _outcome_status(outcome, budget_s)
+    return rec
+
+
+def run_cnn(
+    jobs: Sequence[dict[str, Any]],
+    writer: ResultsWriter,
+    settings: Settings,
+    executor: Executor | None = None,
+    progress: Progress = _stderr,
+) -> list[dict[str, Any]]:
+    """CNN baselines: one fresh worker per variant, whose worker returns the record.
+
+    A variant that cannot run here becomes its ``unavailable`` row without a process;
+    a worker that crashes or exceeds the budget still leaves a row saying so.
+    """
+    from sciml_bench import cnn
+
+    executor = executor or LocalExecutor()
+    done: list[dict[str, Any]] = []
+    available = cnn.variants()
+    with _saved_on_interrupt(writer, done):
+        for i, job in enumerate(jobs, 1):
+            name = job["variant"]
+            progress(f"[{i}/{len(jobs)}] cnn: {name} ({job['preset']}, device {job['device']})")
+            if not available[name].available:
+                rec = cnn.run_variant(job)  # returns the unavailable row, imports nothing
+            else:
+
+                def on_event(e: dict[str, Any]) -> None:
+                    if "result" in e:
+                        r = e["result"]
+                        progress(f"      {r.get('status')}: train {r.get('train_s')} s, "
+                                 f"accuracy {r.get('accuracy')}")
+
+                outcome = executor.run(job, settings.budget_s, on_event)
+                rec = cnn_record(job, outcome, settings.budget_s)
+            rec = {**rec, "kind": "cnn"}
+            if rec.get("status") != "ok" or rec.get("reason"):
+                progress(f"      -> {rec.get('status')}: {rec.get('reason', '')}")
+            writer.add(rec)
+            done.append(rec)
     return done

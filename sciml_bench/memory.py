@@ -1,0 +1,156 @@
+"""Process RAM and GPU readings for workers: an RSS/NVML sampling thread and NVML helpers.
+
+RAM peak is the larger of the sampled RSS and ``ru_maxrss`` (the kernel's own peak,
+which catches spikes between samples). GPU readings come from NVML (the module
+``pynvml`` of the ``nvidia-ml-py`` package), imported lazily: with no NVML library or
+no GPU every GPU helper returns ``None`` instead of raising.
+
+NVML sees the whole device, not this process, so VRAM figures are reported relative to
+a baseline read before the framework starts.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import threading
+import time
+from typing import Any
+
+MB = 1024.0 * 1024.0
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process, in MiB."""
+    import psutil
+
+    return psutil.Process().memory_info().rss / MB
+
+
+def ru_maxrss_mb() -> float:
+    """Peak RSS of this process so far, as the kernel counts it (KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / MB if sys.platform == "darwin" else peak / 1024.0
+
+
+class Nvml:
+    """One GPU as NVML sees it. Use :meth:`open`, which returns ``None`` when there is none."""
+
+    def __init__(self, pynvml: Any, handle: Any, index: int):
+        self._nvml = pynvml
+        self._handle = handle
+        self.index = index
+
+    @classmethod
+    def open(cls) -> Nvml | None:
+        """The first GPU visible to CUDA in this process, or ``None`` (no NVML, no GPU)."""
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            first = visible.split(",")[0].strip() if visible is not None else "0"
+            if first == "" or first == "-1":
+                return None
+            if first.isdigit():
+                index = int(first)
+                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            else:  # a GPU-/MIG- UUID
+                handle = pynvml.nvmlDeviceGetHandleByUUID(first)
+                index = pynvml.nvmlDeviceGetIndex(handle)
+            return cls(pynvml, handle, index)
+        except Exception:
+            return None
+
+    def _try(self, fn: str, *args: Any) -> Any:
+        try:
+            return getattr(self._nvml, fn)(self._handle, *args)
+        except Exception:
+            return None
+
+    def used_mb(self) -> float | None:
+        info = self._try("nvmlDeviceGetMemoryInfo")
+        return None if info is None else info.used / MB
+
+    def utilization(self) -> int | None:
+        rates = self._try("nvmlDeviceGetUtilizationRates")
+        return None if rates is None else int(rates.gpu)
+
+    def energy_mj(self) -> int | None:
+        """Energy since the driver loaded, in mJ (Volta and newer)."""
+        return self._try("nvmlDeviceGetTotalEnergyConsumption")
+
+    def name(self) -> str | None:
+        name = self._try("nvmlDeviceGetName")
+        return name.decode() if isinstance(name, bytes) else name
+
+
+def gpu_count() -> int:
+    """Number of NVIDIA GPUs NVML sees on this machine (0 without NVML)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetCount())
+    except Exception:
+        return 0
+
+
+class ResourceSampler:
+    """A daemon thread that samples RSS (and, given an :class:`Nvml`, VRAM and utilisation).
+
+    Use as a context manager or with :meth:`start`/:meth:`stop`. Sampling holds the GIL
+    for microseconds every ``interval`` seconds; 50 ms costs well under 1% of a core.
+    """
+
+    def __init__(self, interval: float = 0.05, nvml: Nvml | None = None):
+        self.interval = interval
+        self.nvml = nvml
+        self.rss_peak_mb = 0.0
+        self.vram_peak_mb: float | None = None
+        #: (time.perf_counter(), GPU utilisation %) pairs
+        self.utilization: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="resource-sampler", daemon=True)
+
+    def sample(self) -> None:
+        """Take one sample now (also called by the thread)."""
+        self.rss_peak_mb = max(self.rss_peak_mb, rss_mb())
+        if self.nvml is not None:
+            used = self.nvml.used_mb()
+            if used is not None:
+                self.vram_peak_mb = max(self.vram_peak_mb or 0.0, used)
+            util = self.nvml.utilization()
+            if util is not None:
+                self.utilization.append((time.perf_counter(), util))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def start(self) -> ResourceSampler:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def __enter__(self) -> ResourceSampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def ram_max_mb(self) -> float:
+        """Peak RAM: the sampled peak or the kernel's ``ru_maxrss``, whichever is larger."""
+        return max(self.rss_peak_mb, ru_maxrss_mb())
+
+    def mean_utilization(self, t0: float, t1: float) -> float | None:
+        """Mean GPU utilisation (%) over samples taken in ``[t0, t1]``."""
+        window = [u for t, u in self.utilization if t0 <= t <= t1]
+        return sum(window) / len(window) if window else None

@@ -1,0 +1,215 @@
+"""CNN baselines: config, data, the public API, and real training runs in fresh processes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sciml_bench.cnn import (
+    PRESETS,
+    CNNConfig,
+    jobs,
+    run_in_fresh_process,
+    run_variant,
+    variants,
+)
+from sciml_bench.cnn.data import digits, init_params, synthetic
+from sciml_bench.cnn.train_loop import (
+    RECORD_FIELDS,
+    Unavailable,
+    chance_margin,
+    resolve_device,
+)
+from sciml_bench.memory import Nvml, ResourceSampler, gpu_count
+
+# ---------------------------------------------------------------- config and jobs
+
+
+def test_gpu_preset_mirrors_apx():
+    g = PRESETS["gpu"]
+    assert (g.image_size, g.channels, g.batch_size) == (224, 3, 32)
+    assert (g.steps_per_epoch, g.epochs, g.warmup_epochs) == (100, 5, 1)
+
+
+def test_config_round_trip_and_overrides():
+    cfg = PRESETS["quick"]
+    assert CNNConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
+    assert cfg.with_overrides({"batch_size": 8, "conv_channels": [4, 4]}).conv_channels == (4, 4)
+    with pytest.raises(ValueError, match="unknown CNN config"):
+        cfg.with_overrides({"batchsize": 8})
+    with pytest.raises(ValueError, match="too small"):
+        cfg.with_overrides({"image_size": 2})
+
+
+def test_jobs_are_json_and_share_one_config():
+    js = jobs(quick=True, device="cpu")
+    assert [j["variant"] for j in js] == list(variants())
+    assert all(j["kind"] == "cnn" and j["device"] == "cpu" for j in js)
+    assert len({json.dumps(j["config"], sort_keys=True) for j in js}) == 1
+    json.dumps(js)
+    d = jobs(quick=True, dataset="digits", overrides={"epochs": 1})[0]["config"]
+    assert (d["image_size"], d["channels"], d["epochs"]) == (8, 1, 1)
+    assert jobs(quick=False, device="cuda")[0]["preset"] == "gpu"
+    with pytest.raises(ValueError):
+        jobs(quick=True, device="tpu")
+
+
+# ---------------------------------------------------------------- data
+
+
+def test_synthetic_is_deterministic_and_learnable():
+    cfg = PRESETS["quick"]
+    a, b = synthetic(cfg), synthetic(cfg)
+    assert np.array_equal(a.x_train, b.x_train) and np.array_equal(a.y_eval, b.y_eval)
+    assert a.x_train.shape == (cfg.images_per_epoch, 16, 16, 1)
+    assert a.x_train.dtype == np.float32 and a.y_train.dtype == np.int32
+    # nearest class mean (from the training split) classifies the held-out split well
+    means = np.stack([a.x_train[a.y_train == k].mean(0) for k in range(cfg.n_classes)])
+    d = ((a.x_eval[:, None] - means[None]) ** 2).sum(axis=(2, 3, 4))
+    assert (d.argmin(1) == a.y_eval).mean() > 0.8
+
+
+def test_digits_split():
+    cfg = jobs(quick=True, dataset="digits")[0]["config"]
+    ds = digits(CNNConfig.from_json(cfg))
+    assert ds.x_train.shape[1:] == (8, 8, 1)
+    assert len(ds.x_train) == cfg["batch_size"] * cfg["steps_per_epoch"]
+    assert len(ds.y_eval) <= 1797 // 5
+
+
+def test_init_params_follow_architecture():
+    cfg = PRESETS["quick"]
+    p = init_params(cfg)
+    assert [w.shape for w in p["conv_w"]] == [(8, 1, 3, 3), (16, 8, 3, 3)]
+    assert p["dense_w"][0].shape == (32, 16 * 4 * 4)
+    assert all(not b.any() for b in p["conv_b"] + p["dense_b"])
+
+
+# ---------------------------------------------------------------- public API without training
+
+
+def test_variants_import_no_framework():
+    code = (
+        "import sys; from sciml_bench.cnn import variants, jobs; variants(); jobs(True);"
+        "print(sorted(m for m in ('torch', 'jax', 'tensorflow') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_missing_framework_is_unavailable_with_fix(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "tensorflow" else real(n, *a)
+    )
+    info = variants()["tensorflow"]
+    assert not info.available and "tensorflow" in info.reason
+    rec = run_variant(next(j for j in jobs(True) if j["variant"] == "tensorflow"))
+    assert rec["status"] == "unavailable"
+    assert rec["fix"] == "pip install -c constraints.txt -e '.[tensorflow]'"
+    assert set(RECORD_FIELDS) <= set(rec)
+
+
+def test_errors_are_records_not_exceptions():
+    job = {**jobs(True)[0], "config": {"bogus": 1}}
+    rec = run_variant(job)
+    assert rec["status"] == "error" and rec["reason"].startswith("TypeError")
+    rec = run_variant({**jobs(True)[0], "variant": "mxnet"})
+    assert rec["status"] == "error" and "unknown CNN variant" in rec["reason"]
+
+
+def test_no_silent_gpu_fallback():
+    with pytest.raises(Unavailable):
+        resolve_device("cuda", False, "torch 0+cpu", "fix")
+    assert resolve_device("cpu", True, "torch", "fix") == ("cpu", "")
+    device, note = resolve_device("auto", False, "torch 0+cpu", "fix")
+    assert device == "cpu" and (note == "" if gpu_count() == 0 else "ran on CPU" in note)
+
+
+def test_chance_margin():
+    assert chance_margin(0.1, 10_000) == 0.05
+    assert chance_margin(0.1, 100) == pytest.approx(0.09)
+
+
+def test_resource_sampler():
+    with ResourceSampler(interval=0.01) as s:
+        _ = np.ones(5_000_000)
+    assert s.rss_peak_mb > 0 and s.ram_max_mb >= s.rss_peak_mb
+    assert (Nvml.open() is None) == (gpu_count() == 0)
+
+
+# ---------------------------------------------------------------- real training, fresh processes
+
+
+@pytest.fixture(scope="module")
+def quick_records() -> dict[str, dict]:
+    """Every installed variant trained once, quick size, CPU, each in its own process."""
+    out = {}
+    for job in jobs(quick=True, device="cpu"):
+        if variants()[job["variant"]].available:
+            out[job["variant"]] = run_in_fresh_process(job)
+    return out
+
+
+POSITIVE = (
+    "import_s", "setup_s", "time_to_first_step_s", "cold_start_s", "warmup_epoch_s",
+    "train_s", "throughput_ips", "accuracy", "ram_initial_mb", "ram_max_mb",
+)  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(variants()))
+def test_variant_trains_on_cpu(name, quick_records):
+    info = variants()[name]
+    if not info.available:
+        pytest.skip(f"{name}: {info.reason}")
+    rec = quick_records[name]
+    assert rec["status"] == "ok", rec["reason"]
+    assert set(RECORD_FIELDS) <= set(rec)
+    assert rec["problem"] == "cnn" and rec["backend"] == name and rec["device"] == "cpu"
+    for value in rec.values():  # flat: scalars, lists of numbers, or dicts of scalars
+        if isinstance(value, list):
+            assert all(isinstance(v, int | float) for v in value)
+    for key in POSITIVE:
+        assert rec[key] > 0, key
+    assert len(rec["epoch_s"]) == rec["epochs"] and all(t > 0 for t in rec["epoch_s"])
+    assert not rec["trained_to_chance"]
+    assert rec["accuracy"] > rec["chance_accuracy"] + 0.3
+    assert rec["final_loss"] < rec["initial_loss"]
+    assert rec["ram_max_mb"] >= rec["ram_initial_mb"]
+    assert rec["vram_max_mb"] is None and rec["energy_j"] is None  # CPU run: no GPU figures
+    assert rec["settings"]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert rec["settings"]["preimported"] == ""
+    json.dumps(rec)
+
+
+@pytest.mark.slow
+def test_variants_start_from_the_same_model(quick_records):
+    """Same NumPy init loaded everywhere: the initial held-out loss agrees to float32 noise."""
+    losses = {n: r["initial_loss"] for n, r in quick_records.items() if r["status"] == "ok"}
+    if len(losses) < 2:
+        pytest.skip("fewer than two variants ran")
+    ref = next(iter(losses.values()))
+    for name, loss in losses.items():
+        assert loss == pytest.approx(ref, rel=1e-4), name
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(gpu_count() == 0, reason="no NVIDIA GPU (NVML sees none)")
+@pytest.mark.parametrize("name", ["torch-eager", "jax"])
+def test_variant_uses_the_gpu(name):
+    info = variants()[name]
+    if not info.available:
+        pytest.skip(f"{name}: {info.reason}")
+    job = next(j for j in jobs(quick=True, device="cuda") if j["variant"] == name)
+    rec = run_in_fresh_process(job)
+    if rec["status"] == "unavailable":
+        pytest.skip(rec["reason"])  # e.g. a CPU-only build; the record says why
+    assert rec["status"] == "ok", rec["reason"]
+    assert rec["device"] == "cuda"
+    assert rec["vram_max_mb"] is not None and rec["alloc_peak_mb"] > 0
