@@ -208,13 +208,15 @@ def build(problem: Problem) -> Reference:
         observations = _Solver(truth, method, rtol, atol).solve(np.asarray(problem.loss.truth))
     W, O, C = loss_arrays(problem, observations)
 
-    def loss(theta: np.ndarray, method: str | None = None) -> Any:
-        y = solver.solve(theta, method)
+    def loss_of(y: np.ndarray) -> Any:
         d = y - O
         return np.sum(W * d * d) + np.sum(C * y)
 
+    def loss(theta: np.ndarray, method: str | None = None) -> Any:
+        return loss_of(solver.solve(theta, method))
+
     y = solver.solve(theta0)
-    L = float(loss(theta0))
+    L = float(loss_of(y))
     directions = directional = None
     if problem.n_params > FULL_FD_MAX_PARAMS:
         directions = _directions(problem.n_params, problem.content_hash)

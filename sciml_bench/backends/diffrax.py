@@ -16,7 +16,7 @@ import numpy as np
 
 from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
 from sciml_bench.compiled import CompiledProblem
-from sciml_bench.status import SolverFailure, Status
+from sciml_bench.status import SolverFailure, Status, classify_message
 
 _SOLVERS = {
     "Kvaerno5": SolverInfo("Kvaerno5", True, "ESDIRK, order 5"),
@@ -101,10 +101,26 @@ class DiffraxCase(Case):
             "rejected_steps": int(stats["num_rejected_steps"]),
         }
 
-    def solve(self, theta: np.ndarray) -> Solution:
+    @staticmethod
+    def _runtime(fn: Any, theta: np.ndarray) -> Any:
+        """Run a compiled call; a runtime error inside it (e.g. Equinox's check that a
+        linear solve stayed finite) is a solver failure with the library's message."""
         import jax
 
-        ys, result, stats = jax.block_until_ready(self._solve(theta))
+        try:
+            return jax.block_until_ready(fn(theta))
+        except Exception as e:
+            if "RuntimeError" not in type(e).__name__:
+                raise
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            # JAX appends notes about its own frames; keep the library's message
+            useful = [ln for ln in lines if "JAX has removed its internal frames" not in ln
+                      and not ln.startswith("----")]
+            message = " ".join(useful[:3]) or type(e).__name__
+            raise SolverFailure(classify_message(message), f"diffrax: {message}") from None
+
+    def solve(self, theta: np.ndarray) -> Solution:
+        ys, result, stats = self._runtime(self._solve, theta)
         ys = np.asarray(ys)
         self._check(result, ys)
         if not np.all(np.isfinite(ys)):
@@ -112,11 +128,12 @@ class DiffraxCase(Case):
         return Solution(ys, self._stats(stats))
 
     def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        import jax
-
-        (value, (result, _)), grad = jax.block_until_ready(self._value_and_grad(theta))
+        (value, (result, _)), grad = self._runtime(self._value_and_grad, theta)
         self._check(result, None)
-        return float(value), np.asarray(grad)
+        grad = np.asarray(grad)
+        if not np.all(np.isfinite(grad)):
+            raise SolverFailure(Status.NONFINITE, "diffrax: non-finite gradient")
+        return float(value), grad
 
 
 class DiffraxBackend(Backend):

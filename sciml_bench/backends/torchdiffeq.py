@@ -2,9 +2,13 @@
 
 torchdiffeq has no stiff solver, so dopri5 is its default for every problem;
 on stiff problems that is its result. Failures surface as ``AssertionError``
-text (no status codes), which is mapped onto statuses. The step bound is the
-problem's shared ``max_steps``, so a hopeless stiff solve ends as a quick
-``max_steps`` row with how far in t it got, never a hang.
+text (no status codes), which is mapped onto statuses.
+
+The step bound is the problem's shared ``max_steps``, so a hopeless stiff solve
+ends as a quick ``max_steps`` row with how far in t it got, never a hang.
+torchdiffeq's own ``max_num_steps`` restarts at every save time (it would allow
+``n_save × max_steps``), so the bound is enforced here on the whole solve, as
+RHS evaluations: ``max_steps × evaluations per step`` of the method.
 """
 
 from __future__ import annotations
@@ -24,24 +28,43 @@ _SOLVERS = {
     "bosh3": SolverInfo("bosh3", False, "Bogacki-Shampine 3(2)"),
     "adaptive_heun": SolverInfo("adaptive_heun", False, "Heun 2(1)"),
 }
+#: new RHS evaluations per step (FSAL methods reuse their last stage)
+EVALS_PER_STEP = {"dopri5": 6, "dopri8": 13, "bosh3": 3, "adaptive_heun": 2}
 _GRADIENTS = {
     "backprop": "backpropagation through odeint's operations",
     "adjoint": "odeint_adjoint: continuous adjoint, re-integrated backwards",
 }
 
 
-class _Tracked:
-    """The RHS, counting evaluations and remembering the latest t (cheap: no sync)."""
+class StepBound(AssertionError):
+    """The whole-solve step bound was reached (an AssertionError, like torchdiffeq's)."""
 
-    def __init__(self, rhs: Callable[..., Any], theta: Any):
+
+class _Tracked:
+    """The RHS, counting evaluations against the step bound and noting the latest t.
+
+    ``t_seen`` is a Python float refreshed every 64 calls, so the progress thread
+    reads a float and never touches a tensor the solver is using.
+    """
+
+    def __init__(self, rhs: Callable[..., Any], theta: Any, max_evals: int):
         self.rhs = rhs
         self.theta = theta
+        self.max_evals = max_evals
         self.nfe = 0
         self.t: Any = None
+        self.t_seen: float | None = None
 
     def __call__(self, t: Any, y: Any) -> Any:
         self.nfe += 1
         self.t = t
+        if self.nfe & 63 == 1:
+            self.t_seen = float(t)
+        if self.nfe > self.max_evals:
+            raise StepBound(
+                f"max_num_steps exceeded over the whole solve: {self.nfe} RHS evaluations "
+                f"> the shared max_steps x evaluations per step = {self.max_evals}"
+            )
         return self.rhs(t, y, self.theta)
 
 
@@ -69,14 +92,12 @@ class TorchdiffeqCase(Case):
         self.W, self.O, self.C = (
             torch.as_tensor(a, dtype=dt) for a in (problem.loss_W, problem.loss_O, problem.loss_C)
         )
-        self.kw = dict(
-            rtol=options.rtol, atol=options.atol, method=options.solver,
-            options={"max_num_steps": options.max_steps},
-        )
+        self.kw = dict(rtol=options.rtol, atol=options.atol, method=options.solver)
+        self.max_evals = options.max_steps * EVALS_PER_STEP.get(options.solver, 6)
         self.current: _Tracked | None = None
 
     def _run(self, theta: Any) -> tuple[Any, _Tracked]:
-        f = _Tracked(self.rhs, theta)
+        f = _Tracked(self.rhs, theta, self.max_evals)
         self.current = f
         kw = dict(self.kw)
         if self.adjoint:
@@ -90,7 +111,7 @@ class TorchdiffeqCase(Case):
 
     def progress_t(self) -> float | None:
         f = self.current
-        return float(f.t) if f is not None and f.t is not None else None
+        return f.t_seen if f is not None else None
 
     def solve(self, theta: np.ndarray) -> Solution:
         with self.torch.no_grad():
@@ -103,9 +124,10 @@ class TorchdiffeqCase(Case):
     def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         torch = self.torch
         th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
-        ys, _ = self._run(th)
+        ys, f = self._run(th)
         d = ys - self.O
         loss = torch.sum(self.W * d * d) + torch.sum(self.C * ys)
+        f.nfe = 0  # the adjoint's backward solve gets the same bound
         try:
             (grad,) = torch.autograd.grad(loss, th)
         except AssertionError as e:  # the adjoint's backward solve can fail too
