@@ -18,7 +18,8 @@ import jax.numpy as jnp  # noqa: E402
 
 
 def main() -> None:
-    cfg = json.load(open(sys.argv[1]))
+    with open(sys.argv[1]) as f:
+        cfg = json.load(f)
     repeats = int(sys.argv[2])
 
     def rober(t, y, k):

@@ -252,6 +252,13 @@ def run(
             f"interrupted: {len(writer.records)} completed case(s) are saved in {path}", err=True
         )
         sys.exit(EXIT_INTERRUPTED)
+    except Exception:
+        # e.g. a reference that cannot be built: keep what was measured, leave no empty file
+        if writer.records:
+            writer.finish("failed")
+        else:
+            path.unlink(missing_ok=True)
+        raise
     writer.finish("complete")
     if as_json:
         click.echo(json.dumps([report.json_record(r) for r in records], indent=2, default=str))

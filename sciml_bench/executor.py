@@ -62,10 +62,28 @@ def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return events, offset + consumed
 
 
+def _descendants(pid: int) -> list[Any]:
+    """The live descendants of ``pid`` (psutil processes), best effort."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
+
+
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the worker's process group, then reap the worker."""
+    """SIGKILL the worker, its process group and every descendant, then reap the worker.
+
+    The group catches children that outlived a dead worker (reparented, same
+    group); the descendant walk catches those that left the group with setsid.
+    """
+    found = _descendants(proc.pid) if proc.poll() is None else []
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    for child in found:
+        with contextlib.suppress(Exception):
+            child.kill()
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
 
@@ -100,16 +118,17 @@ class LocalExecutor:
                 job["t_spawn"] = clock()
                 job_path.write_text(json.dumps(job))
                 start = clock()
-                proc = subprocess.Popen(
-                    [self.python, "-m", "sciml_bench.worker", str(job_path), str(events_path)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=err,
-                    stderr=err,
-                    env=self.env(scratch),
-                    start_new_session=True,
-                )
                 timed_out = interrupted = False
+                proc: subprocess.Popen[bytes] | None = None
                 try:
+                    proc = subprocess.Popen(
+                        [self.python, "-m", "sciml_bench.worker", str(job_path), str(events_path)],
+                        stdin=subprocess.DEVNULL,
+                        stdout=err,
+                        stderr=err,
+                        env=self.env(scratch),
+                        start_new_session=True,
+                    )
                     while True:
                         try:
                             proc.wait(timeout=self.poll_s)
@@ -126,20 +145,20 @@ class LocalExecutor:
                             break
                 except KeyboardInterrupt:
                     interrupted = True
+                    if proc is None:
+                        raise
                     kill_group(proc)
                 finally:
-                    if proc.poll() is None:
+                    if proc is not None:
+                        # whether it ran out, crashed or finished: nothing it started survives
                         kill_group(proc)
-                    else:
-                        # the worker is gone; make sure its children are too
-                        with contextlib.suppress(ProcessLookupError, PermissionError):
-                            os.killpg(proc.pid, signal.SIGKILL)
                 wall = clock() - start
             new, offset = _read_events(events_path, offset)
             for e in new:
                 on_event(e)
             events += new
             tail = stderr_path.read_text(errors="replace")[-4000:]
+        assert proc is not None
         rc = proc.returncode
         sig = None
         if rc is not None and rc < 0 and not timed_out and not interrupted:

@@ -51,7 +51,7 @@ _TOKEN = re.compile(
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<op>\*\*|[-+*/^(),])
     """,
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,  # ASCII digits and spaces only: "٣" is not a number here
 )
 
 
@@ -92,6 +92,10 @@ def _check_number(value: sympy.Expr) -> sympy.Expr:
             raise ExprError("constant subexpression is not a finite real number") from e
         if not math.isfinite(f) or abs(f) > MAX_MAGNITUDE:
             raise ExprError(f"constant subexpression out of range (|x| <= {MAX_MAGNITUDE:g})")
+        if not value.is_Number:
+            # fold sin(3), exp(2)... to a float now: re-evaluating ever larger constant
+            # trees in sympy is what made long constant sums slow
+            return sympy.Float(f)
     return value
 
 
@@ -130,27 +134,27 @@ class _Parser:
 
     def expr(self) -> sympy.Expr:
         self.enter()
-        e = self.term()
+        # Operands are collected and combined once: folding them one by one is
+        # quadratic in sympy (a 20,000-character sum took minutes).
+        terms = [self.term()]
         while self.peek()[1] in ("+", "-") and self.peek()[0] == "op":
             op = self.take()[1]
             rhs = self.term()
-            e = _check_number(e + rhs if op == "+" else e - rhs)
+            terms.append(rhs if op == "+" else -rhs)
         self.depth -= 1
-        return e
+        return terms[0] if len(terms) == 1 else _check_number(sympy.Add(*terms))
 
     def term(self) -> sympy.Expr:
-        e = self.unary()
+        factors = [self.unary()]
         while self.peek()[1] in ("*", "/") and self.peek()[0] == "op":
             op, pos = self.take()[1:]
             rhs = self.unary()
             if op == "/":
                 if rhs.is_Number and rhs == 0:
                     raise ExprError(f"division by the constant zero at position {pos}")
-                e = e / rhs
-            else:
-                e = e * rhs
-            e = _check_number(e)
-        return e
+                rhs = sympy.Pow(rhs, -1)
+            factors.append(rhs)
+        return factors[0] if len(factors) == 1 else _check_number(sympy.Mul(*factors))
 
     def unary(self) -> sympy.Expr:
         kind, text, _ = self.peek()
@@ -182,7 +186,7 @@ class _Parser:
                 if isinstance(value, complex):
                     raise ExprError(f"constant power at position {pos} is not real")
                 return _check_number(sympy.Float(value))
-            return sympy.Pow(base, exponent)
+            return _check_number(sympy.Pow(base, exponent))
         return base
 
     def atom(self) -> sympy.Expr:

@@ -4,7 +4,7 @@ Schema (``schema_version`` 1)::
 
     /                      attrs: format="sciml-bench-results", schema_version,
                                   run_id, created (ISO 8601 UTC), command,
-                                  status ("running" | "complete" | "interrupted"),
+                                  status ("running" | "complete" | "interrupted" | "failed"),
                                   sciml_bench_version
     /environment           attrs: one JSON string per key (see environment.py)
     /cases/NNNNNN          one group per case record, in run order:
@@ -24,12 +24,15 @@ whether the run crashes, is killed or is interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import secrets
+import signal
 import tempfile
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,6 +141,12 @@ class ResultsWriter:
         self.flush()
 
     def flush(self) -> None:
+        # Ctrl-C is held back until the new file is in place: a flush is never
+        # half-done, and the KeyboardInterrupt arrives right after it.
+        with _sigint_deferred():
+            self._flush()
+
+    def _flush(self) -> None:
         import h5py
 
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
@@ -158,6 +167,19 @@ class ResultsWriter:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Block SIGINT in this thread (main thread only); a pending one fires on exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def load(path: str | os.PathLike[str], as_frame: bool = False) -> Any:

@@ -34,6 +34,16 @@ MAX_STATES = 1000
 MAX_SAVE = 100_000
 
 
+_SECTION_KEYS = {
+    "state": ("names", "initial"),
+    "time": ("span", "save"),
+    "tolerances": ("rtol", "atol"),
+    "solver": ("max_steps",),
+    "loss": ("kind", "weights", "truth", "weighting", "truth_equations"),
+    "reference": ("rtol", "atol", "method", "fd_step"),
+}
+
+
 class ProblemError(ValueError):
     """A problem file that does not validate: ``file: [key]: reason``."""
 
@@ -228,6 +238,12 @@ class _Reader:
             node = node[part]
         return node
 
+    def only(self, key: str, allowed: tuple[str, ...]) -> None:
+        """Reject keys of table ``key`` outside ``allowed`` (a typo must not pass silently)."""
+        for k in self.table(key, {}):
+            if k not in allowed:
+                raise self.fail(f"{key}.{k}", f"unknown key (allowed: {', '.join(allowed)})")
+
     def table(self, key: str, default: Any = ...) -> Mapping[str, Any]:
         v = self.get(key, default)
         if not isinstance(v, Mapping):
@@ -281,13 +297,22 @@ class _Reader:
         return v
 
 
+def _short_repr(v: Any, limit: int = 60) -> str:
+    """repr for an error message: bounded, and safe for ints past the 4300-digit limit."""
+    try:
+        text = repr(v)
+    except ValueError:
+        text = f"<{type(v).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _names(r: _Reader, key: str, values: list[Any]) -> list[str]:
     seen: set[str] = set()
     for i, n in enumerate(values):
         if not isinstance(n, str) or not NAME_RE.fullmatch(n):
             raise r.fail(
                 f"{key}[{i}]",
-                f"{n!r} is not a valid name (a letter, then letters, digits or '_')",
+                f"{_short_repr(n)} is not a valid name (a letter, then letters, digits or '_')",
             )
         if n in RESERVED or n.startswith("__"):
             raise r.fail(f"{key}[{i}]", f"{n!r} is reserved")
@@ -350,6 +375,8 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
         if k not in known_top:
             raise r.fail(str(k), f"unknown key (allowed: {', '.join(sorted(known_top))})")
 
+    for section, allowed in _SECTION_KEYS.items():
+        r.only(section, allowed)
     name = r.string("name")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
         raise r.fail("name", f"{name!r}: use letters, digits, '-', '_' or '.'")
@@ -465,9 +492,6 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
         raise r.fail("loss.kind", f"unknown kind {kind!r}; use 'fit' or 'final'")
 
     reference = dict(r.table("reference", {}))
-    for k in reference:
-        if k not in ("rtol", "atol", "method", "fd_step"):
-            raise r.fail(f"reference.{k}", "unknown key (allowed: rtol, atol, method, fd_step)")
     if "method" in reference and reference["method"] not in ("Radau", "BDF"):
         raise r.fail("reference.method", "use 'Radau' or 'BDF'")
     for k in ("rtol", "atol", "fd_step"):

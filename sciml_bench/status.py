@@ -50,7 +50,13 @@ def classify_message(message: str) -> Status:
     m = message.lower()
     if "max_num_steps" in m or "max steps" in m or "maxiters" in m or "max_steps" in m:
         return Status.MAX_STEPS
-    if "underflow" in m or "dtmin" in m or "step size" in m and "small" in m:
+    # scipy: "Required step size is less than spacing between numbers."
+    if (
+        "underflow" in m
+        or "dtmin" in m
+        or "step size" in m
+        and ("small" in m or "less than spacing" in m)
+    ):
         return Status.DT_UNDERFLOW
     if "non-finite" in m or "nan" in m or "inf" in m.split():
         return Status.NONFINITE

@@ -24,7 +24,6 @@ import json
 import os
 import sys
 import threading
-import traceback
 from typing import Any
 
 PHASES = ("import", "build", "first_solve", "first_grad")
@@ -67,13 +66,14 @@ def _failure(events: Events, exc: BaseException, where: str) -> None:
     from sciml_bench.status import SolverFailure, Status
 
     if isinstance(exc, SolverFailure):
-        reason = exc.reason
-        if exc.t_reached is not None:
-            reason += f" (integration reached t={exc.t_reached:.4g})"
+        reached = f"; integration reached t={exc.t_reached:.4g}" if exc.t_reached is not None else ""
+        reason = f"{exc.reason} (during {where}{reached})"
         events.emit(status=exc.status.value, reason=reason, t_reached=exc.t_reached, during=where)
     else:
-        tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        events.emit(status=Status.ERROR.value, reason=f"{where}: {tb}", during=where)
+        # the first lines say what happened; libraries append notes after them
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        text = f"{type(exc).__name__}: {' '.join(lines[:2])}" if lines else type(exc).__name__
+        events.emit(status=Status.ERROR.value, reason=f"{where}: {text[:500]}", during=where)
 
 
 def run_ode(job: dict[str, Any], events: Events) -> None:
@@ -106,6 +106,7 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
 
     from sciml_bench.backends.base import CaseOptions
     from sciml_bench.compiled import CompiledProblem
+    from sciml_bench.status import Status
 
     start = clock()
     problem = CompiledProblem.from_json(job["problem"])
@@ -139,6 +140,7 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
         return
     finally:
         stop.set()
+        watcher.join(timeout=2.0)  # never leave it inside the library while we move on
     events.emit(phase="first_solve", s=clock() - start)
     full = job.get("mode", "full") == "full"
     if full:
@@ -152,6 +154,15 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
             _failure(events, e, "first gradient")
             return
         events.emit(phase="first_grad", s=clock() - start)
+        if not (np.isfinite(loss) and np.all(np.isfinite(grad))):
+            # A NaN gradient from a "successful" solve is a failure, never a score.
+            events.emit(
+                status=Status.NONFINITE.value,
+                reason=f"{name}: non-finite loss or gradient (loss={loss:.6g}, "
+                f"{int(np.sum(~np.isfinite(grad)))} non-finite gradient component(s))",
+                during="first gradient",
+            )
+            return
         if full:
             events.emit(loss=loss, gradient=grad)
     events.emit(ttfg_s=clock() - t_spawn)
@@ -185,6 +196,29 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
         events.emit(samples=kind, values=samples)
 
 
+def _inject_fault(fault: str, events: Events) -> None:
+    """Test hook: only fault-injection tests put ``_fault`` in a job.
+
+    ``sigkill`` and ``sigsegv`` kill this process by that signal; ``hang``
+    sleeps forever; ``spawn_grandchild_and_hang`` first starts a child that
+    sleeps forever (as a compiler spawned by torch.compile would linger), and
+    reports its pid, so a test can check that the budget kill reaches it.
+    """
+    import signal
+    import subprocess
+    import time
+
+    if fault in ("sigkill", "sigsegv"):
+        os.kill(os.getpid(), signal.SIGKILL if fault == "sigkill" else signal.SIGSEGV)
+    if fault == "spawn_grandchild_and_hang":
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        events.emit(grandchild_pid=child.pid)
+    if fault in ("hang", "spawn_grandchild_and_hang"):
+        while True:
+            time.sleep(60)
+    raise ValueError(f"unknown test fault {fault!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
@@ -194,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         job = json.load(f)
     events = Events(argv[1])
     events.emit(pid=os.getpid(), started=True)
+    if "_fault" in job:
+        _inject_fault(str(job["_fault"]), events)
     try:
         if job.get("kind", "ode") == "cnn":
             from sciml_bench.cnn import run_variant
@@ -207,5 +243,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _exit(code: int) -> None:
+    """Leave without interpreter teardown: every event is already on disk, and
+    the C++ runtimes of torch and XLA can abort while their threads are torn
+    down ("terminate called without an active exception"), which would turn a
+    finished case into a crash."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())

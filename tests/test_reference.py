@@ -80,4 +80,4 @@ def test_cli_reference_json(rober_ref: reference.Reference) -> None:
     assert list(doc["gradient"]) == ["k1", "k2", "k3"]
     assert len(doc["t"]) == 40 and len(doc["y"]) == 40 and len(doc["y"][0]) == 3
     assert doc["gradient"]["k1"] == pytest.approx(rober_ref.gradient[0], rel=1e-12)
-    assert "Radau" in doc["method"]
+    assert "BDF" in doc["method"]

@@ -14,6 +14,9 @@ from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, 
 from sciml_bench.compiled import CompiledProblem
 from sciml_bench.status import SolverFailure, Status, classify_message
 
+#: RHS evaluations allowed per step: explicit stages, or Newton iterations plus the
+#: finite-difference-free Jacobian's few extra calls for the implicit methods
+EVALS_PER_STEP = {"LSODA": 10, "BDF": 10, "Radau": 10, "RK45": 6, "DOP853": 12}
 _SOLVERS = {
     "LSODA": SolverInfo("LSODA", True, "ODEPACK Adams/BDF with automatic stiffness switching"),
     "BDF": SolverInfo("BDF", True, "variable-order BDF"),
@@ -37,8 +40,24 @@ class ScipyCase(Case):
 
         p, o = self.p, self.o
         implicit = o.solver in ("LSODA", "BDF", "Radau")
+        # solve_ivp has no step bound: hold it to the shared one through its RHS calls
+        budget = o.max_steps * EVALS_PER_STEP.get(o.solver, 10)
+        calls = 0
+
+        def f(t: float, y: np.ndarray) -> np.ndarray:
+            nonlocal calls
+            calls += 1
+            if calls > budget:
+                raise SolverFailure(
+                    Status.MAX_STEPS,
+                    f"scipy {o.solver}: over {budget} RHS evaluations, the shared max_steps "
+                    f"x {EVALS_PER_STEP.get(o.solver, 10)} per step",
+                    float(t),
+                )
+            return self.rhs(t, y, theta)
+
         sol = solve_ivp(
-            lambda t, y: self.rhs(t, y, theta),
+            f,
             p.t_span,
             p.y0,
             method=o.solver,

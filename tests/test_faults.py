@@ -1,0 +1,256 @@
+"""Fault injection with real processes, real signals and real files (issue 7).
+
+Crashes and hangs are injected through the worker's test hook (``job["_fault"]``,
+set only here, by :class:`FaultyExecutor`); interrupts are a real SIGINT to a
+real ``sciml-bench run``; concurrency is real simultaneous processes. After
+every fault the results file must be valid HDF5 that ``sciml-bench show`` reads,
+holding every completed case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+
+from sciml_bench import reference, results, runner, spec
+from sciml_bench.executor import LocalExecutor, Outcome
+from sciml_bench.results import ResultsWriter
+
+DATA = Path(__file__).parent / "data"
+SCIML = [sys.executable, "-m", "sciml_bench.cli"]
+FAST = runner.Settings(cold=1, repeats=1, warmups=0, budget_s=60.0, steady_budget_s=1.0)
+
+
+class FaultyExecutor(LocalExecutor):
+    """A real LocalExecutor whose n-th job (1-based) carries a fault for the worker."""
+
+    def __init__(self, faults: dict[int, str]):
+        super().__init__()
+        self.faults = faults
+        self.jobs = 0
+        self.seen: list[dict[str, Any]] = []
+
+    def run(
+        self, job: dict[str, Any], budget_s: float, on_event: Callable[[dict[str, Any]], None]
+    ) -> Outcome:
+        self.jobs += 1
+        if self.jobs in self.faults:
+            job = {**job, "_fault": self.faults[self.jobs]}
+
+        def record(e: dict[str, Any]) -> None:
+            self.seen.append(e)
+            on_event(e)
+
+        return super().run(job, budget_s, record)
+
+
+def compiled(name: str) -> tuple[Any, reference.Reference]:
+    p = spec.load(DATA / f"{name}.toml")
+    ref = reference.get(p)
+    return reference.compile_problem(p, ref), ref
+
+
+def show(path: Path) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run([*SCIML, "show", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def gone(pid: int) -> bool:
+    """Dead: no such process, or a zombie waiting for a reaper that is not us."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+# --- 1. crashes ------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_crashed_workers_are_rows_and_the_run_goes_on(tmp_path: Path) -> None:
+    problem, ref = compiled("decay")
+    cases = runner.plan(problem, ["scipy"], rtols=[1e-3, 1e-4, 1e-5, 1e-6])
+    writer = ResultsWriter(tmp_path / "crash.h5", {}, "test")
+    executor = FaultyExecutor({2: "sigsegv", 3: "sigkill"})
+    runner.run(problem, ref, cases, writer, FAST, executor, progress=lambda m: None)
+    writer.finish("complete")
+
+    run = results.read(writer.path)
+    assert [r["status"] for r in run.records] == ["ok", "crashed", "crashed", "ok"]
+    assert "SIGSEGV" in run.records[1]["reason"]
+    assert "SIGKILL" in run.records[2]["reason"]
+    assert run.meta["status"] == "complete"
+    assert "crashed" in show(writer.path).stdout
+
+
+# --- 2. hangs --------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_budget_kills_the_whole_process_group_grandchildren_included(tmp_path: Path) -> None:
+    problem, ref = compiled("decay")
+    (case,) = runner.plan(problem, ["scipy"])
+    executor = FaultyExecutor({1: "spawn_grandchild_and_hang"})
+    settings = runner.Settings(cold=1, repeats=1, budget_s=3.0)
+    start = time.monotonic()
+    rec = runner.run_case(case, problem, ref, settings, executor, progress=lambda m: None)
+    assert time.monotonic() - start < 20
+    assert rec["status"] == "budget_exceeded"
+    assert "3 s budget" in rec["reason"]
+    (grandchild,) = [e["grandchild_pid"] for e in executor.seen if "grandchild_pid" in e]
+    (worker,) = [e["pid"] for e in executor.seen if "pid" in e]
+    deadline = time.monotonic() + 5
+    while not (gone(grandchild) and gone(worker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(worker), "the worker survived its budget"
+    assert gone(grandchild), "a grandchild of the worker survived the budget kill"
+
+
+# --- 3. interrupt ----------------------------------------------------------
+
+
+def _wait_for_cases(folder: Path, n: int, proc: subprocess.Popen[bytes], timeout: float) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        for f in folder.glob("*.h5"):
+            if len(results.read(f).records) >= n:  # atomic rename: always a whole file
+                return f
+        time.sleep(0.1)
+    raise AssertionError(f"no results file with {n} case(s) after {timeout} s")
+
+
+@pytest.mark.slow
+def test_sigint_stops_workers_saves_completed_cases_and_exits_130(tmp_path: Path) -> None:
+    # LSODA finishes in a second; DOP853 then grinds through ~10^5 stability-bound steps
+    proc = subprocess.Popen(
+        [*SCIML, "run", "--problem-file", str(DATA / "slow-stiff.toml"), "-b", "scipy",
+         "--solver", "LSODA", "--solver", "DOP853", "--cold", "1", "--repeats", "1",
+         "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        path = _wait_for_cases(tmp_path, 1, proc, timeout=120)
+        time.sleep(0.5)  # the second case's worker is running now
+        workers = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        assert workers, "no worker running at the moment of the interrupt"
+        proc.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C reaches the foreground process
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert b"Traceback" not in err
+    assert b"1 completed case(s) are saved" in err
+    run = results.read(path)
+    assert run.meta["status"] == "interrupted"
+    assert [(r["solver"], r["status"]) for r in run.records] == [("LSODA", "ok")]
+    assert "[interrupted]" in show(path).stdout
+    time.sleep(0.2)
+    assert all(gone(pid) for pid in workers), "a worker outlived the interrupt"
+    assert not list(tmp_path.glob(".*.tmp")), "a temporary results file was left behind"
+
+
+# --- 4. concurrency --------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_runs_at_once_into_one_folder_write_two_complete_files(tmp_path: Path) -> None:
+    env = {**os.environ, "SCIML_BENCH_CACHE": str(tmp_path / "fresh-cache")}  # both build it
+    out = tmp_path / "results"
+    cmd = [*SCIML, "run", "--problem-file", str(DATA / "decay.toml"), "-b", "scipy", "--quick",
+           "--repeats", "1", "--out", str(out)]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()[-2000:]
+    files = sorted(out.glob("*.h5"))
+    assert len(files) == 2
+    for f in files:
+        run = results.read(f)
+        assert run.meta["status"] == "complete"
+        assert [r["status"] for r in run.records] == ["ok"]
+    (entry,) = (tmp_path / "fresh-cache").glob("*.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a corrupt entry would warn
+        assert reference._read(entry) is not None
+
+
+# --- 5. caches -------------------------------------------------------------
+
+_WRITER = textwrap.dedent("""
+    import sys
+    from sciml_bench import reference, spec
+    from pathlib import Path
+    ref = reference.build(spec.load(sys.argv[1]))
+    path, tag = Path(sys.argv[2]), float(sys.argv[3])
+    for i in range(int(sys.argv[4])):
+        ref.loss = tag + i  # each write is a distinct, complete entry
+        reference._write(path, ref)
+""")
+
+
+@pytest.mark.slow
+def test_concurrent_cache_writers_never_expose_a_torn_entry(tmp_path: Path) -> None:
+    """Writers rename complete files over one entry while we read it as fast as we can."""
+    path = tmp_path / "entry.json"
+    writes = 300
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(DATA / "decay.toml"), str(path),
+                          str(1000 * (k + 1)), str(writes)])
+        for k in range(3)
+    ]
+    reads = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "corrupt ... rebuilding" would be an error here
+        while any(p.poll() is None for p in procs):
+            ref = reference._read(path)
+            if ref is not None:
+                reads += 1
+                assert ref.loss % 1000 < writes
+    assert all(p.returncode == 0 for p in procs)
+    assert reads > 50, f"only {reads} reads overlapped the writers"
+    assert reference._read(path) is not None
+    assert not list(tmp_path.glob("*.tmp")), "a temporary cache file was left behind"
+
+
+@pytest.mark.slow
+def test_concurrent_builders_of_one_reference_agree(tmp_path: Path) -> None:
+    code = ("import sys, json; from sciml_bench import reference, spec; "
+            "r = reference.get(spec.load(sys.argv[1])); print(json.dumps(r.gradient))")
+    env = {**os.environ, "SCIML_BENCH_CACHE": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(DATA / "decay.toml")], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
+    grads = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and b"corrupt" not in err, err.decode()
+        grads.append(json.loads(out))
+    assert all(np.allclose(g, grads[0], rtol=1e-12) for g in grads)
+    (entry,) = tmp_path.glob("*.json")
+    assert reference.get(spec.load(DATA / "decay.toml"), cache=tmp_path).cached
+
+
+def test_truncated_results_file_is_a_one_line_error(tmp_path: Path) -> None:
+    w = ResultsWriter(tmp_path / "r.h5", {}, "test")
+    w.add({"problem": "p", "backend": "scipy", "status": "ok", "reason": ""})
+    data = w.path.read_bytes()
+    w.path.write_bytes(data[: len(data) // 3])
+    r = subprocess.run([*SCIML, "show", str(w.path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "not an HDF5 file" in r.stderr
