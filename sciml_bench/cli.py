@@ -114,6 +114,9 @@ def _rtols(tolerances: str | None, sweep: bool) -> list[float] | None:
               help="Wall-clock seconds per worker process before its group is killed [300].")
 @click.option("--max-steps", type=click.IntRange(10, 10**9), default=None,
               help="Override the problem's shared step bound.")
+@click.option("--threads", type=click.IntRange(1, 1024), default=None,
+              help="Threads for every framework in the workers (OMP/MKL/TF/Julia; XLA when 1). "
+              "Default: each library's own choice, recorded.")
 @click.option("--quick", is_flag=True, help="CI sizes: 1 cold process, 3 repeats, short budgets.")
 @click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Folder for the results file.")
@@ -140,6 +143,7 @@ def run(
     repeats: int | None,
     budget: float | None,
     max_steps: int | None,
+    threads: int | None,
     quick: bool,
     out: str,
     refresh_reference: bool,
@@ -209,6 +213,7 @@ def run(
         settings.repeats = repeats
     if budget:
         settings.budget_s = budget
+    settings.threads = threads
     rtols = _rtols(tolerances, sweep)
     if rtols and len(rtols) > 1 and cold is None:
         settings.cold = 1  # a sweep measures steady state per rung
@@ -217,7 +222,9 @@ def run(
     path = new_path(out, label)
     try:
         writer = ResultsWriter(
-            path, environment.capture(), "sciml-bench " + shlex.join(sys.argv[1:])
+            path,
+            environment.capture({"worker_threads": threads}),
+            "sciml-bench " + shlex.join(sys.argv[1:]),
         )
     except OSError as e:
         raise UserError(

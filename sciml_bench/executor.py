@@ -88,15 +88,36 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
+#: thread-count variables set by ``--threads`` (torch, BLAS, TensorFlow, Julia)
+THREAD_VARS = (
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS", "JULIA_NUM_THREADS",
+)
+
+
 class LocalExecutor:
     """One fresh local subprocess per job."""
 
-    def __init__(self, python: str | None = None, poll_s: float = 0.1):
+    def __init__(
+        self, python: str | None = None, poll_s: float = 0.1, threads: int | None = None
+    ):
         self.python = python or sys.executable
         self.poll_s = poll_s
+        self.threads = threads
 
     def env(self, scratch: str) -> dict[str, str]:
         env = dict(os.environ)
+        if self.threads:
+            # One thread budget for every framework: unequal defaults, or more threads
+            # than free cores, would time the scheduler rather than the library.
+            n = str(self.threads)
+            for var in THREAD_VARS:
+                env[var] = n
+            if self.threads == 1:
+                env["XLA_FLAGS"] = (
+                    env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+                    " intra_op_parallelism_threads=1"
+                ).strip()
         # Cold means cold: compilation caches point at a fresh, empty folder.
         env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(scratch, "jax-cache"))
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(scratch, "inductor-cache"))

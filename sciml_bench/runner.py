@@ -53,6 +53,8 @@ class Settings:
     warmups: int = 1
     budget_s: float = 300.0
     steady_budget_s: float = 20.0
+    #: thread count for every worker's frameworks (None: each library's default)
+    threads: int | None = None
 
 
 class Interrupt(Exception):
@@ -274,7 +276,7 @@ def run(
 
     Raises :class:`Interrupt` on Ctrl-C after marking the file interrupted.
     """
-    executor = executor or LocalExecutor()
+    executor = executor or LocalExecutor(threads=settings.threads)
     done: list[dict[str, Any]] = []
     availability: dict[str, Any] = {}
     with _saved_on_interrupt(writer, done):
@@ -334,7 +336,7 @@ def run_cnn(
     """
     from sciml_bench import cnn
 
-    executor = executor or LocalExecutor()
+    executor = executor or LocalExecutor(threads=settings.threads)
     done: list[dict[str, Any]] = []
     available = cnn.variants()
     with _saved_on_interrupt(writer, done):

@@ -1,0 +1,71 @@
+"""Regenerate ``results/README.md``: the published report of this machine.
+
+Runs every shipped problem with default settings and the CNN quick baseline,
+each into ``results/published/``, then ``sciml-bench report`` into ``results/``
+and writes ``results/README.md`` (the hardware, the commands, the report).
+
+    python benchmarks/publish_results.py            # ~20-30 min on 2 cores
+"""
+
+from __future__ import annotations
+
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sciml_bench import environment, spec
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"
+RAW = RESULTS / "published"
+
+
+def sh(*args: str) -> float:
+    cmd = ["sciml-bench", *args]
+    print("$", shlex.join(cmd), file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "sciml_bench.cli", *args], check=True, cwd=ROOT)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    shutil.rmtree(RAW, ignore_errors=True)
+    shutil.rmtree(RESULTS / "figures", ignore_errors=True)
+    problems = spec.available_problems()
+    run_s = sh("run", *problems, "--out", str(RAW.relative_to(ROOT)))
+    cnn_s = sh("run", "cnn", "--quick", "--out", str(RAW.relative_to(ROOT)))
+    files = sorted(str(p.relative_to(ROOT)) for p in RAW.glob("*.h5"))
+    sh("report", *files, "--out", str(RESULTS.relative_to(ROOT)))
+    report = (RESULTS / "report.md").read_text()
+    env = environment.capture()
+    header = f"""# Published results
+
+Measured by sciml-bench on the project's own machine: **{env['cpu_model']}, {env['cpu_count']}
+cores, no GPU**, {platform.system()} {platform.machine()}, Python {env['python']}, with the
+versions pinned in `constraints.txt`. This is a shared 2-core virtual machine: absolute times
+drift between runs, ratios measured side by side hold better. No Julia is installed here,
+so the Julia rows say `unavailable`; no GPU, so the CNN rows ran on the CPU.
+
+Regenerate everything below with one command, `python benchmarks/publish_results.py`, which runs:
+
+```bash
+sciml-bench run {' '.join(problems)} --out results/published
+sciml-bench run cnn --quick --out results/published
+sciml-bench report results/published/*.h5 --out results
+```
+
+The problem run took {run_s / 60:.1f} min and the CNN quick baseline {cnn_s / 60:.1f} min.
+The raw HDF5 files are in `results/published/`; `report.html` is the same report as one
+self-contained page.
+
+"""
+    (RESULTS / "README.md").write_text(header + report)
+    print(f"wrote {RESULTS / 'README.md'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
