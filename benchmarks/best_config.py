@@ -43,6 +43,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--problem", default="stiff-robertson")
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--solvers", default="Kvaerno5,Kvaerno4,Kvaerno3")
+    ap.add_argument("--controllers", default=",".join(CONTROLLERS), help="names from CONTROLLERS")
+    ap.add_argument("--no-scipy", action="store_true")
     args = ap.parse_args()
     problem = spec.load(args.problem)
     ref = reference.get(problem)
@@ -75,10 +78,12 @@ def main() -> None:
 
     print(f"{args.problem}: rtol={cp.rtol:g} atol={cp.atol:g} max_steps={cp.max_steps}")
     print("backend  configuration  solve_ms  grad_ms  steps/rejected  sol_err  grad_err")
-    for solver in ("Kvaerno5", "Kvaerno4", "Kvaerno3"):
+    wanted = args.controllers.split(",")
+    for solver in args.solvers.split(","):
         for name, ctrl in CONTROLLERS.items():
-            trial("diffrax", solver, "RecursiveCheckpointAdjoint", ctrl, f"{solver} {name}")
-    for solver in ("LSODA", "BDF", "Radau"):
+            if name in wanted:
+                trial("diffrax", solver, "RecursiveCheckpointAdjoint", ctrl, f"{solver} {name}")
+    for solver in () if args.no_scipy else ("LSODA", "BDF", "Radau"):
         trial("scipy", solver, "none", {}, solver)
 
 

@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         help="config override, e.g. --set epochs=3 --set conv_channels=[8,8]",
     )
     p.add_argument("--json", help="also write the raw records here")
+    p.add_argument("--threads", type=int, default=None,
+                   help="one thread budget for every framework (as `sciml-bench run --threads`)")
     args = p.parse_args(argv)
 
     overrides = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
@@ -73,13 +75,13 @@ def main(argv: list[str] | None = None) -> int:
         f"preset {todo[0]['preset']}, {args.dataset} {cfg['image_size']}x{cfg['image_size']}"
         f"x{cfg['channels']}, batch {cfg['batch_size']}, {cfg['epochs']} measured epochs of "
         f"{cfg['steps_per_epoch']} steps (+{cfg['warmup_epochs']} warm-up), "
-        f"{os.cpu_count()} CPUs",
+        f"{os.cpu_count()} CPUs, threads {args.threads or 'library default'}",
         flush=True,
     )
     records = []
     for job in todo:
         print(f"  running {job['variant']} ...", file=sys.stderr, flush=True)
-        records.append(run_in_fresh_process(job))
+        records.append(run_in_fresh_process(job, threads=args.threads))
     print(table(records))
     loads = [
         r["settings"].get(k)

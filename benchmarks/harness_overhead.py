@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 def suite_samples(out: str, repeats: int) -> list[float]:
     r = subprocess.run(
         [sys.executable, "-m", "sciml_bench.cli", "run", "stiff-robertson", "-b", "diffrax",
-         "--cold", "1", "--repeats", str(repeats), "--out", out, "--json"],
+         "--solver", "Kvaerno5", "--cold", "1", "--repeats", str(repeats), "--out", out, "--json"],
         capture_output=True, text=True, check=True,
     )
     from sciml_bench import results

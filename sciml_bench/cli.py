@@ -189,12 +189,7 @@ def run(
         {"image_size": image_size, "channels": channels, "batch_size": batch_size,
          "steps_per_epoch": steps, "epochs": epochs},
     ) if with_cnn else []  # fmt: skip
-    if with_cnn:
-        from sciml_bench import cnn
-
-        known = backends.names() + list(cnn.variants())
-    else:
-        known = backends.names()
+    known = backends.names() + ([j["variant"] for j in cnn_jobs] if with_cnn else [])
     for n in backend_names:
         if n not in known:
             raise UserError(f"unknown backend {n!r}; choose from {', '.join(known)}")
@@ -218,7 +213,7 @@ def run(
     if rtols and len(rtols) > 1 and cold is None:
         settings.cold = 1  # a sweep measures steady state per rung
 
-    label = loaded[0].name if len(loaded) == 1 and not with_cnn else "cnn" if not loaded else "run"
+    label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
     path = new_path(out, label)
     try:
         writer = ResultsWriter(

@@ -141,10 +141,13 @@ def run_variant(job: dict[str, Any]) -> dict[str, Any]:
         return train_loop.error_record(rec, exc)
 
 
-def run_in_fresh_process(job: dict[str, Any], timeout: float = 900.0) -> dict[str, Any]:
+def run_in_fresh_process(
+    job: dict[str, Any], timeout: float = 900.0, threads: int | None = None
+) -> dict[str, Any]:
     """:func:`run_variant` in a fresh worker through the runner's executor (for tests
     and scripts): a crashed or hung worker comes back as a record too."""
     from sciml_bench.executor import LocalExecutor
     from sciml_bench.runner import cnn_record
 
-    return cnn_record(job, LocalExecutor().run(job, timeout, lambda e: None), timeout)
+    outcome = LocalExecutor(threads=threads).run(job, timeout, lambda e: None)
+    return cnn_record(job, outcome, timeout)
