@@ -25,11 +25,11 @@ class BadInput(click.ClickException):
 
 
 def _runs(files: tuple[str, ...]) -> list[Any]:
-    from sciml_bench.report import read_checked
     from sciml_bench.results import ResultsError
+    from sciml_bench.results import read as read_results
 
     try:
-        return [read_checked(f) for f in files]
+        return [read_results(f) for f in files]
     except ResultsError as e:
         raise BadInput(str(e)) from None
 

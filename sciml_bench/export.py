@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.report import read_checked
 from sciml_bench.results import SAMPLE_FIELDS, Run
+from sciml_bench.results import read as read_results
 
 #: the first CSV columns, in this order, when present
 LEADING = (
@@ -168,13 +168,13 @@ def frame(paths: Sequence[str | os.PathLike[str]]) -> Any:
     """The CSV table as a pandas DataFrame (one flat row per case)."""
     import pandas as pd
 
-    table = rows([read_checked(p) for p in paths])
+    table = rows([read_results(p) for p in paths])
     return pd.DataFrame(table, columns=columns(table))
 
 
 def export(paths: Sequence[str | os.PathLike[str]], fmt: str) -> str:
     """The text of the export of ``paths`` in ``fmt`` ("json" or "csv")."""
-    runs = [read_checked(p) for p in paths]
+    runs = [read_results(p) for p in paths]
     if fmt == "json":
         return to_json(runs)
     if fmt == "csv":

@@ -9,12 +9,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import os
-
-    from sciml_bench.results import Run
+from typing import Any
 
 ODE_COLUMNS = (
     "backend", "solver", "gradient", "rtol", "status", "TTFG s", "solve ms [IQR]",
@@ -157,26 +152,3 @@ def json_record(r: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in r.items() if not isinstance(v, dict)}
     return {k: r.get(k) for k in JSON_KEYS}
 
-
-def read_checked(path: str | os.PathLike[str]) -> Run:
-    """:func:`sciml_bench.results.read`, with damage found past the file header also
-    reported as a one-line :class:`~sciml_bench.results.ResultsError`."""
-    from sciml_bench.results import ResultsError, read
-
-    try:
-        return read(path)
-    except ResultsError as e:
-        if "truncated file" in str(e):  # h5py calls it "not an HDF5 file"; say what it is
-            raise ResultsError(
-                f"{path}: a truncated HDF5 file (cut short, e.g. by an interrupted copy); "
-                "copy it again or re-run the benchmark"
-            ) from None
-        if "not an HDF5 file" in str(e):
-            raise ResultsError(f"{e}; pass a results file written by `sciml-bench run`") from None
-        raise
-    except (OSError, KeyError, RuntimeError, TypeError, ValueError, AttributeError) as e:
-        detail = " ".join(str(e).split())[:200]
-        raise ResultsError(
-            f"{path}: a damaged sciml-bench results file ({type(e).__name__}: {detail}); "
-            "re-run the benchmark to write it again"
-        ) from None

@@ -194,6 +194,28 @@ def load(path: str | os.PathLike[str], as_frame: bool = False) -> Any:
 
 
 def read(path: str | os.PathLike[str]) -> Run:
+    """Read a results file; any damage, in the header or past it, is a one-line
+    :class:`ResultsError` that says what to do."""
+    try:
+        return _read(path)
+    except ResultsError as e:
+        if "truncated file" in str(e):  # h5py calls it "not an HDF5 file"; say what it is
+            raise ResultsError(
+                f"{path}: a truncated HDF5 file (cut short, e.g. by an interrupted copy); "
+                "copy it again or re-run the benchmark"
+            ) from None
+        if "not an HDF5 file" in str(e):
+            raise ResultsError(f"{e}; pass a results file written by `sciml-bench run`") from None
+        raise
+    except (OSError, KeyError, RuntimeError, TypeError, ValueError, AttributeError) as e:
+        detail = " ".join(str(e).split())[:200]
+        raise ResultsError(
+            f"{path}: a damaged sciml-bench results file ({type(e).__name__}: {detail}); "
+            "re-run the benchmark to write it again"
+        ) from None
+
+
+def _read(path: str | os.PathLike[str]) -> Run:
     import h5py
 
     p = Path(path)

@@ -253,4 +253,4 @@ def test_truncated_results_file_is_a_one_line_error(tmp_path: Path) -> None:
     w.path.write_bytes(data[: len(data) // 3])
     r = subprocess.run([*SCIML, "show", str(w.path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
-    assert len(r.stderr.strip().splitlines()) == 1 and "not an HDF5 file" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "truncated HDF5 file" in r.stderr

@@ -25,8 +25,8 @@ from sciml_bench import compare as cmp
 from sciml_bench import plots, publish
 from sciml_bench.cli import main
 from sciml_bench.cli_report import register
-from sciml_bench.report import read_checked
 from sciml_bench.results import ResultsError, ResultsWriter, read
+from sciml_bench.results import read as read_results
 
 register(main)
 
@@ -241,7 +241,7 @@ def _bad_files(folder: Path) -> dict[str, Path]:
 def test_bad_files_give_one_line_and_exit_2(tmp_path: Path, kind: str) -> None:
     bad = _bad_files(tmp_path)[kind]
     with pytest.raises(ResultsError):
-        read_checked(bad)
+        read_results(bad)
     for args in (["report", bad, "--out", tmp_path / "r"], ["export", bad],
                  ["compare", bad, tmp_path / "good.h5"]):  # fmt: skip
         res = invoke(*args)
@@ -274,7 +274,7 @@ def test_damage_past_the_header_is_a_results_error(tmp_path: Path) -> None:
         p = tmp_path / f"damaged{i}.h5"
         p.write_bytes(bytes(b))
         try:
-            read_checked(p)
+            read_results(p)
             outcomes.add("read")  # the damage hit unused bytes or sample values
         except ResultsError as e:
             assert "\n" not in str(e)
