@@ -194,6 +194,17 @@ def run(
         if n not in known:
             raise UserError(f"unknown backend {n!r}; choose from {', '.join(known)}")
     names = [n for n in backend_names if n in backends.REGISTRY] or backends.names()
+    offered = {n: backends.get(n) for n in names}
+    for flag, wanted, pool in (
+        ("--solver", solvers, {s for b in offered.values() for s in b.solvers()}),
+        ("--gradient", gradients, {g for b in offered.values() for g in b.gradient_methods}),
+    ):
+        for w in wanted:
+            if w not in pool:
+                raise UserError(
+                    f"{flag} {w!r} is offered by none of {', '.join(names)}; "
+                    f"choose from {', '.join(sorted(pool))}"
+                )
     if device == "cuda" and problems + problem_files:
         raise UserError("--device cuda applies to the CNN baselines; the ODE backends run on the CPU")
     loaded = [_load_problem(None, f) for f in problem_files] + [

@@ -117,3 +117,18 @@ def test_cli_rejects_a_malformed_file_with_one_line_and_nonzero_exit(tmp_path: P
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "PWNED").exists()
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.h5"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--solver", "Kvaerno9", "-b", "diffrax"], "--solver 'Kvaerno9' is offered by none of diffrax"),
+        (["--gradient", "magic"], "--gradient 'magic' is offered by none of"),
+        (["-b", "fortran"], "unknown backend 'fortran'"),
+        (["--tolerances", "1e-4,abc"], "--tolerances '1e-4,abc'"),
+    ],
+)
+def test_cli_rejects_unknown_options_before_running(args: list[str], message: str, tmp_path: Path) -> None:
+    r = _cli("run", "stiff-robertson", *args, "--out", str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not list(tmp_path.glob("*.h5"))
