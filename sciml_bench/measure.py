@@ -10,19 +10,12 @@ from __future__ import annotations
 import resource
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 clock = time.monotonic
 perf = time.perf_counter
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    start = perf()
-    out = fn()
-    return perf() - start, out
 
 
 def peak_rss_mb() -> float:
@@ -43,10 +36,3 @@ def iqr(samples: Sequence[float]) -> tuple[float, float] | None:
     q1, q3 = np.percentile(a, [25, 75])
     return float(q1), float(q3)
 
-
-def relative_spread(samples: Sequence[float]) -> float | None:
-    """Standard deviation over mean: pyperf warns above 0.1."""
-    a = np.asarray(samples, dtype=float)
-    if a.size < 2 or a.mean() == 0:
-        return None
-    return float(a.std(ddof=1) / a.mean())

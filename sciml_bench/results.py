@@ -32,7 +32,7 @@ import secrets
 import signal
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -251,7 +251,3 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         out[f"{key[:-2]}_iqr"] = iqr(samples)
     return out
 
-
-def records(paths: Sequence[str | os.PathLike[str]]) -> Iterable[dict[str, Any]]:
-    for p in paths:
-        yield from read(p).records
