@@ -16,9 +16,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sciml_bench import backends, metrics, reference, spec
+from sciml_bench import backends
 from sciml_bench.backends.base import CaseOptions
-from sciml_bench.status import SolverFailure
+from sciml_bench.measure import metrics
+from sciml_bench.measure.status import SolverFailure
+from sciml_bench.problem import reference, spec
 
 CONTROLLERS = {
     "I (pcoeff=0, icoeff=1)": {"pcoeff": 0.0, "icoeff": 1.0},

@@ -17,7 +17,8 @@ import json
 import os
 import sys
 
-from sciml_bench.cnn import jobs, run_in_fresh_process, variants
+from sciml_bench.cnn import jobs, variants
+from sciml_bench.run.runner import run_job_once
 
 
 def _fmt(x: float | None, spec: str) -> str:
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     for job in todo:
         print(f"  running {job['variant']} ...", file=sys.stderr, flush=True)
-        records.append(run_in_fresh_process(job, threads=args.threads))
+        records.append(run_job_once(job, threads=args.threads))
     print(table(records))
     loads = [
         r["settings"].get(k)

@@ -19,18 +19,18 @@ from pathlib import Path
 
 import numpy as np
 
-from sciml_bench import reference, spec
+from sciml_bench.problem import reference, spec
 
 HERE = Path(__file__).resolve().parent
 
 
 def suite_samples(out: str, repeats: int) -> list[float]:
     r = subprocess.run(
-        [sys.executable, "-m", "sciml_bench.cli", "run", "stiff-robertson", "-b", "diffrax",
+        [sys.executable, "-m", "sciml_bench.cli.main", "run", "stiff-robertson", "-b", "diffrax",
          "--solver", "Kvaerno5", "--cold", "1", "--repeats", str(repeats), "--out", out, "--json"],
         capture_output=True, text=True, check=True,
     )
-    from sciml_bench import results
+    from sciml_bench.results import store as results
 
     (rec,) = json.loads(r.stdout)
     assert rec["status"] == "ok", rec["reason"]

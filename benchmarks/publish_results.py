@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from sciml_bench import environment, spec
+from sciml_bench.measure import environment
+from sciml_bench.problem import spec
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
@@ -30,7 +31,7 @@ def sh(*args: str) -> float:
     cmd = ["sciml-bench", *args]
     print("$", shlex.join(cmd), file=sys.stderr, flush=True)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "sciml_bench.cli", *args], check=True, cwd=ROOT)
+    subprocess.run([sys.executable, "-m", "sciml_bench.cli.main", *args], check=True, cwd=ROOT)
     return time.perf_counter() - start
 
 

@@ -29,12 +29,12 @@ os.environ.setdefault("SCIML_BENCH_CACHE", tempfile.mkdtemp(prefix="sciml-bench-
 import psutil  # noqa: E402
 
 from sciml_bench import backends, reference, results, runner, spec  # noqa: E402
-from sciml_bench.executor import LocalExecutor  # noqa: E402
-from sciml_bench.results import ResultsWriter  # noqa: E402
-from sciml_bench.status import Status  # noqa: E402
+from sciml_bench.measure.status import Status  # noqa: E402
+from sciml_bench.results.store import ResultsWriter  # noqa: E402
+from sciml_bench.run.executor import LocalExecutor  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
-SCIML = [sys.executable, "-m", "sciml_bench.cli"]
+SCIML = [sys.executable, "-m", "sciml_bench.cli.main"]
 FAST = runner.Settings(cold=1, repeats=1, warmups=0, budget_s=60.0, steady_budget_s=1.0)
 LINES: list[tuple[str, bool]] = []
 

@@ -18,13 +18,13 @@ import sys
 import tempfile
 import time
 
-from sciml_bench import spec
+from sciml_bench.problem import spec
 
 
 def timed_run(names: list[str], env: dict[str, str], out: str) -> tuple[float, str, list[dict]]:
     start = time.perf_counter()
     r = subprocess.run(
-        [sys.executable, "-m", "sciml_bench.cli", "run", *names, "--out", out, "--json"],
+        [sys.executable, "-m", "sciml_bench.cli.main", "run", *names, "--out", out, "--json"],
         capture_output=True, text=True, env=env, check=True,
     )
     return time.perf_counter() - start, r.stderr, json.loads(r.stdout)

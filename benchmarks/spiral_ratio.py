@@ -24,7 +24,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as out:
         r = subprocess.run(
-            [sys.executable, "-m", "sciml_bench.cli", "run", "nonstiff-spiral-node",
+            [sys.executable, "-m", "sciml_bench.cli.main", "run", "nonstiff-spiral-node",
              "-b", "diffrax", "-b", "torchdiffeq", "--tolerances", args.tolerances,
              "--cold", "1", "--repeats", str(args.repeats), "--json", "--out", out],
             capture_output=True, text=True, check=True,

@@ -14,7 +14,6 @@ from sciml_bench.cnn import (
     PRESETS,
     CNNConfig,
     jobs,
-    run_in_fresh_process,
     run_variant,
     variants,
 )
@@ -25,7 +24,8 @@ from sciml_bench.cnn.train_loop import (
     chance_margin,
     resolve_device,
 )
-from sciml_bench.memory import Nvml, ResourceSampler, gpu_count
+from sciml_bench.measure.memory import Nvml, ResourceSampler, gpu_count
+from sciml_bench.run.runner import run_job_once as run_in_fresh_process
 
 # ---------------------------------------------------------------- config and jobs
 

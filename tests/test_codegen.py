@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sciml_bench import codegen, spec
+from sciml_bench.problem import codegen, spec
 
 PROBLEMS = spec.available_problems()
 

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from sciml_bench import compare as cmp
-from sciml_bench.cli import main
-from sciml_bench.cli_report import register
-from sciml_bench.results import ResultsWriter
+from sciml_bench.cli.main import main
+from sciml_bench.cli.report import register
+from sciml_bench.results import compare as cmp
+from sciml_bench.results.store import ResultsWriter
 
 register(main)
 
@@ -50,7 +50,7 @@ def timings() -> np.ndarray:
 
 
 def record(solve: Any, grad: Any = (), **kw: Any) -> dict[str, Any]:
-    """A record with the keys :func:`sciml_bench.runner.assemble` writes."""
+    """A record with the keys :func:`sciml_bench.run.runner.assemble` writes."""
     rec = {
         "kind": "ode", "problem": "stiff-robertson", "backend": "scipy", "solver": "LSODA",
         "gradient_method": "none", "rtol": 1e-6, "atol": 1e-10, "status": "ok", "reason": "",

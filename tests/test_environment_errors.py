@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sciml_bench import results
+from sciml_bench.results import store as results
 
 DATA = Path(__file__).parent / "data"
-SCIML = [sys.executable, "-m", "sciml_bench.cli"]
+SCIML = [sys.executable, "-m", "sciml_bench.cli.main"]
 DECAY = str(DATA / "decay.toml")
 
 
@@ -109,7 +109,7 @@ def test_gpu_requested_where_there_is_none(tmp_path: Path) -> None:
     help_text = sciml("run", "--help").stdout
     if "--device" not in help_text:
         pytest.skip("`sciml-bench run` has no --device option in this version")
-    from sciml_bench.memory import gpu_count
+    from sciml_bench.measure.memory import gpu_count
 
     if gpu_count():
         pytest.skip("a GPU is visible here")

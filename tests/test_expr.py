@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import sympy
 
-from sciml_bench.expr import ExprError, parse, symbols
+from sciml_bench.problem.expr import ExprError, parse, symbols
 
 NAMES = symbols(["y1", "y2", "k1", "t"])
 y1, y2, k1, t = (NAMES[n] for n in ("y1", "y2", "k1", "t"))

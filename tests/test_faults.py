@@ -25,12 +25,14 @@ import numpy as np
 import psutil
 import pytest
 
-from sciml_bench import reference, results, runner, spec
-from sciml_bench.executor import LocalExecutor, Outcome
-from sciml_bench.results import ResultsWriter
+from sciml_bench.problem import reference, spec
+from sciml_bench.results import store as results
+from sciml_bench.results.store import ResultsWriter
+from sciml_bench.run import runner
+from sciml_bench.run.executor import LocalExecutor, Outcome
 
 DATA = Path(__file__).parent / "data"
-SCIML = [sys.executable, "-m", "sciml_bench.cli"]
+SCIML = [sys.executable, "-m", "sciml_bench.cli.main"]
 FAST = runner.Settings(cold=1, repeats=1, warmups=0, budget_s=60.0, steady_budget_s=1.0)
 
 
@@ -195,7 +197,8 @@ def test_two_runs_at_once_into_one_folder_write_two_complete_files(tmp_path: Pat
 
 _WRITER = textwrap.dedent("""
     import sys
-    from sciml_bench import reference, spec
+    from sciml_bench.problem import reference
+    from sciml_bench.problem import spec
     from pathlib import Path
     ref = reference.build(spec.load(sys.argv[1]))
     path, tag = Path(sys.argv[2]), float(sys.argv[3])

@@ -31,8 +31,8 @@ import sympy
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from sciml_bench import spec
-from sciml_bench.expr import FUNCTIONS, ExprError, parse, symbols
+from sciml_bench.problem import spec
+from sciml_bench.problem.expr import FUNCTIONS, ExprError, parse, symbols
 
 #: examples per strategy; their sum is the fuzz total (>= 10,000)
 BUDGET = {

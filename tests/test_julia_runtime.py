@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from sciml_bench import julia_env
+from sciml_bench.backends import julia_env
 
 _found = julia_env.probe()
 if not _found.ok:
@@ -82,13 +82,13 @@ CASES = [
 WORKER = textwrap.dedent(
     """
     import json, sys
-    from sciml_bench import julia_env
+    from sciml_bench.backends import julia_env
     julia_env.import_juliacall()  # first, as the worker does
     import numpy as np
     from sciml_bench.backends.base import CaseOptions
     from sciml_bench.backends.julia import JuliaBackend
-    from sciml_bench.compiled import CompiledProblem
-    from sciml_bench.status import SolverFailure
+    from sciml_bench.problem.compiled import CompiledProblem
+    from sciml_bench.measure.status import SolverFailure
 
     problem = CompiledProblem.from_json(json.load(open(sys.argv[1])))
     backend = JuliaBackend()
@@ -137,8 +137,8 @@ def scipy_grad(theta: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from sciml_bench import codegen, spec
-    from sciml_bench.compiled import CompiledProblem
+    from sciml_bench.problem import codegen, spec
+    from sciml_bench.problem.compiled import CompiledProblem
 
     tmp = tmp_path_factory.mktemp("julia")
     problem = CompiledProblem(

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sciml_bench import julia_env
 from sciml_bench.backends import julia as jb
-from sciml_bench.status import Status
+from sciml_bench.backends import julia_env
+from sciml_bench.measure.status import Status
 
 ROOT = Path(__file__).resolve().parent.parent
 JULIA_DIR = ROOT / "julia"
@@ -135,7 +135,7 @@ def test_fatou_format_is_stable():
 
 
 def generated_rhs() -> str:
-    from sciml_bench import codegen, spec
+    from sciml_bench.problem import codegen, spec
 
     return codegen.julia_source(spec.load("stiff-robertson"))
 
@@ -415,7 +415,7 @@ def test_setup_without_julia(no_julia: Path):
 def test_cli_status_without_julia(no_julia: Path):
     from click.testing import CliRunner
 
-    from sciml_bench.cli_julia import julia
+    from sciml_bench.cli.julia import julia
 
     result = CliRunner().invoke(julia, ["status", "--json"])
     assert result.exit_code == 1
@@ -426,7 +426,7 @@ def test_cli_status_without_julia(no_julia: Path):
 def test_cli_setup_with_fake_julia(no_julia: Path, julia_project: Path):
     from click.testing import CliRunner
 
-    from sciml_bench.cli_julia import julia
+    from sciml_bench.cli.julia import julia
 
     fake_julia(
         no_julia,
@@ -443,7 +443,7 @@ def test_cli_setup_with_fake_julia(no_julia: Path, julia_project: Path):
 def test_cli_setup_without_julia(no_julia: Path):
     from click.testing import CliRunner
 
-    from sciml_bench.cli_julia import julia
+    from sciml_bench.cli.julia import julia
 
     result = CliRunner().invoke(julia, ["setup"])
     assert result.exit_code != 0 and "juliaup" in result.output
@@ -511,7 +511,7 @@ def fake_juliacall(monkeypatch: pytest.MonkeyPatch):
 
 
 def compiled(n_save: int = 4):
-    from sciml_bench.compiled import CompiledProblem
+    from sciml_bench.problem.compiled import CompiledProblem
 
     return CompiledProblem(
         name="toy",
@@ -574,7 +574,7 @@ def test_solve_reshapes_time_major(fake_juliacall):
 
 
 def test_solver_failure_is_a_status(fake_juliacall):
-    from sciml_bench.status import SolverFailure
+    from sciml_bench.measure.status import SolverFailure
 
     _, _, case = build(fake_juliacall)
     with pytest.raises(SolverFailure) as info:
@@ -587,7 +587,7 @@ def test_solver_failure_is_a_status(fake_juliacall):
 
 
 def test_gradient(fake_juliacall):
-    from sciml_bench.status import SolverFailure
+    from sciml_bench.measure.status import SolverFailure
 
     _, _, case = build(fake_juliacall)
     value, grad = case.loss_and_grad(np.array([0.5, 0.2]))

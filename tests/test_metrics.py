@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sciml_bench import metrics
+from sciml_bench.measure import metrics
 
 
 def test_solution_error_scales_each_state() -> None:

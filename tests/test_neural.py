@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sciml_bench import codegen, reference, spec
-from sciml_bench.spec import ProblemError
+from sciml_bench.problem import codegen, reference, spec
+from sciml_bench.problem.spec import ProblemError
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIRAL = tomllib.loads((ROOT / "problems" / "nonstiff-spiral-node.toml").read_text())
@@ -82,7 +82,7 @@ def test_many_parameters_use_directional_reference() -> None:
 def spiral_run(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     out = tmp_path_factory.mktemp("spiral")
     r = subprocess.run(
-        [sys.executable, "-m", "sciml_bench.cli", "run", "nonstiff-spiral-node", "--quick",
+        [sys.executable, "-m", "sciml_bench.cli.main", "run", "nonstiff-spiral-node", "--quick",
          "--tolerances", "1e-9", "-b", "diffrax", "-b", "torchdiffeq", "--json",
          "--out", str(out)],
         capture_output=True, text=True, timeout=900,

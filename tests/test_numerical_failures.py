@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from sciml_bench import backends, reference, runner, spec
-from sciml_bench.executor import LocalExecutor, Outcome
-from sciml_bench.status import Status
+from sciml_bench import backends
+from sciml_bench.measure.status import Status
+from sciml_bench.problem import reference, spec
+from sciml_bench.run import ode, runner
+from sciml_bench.run.executor import LocalExecutor, Outcome
 
 DATA = Path(__file__).parent / "data"
 FAST = runner.Settings(cold=1, repeats=1, warmups=0, budget_s=120.0, steady_budget_s=1.0)
@@ -78,14 +80,15 @@ def test_a_gradient_is_scored_only_for_an_ok_case() -> None:
     (case,) = runner.plan(problem, ["scipy"])
     events = [{"phase": "import", "s": 0.1}, {"loss": 1.0, "gradient": [1.0]},
               {"status": "nonfinite", "reason": "torchdiffeq: non-finite loss or gradient"}]
-    rec = runner.assemble(case, problem, ref, [Outcome(events, 0)], FAST)
+    job = runner.case_job(case, problem, ref, FAST)
+    rec = ode.record(job, [runner.ending(Outcome(events, 0), FAST.budget_s)])
     assert rec["status"] == "nonfinite" and "gradient_error" not in rec and "gradient" not in rec
 
 
 @pytest.mark.parametrize("name", ["nan-log", "blowup"])
 def test_a_failing_reference_is_a_one_line_error(name: str, tmp_path: Path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "sciml_bench.cli", "run", "--problem-file",
+        [sys.executable, "-m", "sciml_bench.cli.main", "run", "--problem-file",
          str(DATA / f"{name}.toml"), "-b", "scipy", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=120,
     )

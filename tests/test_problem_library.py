@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sciml_bench import reference, spec
+from sciml_bench.problem import reference, spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -111,7 +111,7 @@ def quick_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     name = request.param
     out = tmp_path_factory.mktemp(f"results-{name}")
     r = subprocess.run(
-        [sys.executable, "-m", "sciml_bench.cli", "run", name, "--quick", "--json",
+        [sys.executable, "-m", "sciml_bench.cli.main", "run", name, "--quick", "--json",
          "-b", "scipy", "-b", "diffrax", "-b", "torchdiffeq", "--out", str(out),
          *EXTRA_ARGS.get(name, [])],
         capture_output=True, text=True, timeout=900,

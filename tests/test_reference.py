@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sciml_bench import reference, spec
+from sciml_bench.problem import reference, spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,7 +72,7 @@ def test_cache_hit_and_corruption_rebuild(tmp_path: Path) -> None:
 
 def test_cli_reference_json(rober_ref: reference.Reference) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "sciml_bench.cli", "reference", "stiff-robertson", "--json"],
+        [sys.executable, "-m", "sciml_bench.cli.main", "reference", "stiff-robertson", "--json"],
         capture_output=True, text=True, timeout=300, check=True,
     )
     doc = json.loads(r.stdout)

@@ -21,18 +21,18 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from sciml_bench import compare as cmp
-from sciml_bench import plots, publish
-from sciml_bench.cli import main
-from sciml_bench.cli_report import register
-from sciml_bench.results import ResultsError, ResultsWriter, read
-from sciml_bench.results import read as read_results
+from sciml_bench.cli.main import main
+from sciml_bench.cli.report import register
+from sciml_bench.results import compare as cmp
+from sciml_bench.results import plots, publish
+from sciml_bench.results.store import ResultsError, ResultsWriter, read
+from sciml_bench.results.store import read as read_results
 
 register(main)
 
 REPEATS = 10  # the exact Mann-Whitney test can then reach p = 1.1e-5 (3 repeats: 0.1)
 SHIM = (
-    "import sys; from sciml_bench.cli import main; from sciml_bench.cli_report import register; "
+    "import sys; from sciml_bench.cli.main import main; from sciml_bench.cli.report import register; "
     "register(main); main()"
 )
 
@@ -43,7 +43,7 @@ def results_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("run")
     env = {**os.environ, "SCIML_BENCH_CACHE": str(tmp_path_factory.mktemp("refcache"))}
     cmd = [
-        sys.executable, "-m", "sciml_bench.cli", "run", "stiff-robertson", "--quick",
+        sys.executable, "-m", "sciml_bench.cli.main", "run", "stiff-robertson", "--quick",
         "-b", "diffrax", "-b", "scipy", "--tolerances", "1e-5,1e-7",
         "--repeats", str(REPEATS), "--out", str(out),
     ]  # fmt: skip

@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-from sciml_bench import results
+from sciml_bench.results import store as results
 
 
 def _record(i: int) -> dict:

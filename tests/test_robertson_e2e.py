@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sciml_bench import results
-from sciml_bench.metrics import PASS_TOL
+from sciml_bench.measure.metrics import PASS_TOL
+from sciml_bench.results import store as results
 
 REQUIRED = {
     "problem", "backend", "solver", "gradient_method", "status", "reason", "ttfg_s",
@@ -22,7 +22,7 @@ REQUIRED = {
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
     out = tmp_path_factory.mktemp("results")
     r = subprocess.run(
-        [sys.executable, "-m", "sciml_bench.cli", "run", "stiff-robertson", "--quick",
+        [sys.executable, "-m", "sciml_bench.cli.main", "run", "stiff-robertson", "--quick",
          "--json", "--out", str(out)],
         capture_output=True, text=True, timeout=900,
     )
@@ -102,7 +102,7 @@ def test_results_file_holds_raw_samples_and_environment(run) -> None:
 def test_show_prints_the_table_again(run) -> None:
     _, path = run
     r = subprocess.run(
-        [sys.executable, "-m", "sciml_bench.cli", "show", str(path)],
+        [sys.executable, "-m", "sciml_bench.cli.main", "show", str(path)],
         capture_output=True, text=True, timeout=120, check=True,
     )
     for word in ("diffrax", "Kvaerno4", "torchdiffeq", "max_steps", "unavailable", "pass"):

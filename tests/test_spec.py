@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sciml_bench import spec
-from sciml_bench.spec import ProblemError
+from sciml_bench.problem import spec
+from sciml_bench.problem.spec import ProblemError
 
 ROOT = Path(__file__).resolve().parent.parent
 ROBER = (ROOT / "problems" / "stiff-robertson.toml").read_text()
@@ -103,7 +103,7 @@ def test_content_hash_tracks_content() -> None:
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sciml_bench.cli", *args],
+        [sys.executable, "-m", "sciml_bench.cli.main", *args],
         capture_output=True, text=True, cwd=cwd, timeout=120,
     )
 

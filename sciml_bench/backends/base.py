@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.compiled import CompiledProblem
+from sciml_bench.problem.compiled import CompiledProblem
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Solution:
 class Case(ABC):
     """One built case: a problem compiled for one library with fixed options.
 
-    Both methods raise :class:`sciml_bench.status.SolverFailure` when the
+    Both methods raise :class:`sciml_bench.measure.status.SolverFailure` when the
     library reports an unsuccessful solve; they never return garbage silently.
     """
 

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
-from sciml_bench.compiled import CompiledProblem
-from sciml_bench.status import SolverFailure, Status, classify_message
+from sciml_bench.measure.status import SolverFailure, Status, classify_message
+from sciml_bench.problem.compiled import CompiledProblem
 
 _SOLVERS = {
     "Kvaerno5": SolverInfo("Kvaerno5", True, "ESDIRK, order 5"),
@@ -48,7 +48,7 @@ class DiffraxCase(Case):
         import jax
         import jax.numpy as jnp
 
-        from sciml_bench.codegen import load_python
+        from sciml_bench.problem.codegen import load_python
 
         jax.config.update("jax_enable_x64", True)
         self._dfx = diffrax

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench import julia_env
+from sciml_bench.backends import julia_env
 from sciml_bench.backends.base import (
     Availability,
     Backend,
@@ -29,8 +29,8 @@ from sciml_bench.backends.base import (
     Solution,
     SolverInfo,
 )
-from sciml_bench.compiled import CompiledProblem
-from sciml_bench.status import SolverFailure, Status
+from sciml_bench.measure.status import SolverFailure, Status
+from sciml_bench.problem.compiled import CompiledProblem
 
 SOLVERS: dict[str, SolverInfo] = {
     "Rodas5P": SolverInfo("Rodas5P", True, "Rosenbrock-W, order 5, ForwardDiff Jacobian"),

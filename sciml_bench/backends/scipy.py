@@ -11,8 +11,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
-from sciml_bench.compiled import CompiledProblem
-from sciml_bench.status import SolverFailure, Status, classify_message
+from sciml_bench.measure.status import SolverFailure, Status, classify_message
+from sciml_bench.problem.compiled import CompiledProblem
 
 #: RHS evaluations allowed per step: explicit stages, or Newton iterations plus the
 #: finite-difference-free Jacobian's few extra calls for the implicit methods
@@ -28,7 +28,7 @@ _SOLVERS = {
 
 class ScipyCase(Case):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
-        from sciml_bench.codegen import load_python
+        from sciml_bench.problem.codegen import load_python
 
         ns = load_python(problem.source["numpy"])
         self.rhs, self.jac = ns["rhs"], ns["jac"]

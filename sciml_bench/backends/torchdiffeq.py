@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
-from sciml_bench.compiled import CompiledProblem
-from sciml_bench.status import SolverFailure, Status, classify_message
+from sciml_bench.measure.status import SolverFailure, Status, classify_message
+from sciml_bench.problem.compiled import CompiledProblem
 
 _SOLVERS = {
     "dopri5": SolverInfo("dopri5", False, "Dormand-Prince 5(4)"),
@@ -73,7 +73,7 @@ class TorchdiffeqCase(Case):
         import torch
         import torchdiffeq
 
-        from sciml_bench.codegen import load_python
+        from sciml_bench.problem.codegen import load_python
 
         self.torch = torch
         self.odeint = (

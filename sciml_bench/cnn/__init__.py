@@ -73,7 +73,7 @@ def preset_for(quick: bool, device: str) -> str:
     if device == "cuda":
         return "gpu"
     if device == "auto":
-        from sciml_bench.memory import gpu_count
+        from sciml_bench.measure.memory import gpu_count
 
         return "gpu" if gpu_count() else "cpu"
     return "cpu"
@@ -139,15 +139,3 @@ def run_variant(job: dict[str, Any]) -> dict[str, Any]:
         if isinstance(exc, KeyboardInterrupt):
             raise
         return train_loop.error_record(rec, exc)
-
-
-def run_in_fresh_process(
-    job: dict[str, Any], timeout: float = 900.0, threads: int | None = None
-) -> dict[str, Any]:
-    """:func:`run_variant` in a fresh worker through the runner's executor (for tests
-    and scripts): a crashed or hung worker comes back as a record too."""
-    from sciml_bench.executor import LocalExecutor
-    from sciml_bench.runner import cnn_record
-
-    outcome = LocalExecutor(threads=threads).run(job, timeout, lambda e: None)
-    return cnn_record(job, outcome, timeout)

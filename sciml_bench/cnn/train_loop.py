@@ -31,7 +31,7 @@ from typing import Any
 
 from sciml_bench.cnn.config import CNNConfig
 from sciml_bench.cnn.data import Dataset, make_dataset
-from sciml_bench.memory import Nvml, ResourceSampler, gpu_count, rss_mb
+from sciml_bench.measure.memory import Nvml, ResourceSampler, gpu_count, rss_mb
 
 #: Every record carries these keys (``None`` where not measured), whatever its status.
 RECORD_FIELDS = (

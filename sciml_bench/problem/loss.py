@@ -1,7 +1,7 @@
 """The loss as arrays, built once and shared by every backend and the reference.
 
 Every loss is ``L(Y) = Σ_ij W_ij (Y_ij − O_ij)² + Σ_ij C_ij Y_ij`` over the
-solution ``Y`` at the save times (see :mod:`sciml_bench.compiled`).
+solution ``Y`` at the save times (see :mod:`sciml_bench.problem.compiled`).
 
 ``fit``: ``O`` are observations made by the reference solver at the
 problem's ``truth`` parameters (through its ``truth_equations`` when given).
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sciml_bench.spec import Problem
+from sciml_bench.problem.spec import Problem
 
 
 def loss_arrays(

@@ -39,7 +39,7 @@ HEAVY_PACKAGES = ("SciMLSensitivity", "Zygote", "OrdinaryDiffEqRosenbrock")
 PROBE_TIMEOUT_S = 1.5
 
 #: The ``julia/`` folder of a source checkout (the package is not shipped in wheels).
-DEFAULT_PROJECT = Path(__file__).resolve().parent.parent / "julia"
+DEFAULT_PROJECT = Path(__file__).resolve().parents[2] / "julia"
 
 INSTALL_FIX = (
     "Install Julia 1.10 or 1.11 with juliaup (https://github.com/JuliaLang/juliaup): "

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sciml_bench.measure import clock
+from sciml_bench.measure.clock import clock
 
 
 @dataclass
@@ -143,7 +143,7 @@ class LocalExecutor:
                 proc: subprocess.Popen[bytes] | None = None
                 try:
                     proc = subprocess.Popen(
-                        [self.python, "-m", "sciml_bench.worker", str(job_path), str(events_path)],
+                        [self.python, "-m", "sciml_bench.run.worker", str(job_path), str(events_path)],
                         stdin=subprocess.DEVNULL,
                         stdout=err,
                         stderr=err,

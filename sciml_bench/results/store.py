@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from sciml_bench import __version__
-from sciml_bench.measure import iqr, median
+from sciml_bench.measure.clock import iqr, median
 
 FORMAT = "sciml-bench-results"
 SCHEMA_VERSION = 1

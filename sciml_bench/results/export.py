@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.results import SAMPLE_FIELDS, Run
-from sciml_bench.results import read as read_results
+from sciml_bench.results.store import SAMPLE_FIELDS, Run
+from sciml_bench.results.store import read as read_results
 
 #: the first CSV columns, in this order, when present
 LEADING = (

@@ -23,7 +23,7 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE, precedence
 from sympy.printing.str import StrPrinter
 
-from sciml_bench.spec import Network, Problem
+from sciml_bench.problem.spec import Network, Problem
 
 TARGETS = ("numpy", "torch", "jax", "julia")
 

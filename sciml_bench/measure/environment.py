@@ -46,7 +46,7 @@ def cpu_model() -> str:
 
 
 def git_commit() -> str | None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],

@@ -5,7 +5,7 @@ tables, figures, notes) and then rendered twice: Markdown that reads well on
 GitHub (figures linked as files next to it) and one self-contained HTML file
 (figures embedded as base64 PNG, no external CSS or scripts). Both hold the
 environment of every run and, per problem, a table of every case, failures
-included with their reasons, followed by the figures of :mod:`sciml_bench.plots`.
+included with their reasons, followed by the figures of :mod:`sciml_bench.results.plots`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sciml_bench import plots
-from sciml_bench.results import Run
+from sciml_bench.results import plots
+from sciml_bench.results.store import Run
 
 CASE_COLUMNS = (
     "backend", "solver", "gradient", "rtol", "status", "TTFG s [IQR]", "solve ms [IQR]",

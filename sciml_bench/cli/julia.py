@@ -10,7 +10,7 @@ import time
 
 import click
 
-from sciml_bench import julia_env
+from sciml_bench.backends import julia_env
 
 
 @click.group("julia")

@@ -238,7 +238,7 @@ def _verdict(c: Change, threshold: float | None) -> str:
 
 def render(comp: Comparison, threshold: float | None = None) -> str:
     """The comparison as terminal text: a table, then status changes and unmatched cases."""
-    from sciml_bench.report import render as render_table
+    from sciml_bench.results.table import render as render_table
 
     header = ("problem", "case", "timing", "old", "new", "new/old", "p", "n", "verdict")
     rows = []

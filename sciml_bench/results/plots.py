@@ -17,7 +17,7 @@ The figures:
   (box plus every sample);
 - :func:`gradient_figure`: gradient error against the finite-difference
   reference on a log axis over the pass / warn / fail bands of
-  :mod:`sciml_bench.metrics`;
+  :mod:`sciml_bench.measure.metrics`;
 - :func:`cnn_figure`: CNN training time, throughput and RAM/VRAM (initial vs max).
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.metrics import PASS_TOL, WARN_TOL
+from sciml_bench.measure.metrics import PASS_TOL, WARN_TOL
 
 #: --metric choices and the record key each one reads
 ERROR_METRICS = {

@@ -25,8 +25,8 @@ class BadInput(click.ClickException):
 
 
 def _runs(files: tuple[str, ...]) -> list[Any]:
-    from sciml_bench.results import ResultsError
-    from sciml_bench.results import read as read_results
+    from sciml_bench.results.store import ResultsError
+    from sciml_bench.results.store import read as read_results
 
     try:
         return [read_results(f) for f in files]
@@ -60,7 +60,7 @@ def report(files: tuple[str, ...], out: str, metric: str) -> None:
     Example:
       sciml-bench report results/stiff-robertson-*.h5 --out report
     """
-    from sciml_bench import publish
+    from sciml_bench.results import publish
 
     runs = _runs(files)
     try:
@@ -105,7 +105,7 @@ def compare(
     Example (CI):
       sciml-bench compare results/main.h5 results/branch.h5 --fail-above 1.10
     """
-    from sciml_bench import compare as cmp
+    from sciml_bench.results import compare as cmp
 
     a, b = _runs((old, new))
     comp = cmp.compare(a.records, b.records, cmp.ALPHA if alpha is None else alpha)
@@ -150,7 +150,7 @@ def export_cmd(files: tuple[str, ...], fmt: str, output: str | None) -> None:
       sciml-bench export results/run.h5 --format csv -o run.csv
       sciml-bench export results/run.h5 --format json | jq '.files[0].records[0]'
     """
-    from sciml_bench import export
+    from sciml_bench.results import export
 
     runs = _runs(files)
     text = export.to_json(runs) if fmt == "json" else export.to_csv(runs)

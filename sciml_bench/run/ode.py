@@ -1,9 +1,4 @@
-"""Runs one case in one fresh process and reports raw measurements.
-
-Invoked by the runner as ``python -m sciml_bench.worker JOB.json EVENTS.jsonl``.
-Events are appended to the JSON-lines file as they happen (and flushed), so
-a worker killed at its budget, or crashing, still leaves its completed phases
-and its progress in t behind.
+"""The ODE case as a job kind: what its worker does, and the record it makes.
 
 Phases of time-to-first-gradient, measured from the parent's spawn instant
 (``job["t_spawn"]``, CLOCK_MONOTONIC):
@@ -13,41 +8,21 @@ Phases of time-to-first-gradient, measured from the parent's spawn instant
 - ``first_solve``: the first solve, including any JIT compilation;
 - ``first_grad``:  the first loss+gradient, including any JIT compilation.
 
-Only the standard library is imported at module level, so the import phase
-is the library's own cost, and the Julia worker can import juliacall before
-anything else (it must never follow torch: PythonCall #215).
+Nothing heavy is imported at module level, so the import phase is the
+library's own cost, and the Julia worker can import juliacall before anything
+else (it must never follow torch: PythonCall #215).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
+from sciml_bench.run.events import report_failure
+from sciml_bench.run.jobs import Events, Process
+
 PHASES = ("import", "build", "first_solve", "first_grad")
-
-
-class Events:
-    """Append-only JSON-lines event log, flushed per event."""
-
-    def __init__(self, path: str):
-        self.f = open(path, "a", buffering=1)  # noqa: SIM115 - lives for the process
-        self.lock = threading.Lock()
-
-    def emit(self, **event: Any) -> None:
-        line = json.dumps(event, default=_jsonable)
-        with self.lock:
-            self.f.write(line + "\n")
-            self.f.flush()
-
-
-def _jsonable(x: Any) -> Any:
-    tolist = getattr(x, "tolist", None)
-    if tolist is not None:
-        return tolist()
-    return str(x)
 
 
 def _watch_progress(case: Any, events: Events, stop: threading.Event) -> None:
@@ -62,28 +37,14 @@ def _watch_progress(case: Any, events: Events, stop: threading.Event) -> None:
             last = t
 
 
-def _failure(events: Events, exc: BaseException, where: str) -> None:
-    from sciml_bench.status import SolverFailure, Status
-
-    if isinstance(exc, SolverFailure):
-        reached = f"; integration reached t={exc.t_reached:.4g}" if exc.t_reached is not None else ""
-        reason = f"{exc.reason} (during {where}{reached})"
-        events.emit(status=exc.status.value, reason=reason, t_reached=exc.t_reached, during=where)
-    else:
-        # the first lines say what happened; libraries append notes after them
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        text = f"{type(exc).__name__}: {' '.join(lines[:2])}" if lines else type(exc).__name__
-        events.emit(status=Status.ERROR.value, reason=f"{where}: {text[:500]}", during=where)
-
-
-def run_ode(job: dict[str, Any], events: Events) -> None:
+def work(job: dict[str, Any], events: Events) -> None:
     t_spawn = float(job["t_spawn"])
     name = job["backend"]
     detail: dict[str, float] = {}
     if name == "julia":
         # juliacall before numpy, torch or anything else (torch first crashes it);
         # julia_env is stdlib-only and configures juliacall so it never downloads Julia.
-        from sciml_bench import julia_env
+        from sciml_bench.backends import julia_env
 
         try:
             julia_env.import_juliacall()
@@ -93,7 +54,7 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
         detail["juliacall_init"] = julia_env.JULIACALL_IMPORT_S or 0.0
 
     from sciml_bench import backends
-    from sciml_bench.measure import clock, peak_rss_mb
+    from sciml_bench.measure.clock import clock, peak_rss_mb
 
     backend = backends.get(name)
     detail.update(backend.load())
@@ -105,8 +66,8 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
     import numpy as np
 
     from sciml_bench.backends.base import CaseOptions
-    from sciml_bench.compiled import CompiledProblem
-    from sciml_bench.status import Status
+    from sciml_bench.measure.status import Status
+    from sciml_bench.problem.compiled import CompiledProblem
 
     start = clock()
     problem = CompiledProblem.from_json(job["problem"])
@@ -122,7 +83,7 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
     try:
         case = backend.build(problem, options)
     except Exception as e:
-        _failure(events, e, "build")
+        report_failure(events, e, "build")
         return
     events.emit(phase="build", s=clock() - start)
     if getattr(case, "info", None):
@@ -136,7 +97,7 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
     try:
         sol = case.solve(theta)
     except Exception as e:
-        _failure(events, e, "first solve")
+        report_failure(events, e, "first solve")
         return
     finally:
         stop.set()
@@ -151,7 +112,7 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
         try:
             loss, grad = case.loss_and_grad(theta)
         except Exception as e:
-            _failure(events, e, "first gradient")
+            report_failure(events, e, "first gradient")
             return
         events.emit(phase="first_grad", s=clock() - start)
         if not (np.isfinite(loss) and np.all(np.isfinite(grad))):
@@ -174,7 +135,7 @@ def run_ode(job: dict[str, Any], events: Events) -> None:
 
 def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Events) -> None:
     """Warm-ups, then timed repeats, each kind bounded by a time budget."""
-    from sciml_bench.measure import perf
+    from sciml_bench.measure.clock import perf
 
     repeats = int(job.get("repeats", 10))
     warmups = int(job.get("warmups", 1))
@@ -196,62 +157,93 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
         events.emit(samples=kind, values=samples)
 
 
-def _inject_fault(fault: str, events: Events) -> None:
-    """Test hook: only fault-injection tests put ``_fault`` in a job.
 
-    ``sigkill`` and ``sigsegv`` kill this process by that signal; ``hang``
-    sleeps forever; ``spawn_grandchild_and_hang`` first starts a child that
-    sleeps forever (as a compiler spawned by torch.compile would linger), and
-    reports its pid, so a test can check that the budget kill reaches it.
-    """
-    import signal
-    import subprocess
-    import time
+def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
+    """One record from the raw events of a case's worker processes (the first is the
+    full one), scored against the reference the job carries."""
+    import numpy as np
 
-    if fault in ("sigkill", "sigsegv"):
-        os.kill(os.getpid(), signal.SIGKILL if fault == "sigkill" else signal.SIGSEGV)
-    if fault == "spawn_grandchild_and_hang":
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
-        events.emit(grandchild_pid=child.pid)
-    if fault in ("hang", "spawn_grandchild_and_hang"):
-        while True:
-            time.sleep(60)
-    raise ValueError(f"unknown test fault {fault!r}")
+    from sciml_bench.measure import metrics
+    from sciml_bench.measure.status import Status
+    from sciml_bench.problem.compiled import CompiledProblem
+    from sciml_bench.problem.reference import Reference
+    from sciml_bench.results.store import summarize
 
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
-        print("usage: python -m sciml_bench.worker JOB.json EVENTS.jsonl", file=sys.stderr)
-        return 2
-    with open(argv[0]) as f:
-        job = json.load(f)
-    events = Events(argv[1])
-    events.emit(pid=os.getpid(), started=True)
-    if "_fault" in job:
-        _inject_fault(str(job["_fault"]), events)
-    try:
-        if job.get("kind", "ode") == "cnn":
-            from sciml_bench.cnn import run_variant
-
-            events.emit(result=run_variant(job))
+    problem = CompiledProblem.from_json(job["problem"])
+    ref = Reference(**job["reference"])
+    opts = job["options"]
+    full = processes[0]
+    status, reason, t_reached = full.status, full.reason, full.t_reached
+    ev: dict[str, Any] = {}
+    for e in full.events:
+        ev.update(e)
+    phases = np.full((len(processes), len(PHASES)), np.nan)
+    ttfg: list[float] = []
+    detail: dict[str, float] = {}
+    for i, o in enumerate(processes):
+        for e in o.events:
+            if "phase" in e:
+                phases[i, PHASES.index(e["phase"])] = e["s"]
+                if i == 0 and e.get("detail"):
+                    detail.update(e["detail"])
+            if "ttfg_s" in e and o.status == Status.OK.value:
+                ttfg.append(e["ttfg_s"])
+    samples = {e["samples"]: e["values"] for e in full.events if "samples" in e}
+    stats = ev.get("stats", {})
+    rec: dict[str, Any] = {
+        "kind": "ode",
+        "problem": problem.name,
+        "backend": job["backend"],
+        "solver": opts["solver"],
+        "gradient_method": opts["gradient_method"],
+        "dtype": "float64",
+        "rtol": opts["rtol"],
+        "atol": opts["atol"],
+        "max_steps": opts["max_steps"],
+        "options": opts.get("extra", {}),
+        "backend_info": ev.get("backend_info"),
+        "case_info": ev.get("case_info"),
+        "status": status,
+        "reason": reason,
+        "t_reached": t_reached,
+        "t_end": problem.t_span[1],
+        "phase_names": list(PHASES),
+        "phases": phases,
+        "ttfg_detail": detail,
+        "ttfg_samples": ttfg,
+        "cold_processes": len(processes),
+        "solve_samples": samples.get("solve", []),
+        "grad_samples": samples.get("grad", []),
+        "steps": stats.get("steps"),
+        "rejected_steps": stats.get("rejected_steps"),
+        "rhs_evals": stats.get("rhs_evals"),
+        "jac_evals": stats.get("jac_evals"),
+        "lu_decomps": stats.get("lu_decomps"),
+        "peak_rss_mb": ev.get("peak_rss_mb"),
+        "worker_wall_s": full.wall_s,
+        "reference_loss": ref.loss,
+        "reference_gradient": ref.gradient,
+        "reference_directional": ref.directional_derivatives,
+        "reference_method": ref.method,
+    }
+    y = ev.get("y")
+    if y is not None:
+        rec["y"] = y
+        err = metrics.solution_error(np.asarray(y), np.asarray(ref.y))
+        rec["solution_error"] = err["rel_l2"]
+        rec.update({f"solution_error_{k}": v for k, v in err.items() if k != "rel_l2"})
+    grad = ev.get("gradient")
+    if grad is not None and status == Status.OK.value:
+        g = np.asarray(grad, dtype=float)
+        rec["loss"] = ev.get("loss")
+        rec["gradient"] = dict(zip(problem.param_names, g.tolist(), strict=True))
+        if ref.directions:
+            gerr = metrics.directional_error(g, ref.directions, ref.directional_derivatives)
         else:
-            run_ode(job, events)
-    except Exception as e:  # an unexpected harness error is still a row
-        _failure(events, e, "worker")
-        return 1
-    return 0
-
-
-def _exit(code: int) -> None:
-    """Leave without interpreter teardown: every event is already on disk, and
-    the C++ runtimes of torch and XLA can abort while their threads are torn
-    down ("terminate called without an active exception"), which would turn a
-    finished case into a crash."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-if __name__ == "__main__":
-    _exit(main())
+            gerr = metrics.gradient_error(
+                g, np.asarray(ref.gradient), problem.theta0, problem.log_params
+            )
+        rec["gradient_error"] = gerr["max_rel"]
+        rec["gradient_cosine"] = gerr["cosine"]
+        rec["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])
+    return summarize({k: v for k, v in rec.items() if v is not None})

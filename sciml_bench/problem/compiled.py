@@ -1,6 +1,6 @@
 """The problem as a worker receives it: plain arrays plus generated source.
 
-The runner compiles a :class:`~sciml_bench.spec.Problem` once (sympy, code
+The runner compiles a :class:`~sciml_bench.problem.spec.Problem` once (sympy, code
 generation, observations from the reference) and ships this JSON-able bundle
 to each worker, so a worker never imports sympy and its cold phases measure
 the framework, not our front end.

@@ -1,7 +1,7 @@
 """The case matrix, budgets, progress and the assembly of one record per case.
 
 A case is problem × backend × solver × gradient method × tolerance. Each runs
-in fresh worker processes through an :class:`~sciml_bench.executor.Executor`:
+in fresh worker processes through an :class:`~sciml_bench.run.executor.Executor`:
 one *full* process (cold phases, then steady state) and ``cold - 1`` further
 cold-only processes for the spread of time-to-first-gradient. A case whose
 first process fails is not repeated: solver failures are deterministic.
@@ -17,15 +17,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from sciml_bench import backends, metrics
-from sciml_bench.compiled import CompiledProblem
-from sciml_bench.executor import Executor, Interrupted, LocalExecutor, Outcome
-from sciml_bench.reference import Reference
-from sciml_bench.results import ResultsWriter, summarize
-from sciml_bench.status import Status
-from sciml_bench.worker import PHASES
+from sciml_bench import backends
+from sciml_bench.measure.status import Status
+from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.reference import Reference
+from sciml_bench.results.store import ResultsWriter, summarize
+from sciml_bench.run.executor import Executor, Interrupted, LocalExecutor, Outcome
+from sciml_bench.run.jobs import Process, kind_of
+from sciml_bench.run.ode import PHASES
 
 #: the work-precision ladder of ``--sweep`` (DiffEqDevTools style)
 SWEEP_RTOLS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)
@@ -93,8 +92,13 @@ def plan(
     return cases
 
 
-def _outcome_status(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
-    """Status, reason and t reached of one worker process."""
+def ending(o: Outcome, budget_s: float) -> Process:
+    """How one worker process ended: its status, reason and t reached."""
+    status, reason, t = _ending(o, budget_s)
+    return Process(o.events, status, reason, t, o.wall_s)
+
+
+def _ending(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
     status_events = [e for e in o.events if "status" in e]
     progress = [e["progress_t"] for e in o.events if "progress_t" in e]
     t_reached = progress[-1] if progress else None
@@ -118,91 +122,6 @@ def _outcome_status(o: Outcome, budget_s: float) -> tuple[str, str, float | None
     return Status.CRASHED.value, f"worker exited with code {o.returncode}: {detail}", t_reached
 
 
-def assemble(
-    spec: CaseSpec,
-    problem: CompiledProblem,
-    ref: Reference,
-    outcomes: Sequence[Outcome],
-    settings: Settings,
-) -> dict[str, Any]:
-    """One record from the raw events of a case's worker processes."""
-    full = outcomes[0]
-    status, reason, t_reached = _outcome_status(full, settings.budget_s)
-    ev: dict[str, Any] = {}
-    for e in full.events:
-        ev.update(e)
-    phases = np.full((len(outcomes), len(PHASES)), np.nan)
-    ttfg: list[float] = []
-    detail: dict[str, float] = {}
-    for i, o in enumerate(outcomes):
-        for e in o.events:
-            if "phase" in e:
-                phases[i, PHASES.index(e["phase"])] = e["s"]
-                if i == 0 and e.get("detail"):
-                    detail.update(e["detail"])
-            if "ttfg_s" in e and _outcome_status(o, settings.budget_s)[0] == "ok":
-                ttfg.append(e["ttfg_s"])
-    samples = {e["samples"]: e["values"] for e in full.events if "samples" in e}
-    stats = ev.get("stats", {})
-    rec: dict[str, Any] = {
-        "kind": "ode",
-        "problem": problem.name,
-        "backend": spec.backend,
-        "solver": spec.solver,
-        "gradient_method": spec.gradient_method,
-        "dtype": "float64",
-        "rtol": spec.rtol,
-        "atol": spec.atol,
-        "max_steps": spec.max_steps,
-        "options": spec.extra,
-        "backend_info": ev.get("backend_info"),
-        "case_info": ev.get("case_info"),
-        "status": status,
-        "reason": reason,
-        "t_reached": t_reached,
-        "t_end": problem.t_span[1],
-        "phase_names": list(PHASES),
-        "phases": phases,
-        "ttfg_detail": detail,
-        "ttfg_samples": ttfg,
-        "cold_processes": len(outcomes),
-        "solve_samples": samples.get("solve", []),
-        "grad_samples": samples.get("grad", []),
-        "steps": stats.get("steps"),
-        "rejected_steps": stats.get("rejected_steps"),
-        "rhs_evals": stats.get("rhs_evals"),
-        "jac_evals": stats.get("jac_evals"),
-        "lu_decomps": stats.get("lu_decomps"),
-        "peak_rss_mb": ev.get("peak_rss_mb"),
-        "worker_wall_s": full.wall_s,
-        "reference_loss": ref.loss,
-        "reference_gradient": ref.gradient,
-        "reference_directional": ref.directional_derivatives,
-        "reference_method": ref.method,
-    }
-    y = ev.get("y")
-    if y is not None:
-        rec["y"] = y
-        err = metrics.solution_error(np.asarray(y), np.asarray(ref.y))
-        rec["solution_error"] = err["rel_l2"]
-        rec.update({f"solution_error_{k}": v for k, v in err.items() if k != "rel_l2"})
-    grad = ev.get("gradient")
-    if grad is not None and status == Status.OK.value:
-        g = np.asarray(grad, dtype=float)
-        rec["loss"] = ev.get("loss")
-        rec["gradient"] = dict(zip(problem.param_names, g.tolist(), strict=True))
-        if ref.directions:
-            gerr = metrics.directional_error(g, ref.directions, ref.directional_derivatives)
-        else:
-            gerr = metrics.gradient_error(
-                g, np.asarray(ref.gradient), problem.theta0, problem.log_params
-            )
-        rec["gradient_error"] = gerr["max_rel"]
-        rec["gradient_cosine"] = gerr["cosine"]
-        rec["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])
-    return summarize({k: v for k, v in rec.items() if v is not None})
-
-
 def unavailable_record(problem: CompiledProblem, name: str, reason: str, fix: str) -> dict[str, Any]:
     return summarize({
         "kind": "ode",
@@ -222,15 +141,11 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_case(
-    spec: CaseSpec,
-    problem: CompiledProblem,
-    ref: Reference,
-    settings: Settings,
-    executor: Executor,
-    progress: Progress = _stderr,
+def case_job(
+    spec: CaseSpec, problem: CompiledProblem, ref: Reference, settings: Settings
 ) -> dict[str, Any]:
-    base_job = {
+    """The ODE job of one case; it carries the reference its record is scored against."""
+    return {
         "kind": "ode",
         "backend": spec.backend,
         "problem": problem.to_json(),
@@ -245,8 +160,20 @@ def run_case(
         "repeats": settings.repeats,
         "warmups": settings.warmups,
         "steady_budget_s": settings.steady_budget_s,
+        "reference": ref.to_json(),
     }
-    outcomes: list[Outcome] = []
+
+
+def run_case(
+    spec: CaseSpec,
+    problem: CompiledProblem,
+    ref: Reference,
+    settings: Settings,
+    executor: Executor,
+    progress: Progress = _stderr,
+) -> dict[str, Any]:
+    base_job = case_job(spec, problem, ref, settings)
+    processes: list[Process] = []
     for k in range(max(1, settings.cold)):
         mode = "full" if k == 0 else "cold"
 
@@ -257,10 +184,10 @@ def run_case(
                 progress(f"      process {k + 1}: {e['status']}: {e.get('reason', '')[:100]}")
 
         outcome = executor.run({**base_job, "mode": mode}, settings.budget_s, on_event)
-        outcomes.append(outcome)
-        if _outcome_status(outcome, settings.budget_s)[0] != Status.OK.value:
+        processes.append(ending(outcome, settings.budget_s))
+        if processes[-1].status != Status.OK.value:
             break
-    return assemble(spec, problem, ref, outcomes, settings)
+    return kind_of(base_job).record(base_job, processes)
 
 
 def run(
@@ -310,16 +237,13 @@ def _saved_on_interrupt(writer: ResultsWriter, done: list[dict[str, Any]]) -> It
         ) from None
 
 
-def cnn_record(job: dict[str, Any], outcome: Outcome, budget_s: float) -> dict[str, Any]:
-    """The record a CNN worker reported or, if it died first, a row saying how."""
-    from sciml_bench.cnn.train_loop import empty_record
-
-    results = [e["result"] for e in outcome.events if "result" in e]
-    if results:
-        return results[-1]
-    rec = empty_record(job.get("variant", ""), job)
-    rec["status"], rec["reason"], _ = _outcome_status(outcome, budget_s)
-    return rec
+def run_job_once(
+    job: dict[str, Any], budget_s: float = 900.0, threads: int | None = None
+) -> dict[str, Any]:
+    """One job in one fresh worker, and its record (for tests and scripts): a crashed
+    or hung worker comes back as a record too."""
+    outcome = LocalExecutor(threads=threads).run(job, budget_s, lambda e: None)
+    return kind_of(job).record(job, [ending(outcome, budget_s)])
 
 
 def run_cnn(
@@ -354,7 +278,7 @@ def run_cnn(
                                  f"accuracy {r.get('accuracy')}")
 
                 outcome = executor.run(job, settings.budget_s, on_event)
-                rec = cnn_record(job, outcome, settings.budget_s)
+                rec = kind_of(job).record(job, [ending(outcome, settings.budget_s)])
             rec = {**rec, "kind": "cnn"}
             if rec.get("status") != "ok" or rec.get("reason"):
                 progress(f"      -> {rec.get('status')}: {rec.get('reason', '')}")

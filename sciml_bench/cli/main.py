@@ -8,6 +8,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -26,9 +27,9 @@ class UserError(click.ClickException):
 
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
-        from sciml_bench.reference import ReferenceError
-        from sciml_bench.results import ResultsError
-        from sciml_bench.spec import ProblemError
+        from sciml_bench.problem.reference import ReferenceError
+        from sciml_bench.problem.spec import ProblemError
+        from sciml_bench.results.store import ResultsError
 
         debug = "--debug" in sys.argv
         try:
@@ -67,7 +68,7 @@ def main(debug: bool) -> None:
 
 
 def _load_problem(name: str | None, problem_file: str | None) -> Any:
-    from sciml_bench import spec
+    from sciml_bench.problem import spec
 
     if problem_file:
         return spec.load(problem_file)
@@ -77,7 +78,7 @@ def _load_problem(name: str | None, problem_file: str | None) -> Any:
 
 
 def _rtols(tolerances: str | None, sweep: bool) -> list[float] | None:
-    from sciml_bench.runner import SWEEP_RTOLS
+    from sciml_bench.run.runner import SWEEP_RTOLS
 
     if sweep:
         return list(SWEEP_RTOLS)
@@ -131,31 +132,7 @@ def _rtols(tolerances: str | None, sweep: bool) -> list[float] | None:
 @click.option("--steps", type=click.IntRange(1, 10**6), help="CNN: steps per epoch.")
 @click.option("--epochs", type=click.IntRange(1, 1000), help="CNN: measured epochs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON on stdout.")
-def run(
-    problems: tuple[str, ...],
-    problem_files: tuple[str, ...],
-    backend_names: tuple[str, ...],
-    solvers: tuple[str, ...],
-    gradients: tuple[str, ...],
-    tolerances: str | None,
-    sweep: bool,
-    cold: int | None,
-    repeats: int | None,
-    budget: float | None,
-    max_steps: int | None,
-    threads: int | None,
-    quick: bool,
-    out: str,
-    refresh_reference: bool,
-    device: str,
-    dataset: str,
-    image_size: int | None,
-    channels: int | None,
-    batch_size: int | None,
-    steps: int | None,
-    epochs: int | None,
-    as_json: bool,
-) -> None:
+def run(**options: Any) -> None:
     """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend.
 
     The name `cnn` runs the CNN training baselines instead (torch-eager,
@@ -177,23 +154,94 @@ def run(
       sciml-bench run --problem-file my.toml --tolerances 1e-4,1e-6,1e-8
       sciml-bench run cnn --quick -b torch-eager -b jax
     """
-    from sciml_bench import backends, environment, reference, report, runner
-    from sciml_bench.results import ResultsWriter, new_path
+    opts = RunOptions(**options)
+    plan = _plan_run(opts)
+    records, path = _execute(plan, opts)
+    if opts.as_json:
+        from sciml_bench.results.table import json_record
 
-    with_cnn = "cnn" in problems
-    problems = tuple(p for p in problems if p != "cnn")
-    if not problems and not problem_files and not with_cnn:
+        click.echo(json.dumps([json_record(r) for r in records], indent=2, default=str))
+    else:
+        from sciml_bench.results.table import table
+
+        click.echo(table(records))
+    click.echo(f"\nsaved {len(records)} case(s) to {path}", err=True)
+
+
+@dataclass
+class RunOptions:
+    """``sciml-bench run``'s options, as click parsed them."""
+
+    problems: tuple[str, ...]
+    problem_files: tuple[str, ...]
+    backend_names: tuple[str, ...]
+    solvers: tuple[str, ...]
+    gradients: tuple[str, ...]
+    tolerances: str | None
+    sweep: bool
+    cold: int | None
+    repeats: int | None
+    budget: float | None
+    max_steps: int | None
+    threads: int | None
+    quick: bool
+    out: str
+    refresh_reference: bool
+    device: str
+    dataset: str
+    image_size: int | None
+    channels: int | None
+    batch_size: int | None
+    steps: int | None
+    epochs: int | None
+    as_json: bool
+
+
+@dataclass
+class RunPlan:
+    """What a run will do: the problems, the backends, the CNN jobs and the settings."""
+
+    problems: list[Any]
+    backend_names: list[str]
+    rtols: list[float] | None
+    cnn_jobs: list[dict[str, Any]]
+    settings: Any
+    label: str
+
+
+def _plan_run(o: RunOptions) -> RunPlan:
+    """Check every option against what exists, before anything runs."""
+    from sciml_bench import backends
+
+    with_cnn = "cnn" in o.problems
+    problems = tuple(p for p in o.problems if p != "cnn")
+    if not problems and not o.problem_files and not with_cnn:
         raise UserError("name a problem (see `sciml-bench list`) or pass --problem-file PATH")
     cnn_jobs = _cnn_jobs(
-        backend_names, quick, device, dataset,
-        {"image_size": image_size, "channels": channels, "batch_size": batch_size,
-         "steps_per_epoch": steps, "epochs": epochs},
+        o.backend_names, o.quick, o.device, o.dataset,
+        {"image_size": o.image_size, "channels": o.channels, "batch_size": o.batch_size,
+         "steps_per_epoch": o.steps, "epochs": o.epochs},
     ) if with_cnn else []  # fmt: skip
-    known = backends.names() + ([j["variant"] for j in cnn_jobs] if with_cnn else [])
-    for n in backend_names:
+    known = backends.names() + [j["variant"] for j in cnn_jobs]
+    for n in o.backend_names:
         if n not in known:
             raise UserError(f"unknown backend {n!r}; choose from {', '.join(known)}")
-    names = [n for n in backend_names if n in backends.REGISTRY] or backends.names()
+    names = [n for n in o.backend_names if n in backends.REGISTRY] or backends.names()
+    _check_offered(names, o.solvers, o.gradients)
+    if o.device == "cuda" and problems + o.problem_files:
+        raise UserError("--device cuda applies to the CNN baselines; the ODE backends run on the CPU")
+    loaded = [_load_problem(None, f) for f in o.problem_files] + [
+        _load_problem(p, None) for p in problems
+    ]
+    rtols = _rtols(o.tolerances, o.sweep)
+    label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
+    return RunPlan(loaded, names, rtols, cnn_jobs, _settings(o, rtols), label)
+
+
+def _check_offered(names: list[str], solvers: Sequence[str], gradients: Sequence[str]) -> None:
+    """Each --solver and --gradient must be offered by at least one chosen backend."""
+    from sciml_bench import backends
+
     offered = {n: backends.get(n) for n in names}
     for flag, wanted, pool in (
         ("--solver", solvers, {s for b in offered.values() for s in b.solvers()}),
@@ -205,57 +253,58 @@ def run(
                     f"{flag} {w!r} is offered by none of {', '.join(names)}; "
                     f"choose from {', '.join(sorted(pool))}"
                 )
-    if device == "cuda" and problems + problem_files:
-        raise UserError("--device cuda applies to the CNN baselines; the ODE backends run on the CPU")
-    loaded = [_load_problem(None, f) for f in problem_files] + [
-        _load_problem(p, None) for p in problems
-    ]
-    settings = runner.Settings()
-    if quick:
-        settings = runner.Settings(cold=1, repeats=3, budget_s=120.0, steady_budget_s=5.0)
-    if cold:
-        settings.cold = cold
-    if repeats:
-        settings.repeats = repeats
-    if budget:
-        settings.budget_s = budget
-    settings.threads = threads
-    rtols = _rtols(tolerances, sweep)
-    if rtols and len(rtols) > 1 and cold is None:
-        settings.cold = 1  # a sweep measures steady state per rung
 
-    label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
-    path = new_path(out, label)
+
+def _settings(o: RunOptions, rtols: list[float] | None) -> Any:
+    from sciml_bench.run import runner
+
+    settings = runner.Settings()
+    if o.quick:
+        settings = runner.Settings(cold=1, repeats=3, budget_s=120.0, steady_budget_s=5.0)
+    if o.cold:
+        settings.cold = o.cold
+    if o.repeats:
+        settings.repeats = o.repeats
+    if o.budget:
+        settings.budget_s = o.budget
+    settings.threads = o.threads
+    if rtols and len(rtols) > 1 and o.cold is None:
+        settings.cold = 1  # a sweep measures steady state per rung
+    return settings
+
+
+def _execute(plan: RunPlan, o: RunOptions) -> tuple[list[dict[str, Any]], Any]:
+    """Run the plan into one results file; every finished case is on disk as it ends."""
+    from sciml_bench.measure import environment
+    from sciml_bench.problem import reference
+    from sciml_bench.results.store import ResultsWriter, new_path
+    from sciml_bench.run import runner
+
+    path = new_path(o.out, plan.label)
     try:
         writer = ResultsWriter(
             path,
-            environment.capture({"worker_threads": threads}),
+            environment.capture({"worker_threads": o.threads}),
             "sciml-bench " + shlex.join(sys.argv[1:]),
         )
     except OSError as e:
         raise UserError(
-            f"cannot write results to {out!r}: {e.strerror or e}; choose a writable folder with --out"
+            f"cannot write results to {o.out!r}: {e.strerror or e}; choose a writable folder with --out"
         ) from None
     click.echo(f"results: {path}", err=True)
     records: list[dict[str, Any]] = []
     try:
-        for problem in loaded:
+        for problem in plan.problems:
             click.echo(f"reference for {problem.name} ...", err=True)
-            ref = reference.get(problem, refresh=refresh_reference)
-            click.echo(
-                f"reference: {'cached' if ref.cached else f'built in {ref.build_s:.1f} s'}"
-                + (
-                    f"; FD vs complex step agree to {ref.complex_step_agreement:.1e}"
-                    if ref.complex_step_agreement is not None
-                    else ""
-                ),
-                err=True,
-            )
+            ref = reference.get(problem, refresh=o.refresh_reference)
+            click.echo(_reference_line(ref), err=True)
             compiled = reference.compile_problem(problem, ref)
-            cases = runner.plan(compiled, names, solvers, gradients, rtols, max_steps)
-            records += runner.run(compiled, ref, cases, writer, settings)
-        if cnn_jobs:
-            records += runner.run_cnn(cnn_jobs, writer, settings)
+            cases = runner.plan(
+                compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps
+            )
+            records += runner.run(compiled, ref, cases, writer, plan.settings)
+        if plan.cnn_jobs:
+            records += runner.run_cnn(plan.cnn_jobs, writer, plan.settings)
     except runner.Interrupt as e:
         click.echo(str(e), err=True)
         sys.exit(EXIT_INTERRUPTED)
@@ -273,11 +322,14 @@ def run(
             path.unlink(missing_ok=True)
         raise
     writer.finish("complete")
-    if as_json:
-        click.echo(json.dumps([report.json_record(r) for r in records], indent=2, default=str))
-    else:
-        click.echo(report.table(records))
-    click.echo(f"\nsaved {len(records)} case(s) to {path}", err=True)
+    return records, path
+
+
+def _reference_line(ref: Any) -> str:
+    built = "cached" if ref.cached else f"built in {ref.build_s:.1f} s"
+    if ref.complex_step_agreement is None:
+        return f"reference: {built}"
+    return f"reference: {built}; FD vs complex step agree to {ref.complex_step_agreement:.1e}"
 
 
 def _cnn_jobs(
@@ -286,7 +338,7 @@ def _cnn_jobs(
     from sciml_bench import cnn
 
     if device == "cuda":
-        from sciml_bench.memory import gpu_count
+        from sciml_bench.measure.memory import gpu_count
 
         if not gpu_count():
             raise UserError(
@@ -306,7 +358,8 @@ def _cnn_jobs(
 @click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON.")
 def show(files: tuple[str, ...], as_json: bool) -> None:
     """Print the table of one or more results files again."""
-    from sciml_bench import report, results
+    from sciml_bench.results import store as results
+    from sciml_bench.results import table as report
 
     for f in files:
         run = results.read(f)
@@ -326,7 +379,8 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_(as_json: bool) -> None:
     """List problems (size, stiffness, description) and backends (availability)."""
-    from sciml_bench import backends, spec
+    from sciml_bench import backends
+    from sciml_bench.problem import spec
 
     probs = []
     for name in spec.available_problems():
@@ -374,7 +428,7 @@ def list_(as_json: bool) -> None:
               show_default=True)
 def codegen(problem: str | None, problem_file: str | None, target: str) -> None:
     """Print the exact code a backend runs for PROBLEM, to audit fairness."""
-    from sciml_bench import codegen as cg
+    from sciml_bench.problem import codegen as cg
 
     click.echo(cg.generate(_load_problem(problem, problem_file), target), nl=False)
 
@@ -386,7 +440,7 @@ def codegen(problem: str | None, problem_file: str | None, target: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print t, y, loss and gradient as JSON.")
 def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, as_json: bool) -> None:
     """Compute (or read from cache) the tight reference solution and gradient."""
-    from sciml_bench import reference
+    from sciml_bench.problem import reference
 
     p = _load_problem(problem, problem_file)
     ref = reference.get(p, refresh=refresh)
@@ -415,8 +469,8 @@ def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, 
 
 
 def _register_commands() -> None:
-    from sciml_bench.cli_julia import julia
-    from sciml_bench.cli_report import register
+    from sciml_bench.cli.julia import julia
+    from sciml_bench.cli.report import register
 
     main.add_command(julia)
     register(main)

@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench import codegen
-from sciml_bench.compiled import CompiledProblem
-from sciml_bench.loss import loss_arrays
-from sciml_bench.spec import Problem
+from sciml_bench.problem import codegen
+from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.loss import loss_arrays
+from sciml_bench.problem.spec import Problem
 
 #: bump when the reference algorithm changes, so old cache entries are not reused
 REFERENCE_VERSION = 2

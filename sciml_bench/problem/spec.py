@@ -3,7 +3,7 @@
 A problem file declares states with initial values, parameters (the
 quantities differentiated), one expression string per state, the time span
 and save points, tolerances and the loss. Expressions go through the
-whitelist parser in :mod:`sciml_bench.expr`; nothing in a file is executed.
+whitelist parser in :mod:`sciml_bench.problem.expr`; nothing in a file is executed.
 
 Every validation failure is a :class:`ProblemError` naming the file, the key
 and the reason.
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from sciml_bench import expr
+from sciml_bench.problem import expr
 
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 #: names the generated code or the grammar itself uses
@@ -175,7 +175,7 @@ def problems_dir() -> Path:
     env = os.environ.get("SCIML_BENCH_PROBLEMS")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "problems"
+    return Path(__file__).resolve().parents[2] / "problems"
 
 
 def available_problems() -> list[str]:
