@@ -363,34 +363,85 @@ def _save_points(r: _Reader, t0: float, t1: float) -> list[float]:
 
 
 def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
-    """Validate an already-parsed problem table."""
+    """Validate an already-parsed problem table, one section at a time (in file order,
+    so the first error reported is the first one a reader meets)."""
     r = _Reader(data, source)
+    _check_keys(r, data)
+    name, description, stiff = _header(r)
+    states, y0 = _state(r)
+    params, theta0, log_params = _parameters(r, data, states)
+    eqs = _equation_table(r, states)
+    symbols = expr.symbols([*states, *params, "t"])
+    networks = _attach_networks(r, symbols, params, theta0, log_params)
+    n_mech = len(params) - sum(n.n_params for n in networks)
+    rhs = _equations(r, eqs, states, symbols)
+    t_span, t_save = _time(r)
+    rtol = r.number("tolerances.rtol", 1e-6, positive=True)
+    atol = r.number("tolerances.atol", 1e-10, positive=True)
+    max_steps = r.integer("solver.max_steps", 100_000, lo=10, hi=10**8)
+    loss = _loss(r, states, params, theta0, symbols, n_mech)
+    return Problem(
+        name=name,
+        description=description,
+        stiff=stiff,
+        state_names=tuple(states),
+        y0=tuple(y0),
+        param_names=tuple(params),
+        theta0=tuple(theta0),
+        log_params=tuple(log_params),
+        rhs=tuple(rhs),
+        t_span=t_span,
+        t_save=tuple(t_save),
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        loss=loss,
+        reference=_reference(r),
+        networks=tuple(networks),
+        n_mech_params=n_mech,
+        source=source,
+        content=_canonical(data),
+    )
+
+
+_TOP_KEYS = (
+    "name", "description", "stiff", "state", "parameters", "equations",
+    "time", "tolerances", "solver", "loss", "reference", "networks",
+)  # fmt: skip
+
+
+def _check_keys(r: _Reader, data: Any) -> None:
+    """No unknown top-level key or section key: a typo must not pass silently."""
     if not isinstance(data, Mapping):
         raise r.fail("toml", "expected a table at the top level")
-    known_top = {
-        "name", "description", "stiff", "state", "parameters", "equations",
-        "time", "tolerances", "solver", "loss", "reference", "networks",
-    }
     for k in data:
-        if k not in known_top:
-            raise r.fail(str(k), f"unknown key (allowed: {', '.join(sorted(known_top))})")
-
+        if k not in _TOP_KEYS:
+            raise r.fail(str(k), f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
     for section, allowed in _SECTION_KEYS.items():
         r.only(section, allowed)
+
+
+def _header(r: _Reader) -> tuple[str, str, bool]:
     name = r.string("name")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
         raise r.fail("name", f"{name!r}: use letters, digits, '-', '_' or '.'")
-    description = r.string("description", "")
-    stiff = r.boolean("stiff")
+    return name, r.string("description", ""), r.boolean("stiff")
 
+
+def _state(r: _Reader) -> tuple[list[str], list[float]]:
     state_list = r.get("state.names")
     if not isinstance(state_list, list) or not state_list:
         raise r.fail("state.names", "expected a non-empty array of names")
     if len(state_list) > MAX_STATES:
         raise r.fail("state.names", f"more than {MAX_STATES} states")
     states = _names(r, "state.names", state_list)
-    y0 = r.numbers("state.initial", length=len(states))
+    return states, r.numbers("state.initial", length=len(states))
 
+
+def _parameters(
+    r: _Reader, data: Mapping[str, Any], states: list[str]
+) -> tuple[list[str], list[float], list[bool]]:
+    """Named parameters, their values and whether they are differentiated in log space."""
     params_table = r.table("parameters", {})
     if not params_table and "networks" not in data:
         raise r.fail("parameters", "declare at least one parameter to differentiate")
@@ -416,15 +467,18 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
     clash = set(states) & set(params)
     if clash:
         raise r.fail("parameters", f"names used for both states and parameters: {sorted(clash)}")
+    return params, theta0, log_params
 
-    eqs = r.table("equations")
-    missing = [s for s in states if s not in eqs]
-    if missing:
-        raise r.fail("equations", f"no equation for state(s) {missing}")
-    extra_eqs = [k for k in eqs if k not in states]
-    if extra_eqs:
-        raise r.fail("equations", f"equation(s) for undeclared state(s) {extra_eqs}")
-    symbols = expr.symbols([*states, *params, "t"])
+
+def _attach_networks(
+    r: _Reader,
+    symbols: dict[str, Any],
+    params: list[str],
+    theta0: list[float],
+    log_params: list[bool],
+) -> list[Network]:
+    """Parse ``[networks.*]``; their outputs become symbols and their weights parameters
+    (appended after the named ones, in natural space)."""
     networks = _networks(r, symbols, offset=len(params))
     for net in networks:
         for out in net.outputs:
@@ -435,91 +489,96 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
         theta0 += values
         log_params += [False] * len(values)
         params += names
-    n_mech = len(params) - sum(n.n_params for n in networks)
+    return networks
+
+
+def _equation_table(r: _Reader, states: list[str]) -> Mapping[str, Any]:
+    """``[equations]``: exactly one expression per declared state."""
+    eqs = r.table("equations")
+    missing = [s for s in states if s not in eqs]
+    if missing:
+        raise r.fail("equations", f"no equation for state(s) {missing}")
+    extra_eqs = [k for k in eqs if k not in states]
+    if extra_eqs:
+        raise r.fail("equations", f"equation(s) for undeclared state(s) {extra_eqs}")
+    return eqs
+
+
+def _equations(
+    r: _Reader, eqs: Mapping[str, Any], states: list[str], symbols: Mapping[str, Any]
+) -> list[sympy.Expr]:
     rhs: list[sympy.Expr] = []
     for s in states:
         try:
             rhs.append(expr.parse(eqs[s], symbols))
         except expr.ExprError as e:
             raise r.fail(f"equations.{s}", str(e)) from None
+    return rhs
 
+
+def _time(r: _Reader) -> tuple[tuple[float, float], list[float]]:
     t0, t1 = r.numbers("time.span", length=2)
     if not t1 > t0:
         raise r.fail("time.span", "the end must be after the start")
-    t_save = _save_points(r, t0, t1)
+    return (t0, t1), _save_points(r, t0, t1)
 
-    rtol = r.number("tolerances.rtol", 1e-6, positive=True)
-    atol = r.number("tolerances.atol", 1e-10, positive=True)
-    max_steps = r.integer("solver.max_steps", 100_000, lo=10, hi=10**8)
 
+def _loss(
+    r: _Reader,
+    states: list[str],
+    params: list[str],
+    theta0: list[float],
+    symbols: Mapping[str, Any],
+    n_mech: int,
+) -> Loss:
+    """``final`` (L = Σ w_j y_j(t_end)) or ``fit`` (least squares against a truth)."""
     kind = r.string("loss.kind")
     if kind == "final":
         weights = r.numbers("loss.weights", length=len(states))
         if not any(weights):
             raise r.fail("loss.weights", "all weights are zero: the loss would be constant")
-        loss = Loss("final", weights=tuple(weights))
-    elif kind == "fit":
-        truth_table = r.table("loss.truth", {})
-        unknown = [k for k in truth_table if k not in params[:n_mech]]
-        if unknown:
-            raise r.fail("loss.truth", f"unknown parameter(s) {unknown}")
-        truth = [
-            r.number(f"loss.truth.{p}") if p in truth_table else theta0[i]
-            for i, p in enumerate(params)
-        ]
-        weighting = r.string("loss.weighting", "scaled")
-        if weighting not in ("scaled", "sum"):
-            raise r.fail("loss.weighting", "use 'scaled' (per-state) or 'sum' (plain squares)")
-        truth_rhs: list[sympy.Expr] = []
-        if "truth_equations" in r.table("loss"):
-            teqs = r.table("loss.truth_equations")
-            if sorted(teqs) != sorted(states):
-                raise r.fail("loss.truth_equations", f"give one equation per state {states}")
-            plain = {k: v for k, v in symbols.items() if k in (*states, *params[:n_mech], "t")}
-            for st in states:
-                try:
-                    truth_rhs.append(expr.parse(teqs[st], plain))
-                except expr.ExprError as e:
-                    raise r.fail(f"loss.truth_equations.{st}", str(e)) from None
-        elif truth == theta0:
-            raise r.fail(
-                "loss.truth",
-                "the truth equals the initial parameters, so the fit loss and its "
-                "gradient are zero there; perturb at least one parameter",
-            )
-        loss = Loss("fit", truth=tuple(truth), weighting=weighting, truth_rhs=tuple(truth_rhs))
-    else:
+        return Loss("final", weights=tuple(weights))
+    if kind != "fit":
         raise r.fail("loss.kind", f"unknown kind {kind!r}; use 'fit' or 'final'")
+    truth_table = r.table("loss.truth", {})
+    unknown = [k for k in truth_table if k not in params[:n_mech]]
+    if unknown:
+        raise r.fail("loss.truth", f"unknown parameter(s) {unknown}")
+    truth = [
+        r.number(f"loss.truth.{p}") if p in truth_table else theta0[i]
+        for i, p in enumerate(params)
+    ]
+    weighting = r.string("loss.weighting", "scaled")
+    if weighting not in ("scaled", "sum"):
+        raise r.fail("loss.weighting", "use 'scaled' (per-state) or 'sum' (plain squares)")
+    truth_rhs: list[sympy.Expr] = []
+    if "truth_equations" in r.table("loss"):
+        teqs = r.table("loss.truth_equations")
+        if sorted(teqs) != sorted(states):
+            raise r.fail("loss.truth_equations", f"give one equation per state {states}")
+        plain = {k: v for k, v in symbols.items() if k in (*states, *params[:n_mech], "t")}
+        for st in states:
+            try:
+                truth_rhs.append(expr.parse(teqs[st], plain))
+            except expr.ExprError as e:
+                raise r.fail(f"loss.truth_equations.{st}", str(e)) from None
+    elif truth == theta0:
+        raise r.fail(
+            "loss.truth",
+            "the truth equals the initial parameters, so the fit loss and its "
+            "gradient are zero there; perturb at least one parameter",
+        )
+    return Loss("fit", truth=tuple(truth), weighting=weighting, truth_rhs=tuple(truth_rhs))
 
+
+def _reference(r: _Reader) -> dict[str, Any]:
     reference = dict(r.table("reference", {}))
     if "method" in reference and reference["method"] not in ("Radau", "BDF"):
         raise r.fail("reference.method", "use 'Radau' or 'BDF'")
     for k in ("rtol", "atol", "fd_step"):
         if k in reference:
             r.number(f"reference.{k}", positive=True)
-
-    return Problem(
-        name=name,
-        description=description,
-        stiff=stiff,
-        state_names=tuple(states),
-        y0=tuple(y0),
-        param_names=tuple(params),
-        theta0=tuple(theta0),
-        log_params=tuple(log_params),
-        rhs=tuple(rhs),
-        t_span=(t0, t1),
-        t_save=tuple(t_save),
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        loss=loss,
-        reference=reference,
-        networks=tuple(networks),
-        n_mech_params=n_mech,
-        source=source,
-        content=_canonical(data),
-    )
+    return reference
 
 
 def _networks(r: _Reader, symbols: Mapping[str, sympy.Symbol], offset: int) -> list[Network]:
