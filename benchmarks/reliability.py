@@ -28,9 +28,11 @@ os.environ.setdefault("SCIML_BENCH_CACHE", tempfile.mkdtemp(prefix="sciml-bench-
 
 import psutil  # noqa: E402
 
-from sciml_bench import backends, reference, results, runner, spec  # noqa: E402
+from sciml_bench import backends, results  # noqa: E402
 from sciml_bench.measure.status import Status  # noqa: E402
+from sciml_bench.problem import reference, spec  # noqa: E402
 from sciml_bench.results.store import ResultsWriter  # noqa: E402
+from sciml_bench.run import runner  # noqa: E402
 from sciml_bench.run.executor import LocalExecutor  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
