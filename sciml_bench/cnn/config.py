@@ -196,6 +196,7 @@ def resnet_blocks(cfg: CNNConfig) -> list[tuple[int, int, int]]:
 def has_shortcut_conv(c_in: int, c_out: int, stride: int) -> bool:
     return stride != 1 or c_in != c_out
 
+
 #: Named sizes. ``gpu`` mirrors ApX's comparison (224x224x3, batch 32, 5 measured epochs
 #: of 100 steps plus one warm-up epoch); ``cpu`` finishes in minutes on two cores;
 #: ``quick`` is for tests and CI (seconds per variant, except torch.compile's compile).

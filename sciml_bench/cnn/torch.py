@@ -57,7 +57,9 @@ def resnet_classes() -> tuple[type, type]:
             w0 = cfg.resnet_widths[0]
             self.stem = nn.Conv2d(cfg.channels, w0, 3, 1, 1, bias=False)
             self.stem_bn = bn(w0)
-            self.blocks = nn.Sequential(*(BasicBlock(i, o, s, bn) for i, o, s in resnet_blocks(cfg)))
+            self.blocks = nn.Sequential(
+                *(BasicBlock(i, o, s, bn) for i, o, s in resnet_blocks(cfg))
+            )
             self.fc = nn.Linear(cfg.resnet_widths[-1], cfg.n_classes)
 
         def convs_and_bns(self) -> list[tuple[Any, Any]]:
@@ -85,7 +87,9 @@ def build_resnet(cfg: CNNConfig) -> Any:
     p = init_params(cfg)
     with torch.no_grad():
         pairs = model.convs_and_bns()
-        for (conv, bn), w, g, b in zip(pairs, p["conv_w"], p["bn_gamma"], p["bn_beta"], strict=True):
+        for (conv, bn), w, g, b in zip(
+            pairs, p["conv_w"], p["bn_gamma"], p["bn_beta"], strict=True
+        ):
             conv.weight.copy_(torch.from_numpy(w))
             bn.weight.copy_(torch.from_numpy(g))
             bn.bias.copy_(torch.from_numpy(b))

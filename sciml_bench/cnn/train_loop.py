@@ -525,7 +525,9 @@ def precision_note(precision: str, device: str) -> str:
 def policy_text(precision: str, device: str, bf16_how: str) -> str:
     """The ``precision_policy`` of a row: what ran, in words."""
     if precision == "bf16":
-        return f"{bf16_how}; float32 parameters and optimizer state; no loss scaling (bf16 needs none)"
+        return (
+            f"{bf16_how}; float32 parameters and optimizer state; no loss scaling (bf16 needs none)"
+        )
     if device != "cuda":
         return "float32 (TF32 is a GPU mode: the CPU computes tf32 and fp32 alike)"
     return "float32, TF32 on for matmul and convolution" if precision == "tf32" else (
@@ -549,8 +551,10 @@ def compare_precision(rec: dict[str, Any], earlier: list[dict[str, Any]]) -> dic
                 out = {**rec, "accuracy_drop_vs_fp32": drop,
                        "precision_flagged": drop > PRECISION_TOLERANCE}  # fmt: skip
                 if out["precision_flagged"]:
-                    why = (f"{rec['precision']} accuracy {rec['accuracy']:.3f} is {drop:.3f} below "
-                           f"the {ref_precision} row's (tolerance {PRECISION_TOLERANCE})")
+                    why = (
+                        f"{rec['precision']} accuracy {rec['accuracy']:.3f} is {drop:.3f} below "
+                        f"the {ref_precision} row's (tolerance {PRECISION_TOLERANCE})"
+                    )
                     out["reason"] = f"{rec['reason']}; {why}" if rec.get("reason") else why
                 return out
     return rec
