@@ -232,6 +232,8 @@ def cnn_blocks(recs: list[dict[str, Any]], out: Path) -> list[Block]:
     if notes:
         blocks += [Para("Failures and notes:"), Notes(notes)]
     blocks.append(_figure(plots.cnn_figure(recs), out, "cnn"))
+    blocks.append(_figure(plots.cnn_curve_figure(recs), out, "cnn"))
+    blocks.append(_figure(plots.cnn_speed_figure(recs), out, "cnn"))
     return blocks
 
 
