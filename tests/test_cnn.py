@@ -213,3 +213,160 @@ def test_variant_uses_the_gpu(name):
     assert rec["status"] == "ok", rec["reason"]
     assert rec["device"] == "cuda"
     assert rec["vram_max_mb"] is not None and rec["alloc_peak_mb"] > 0
+
+
+# ---------------------------------------------------------------- second wave: options
+
+
+def test_old_config_reads_and_new_options_validate():
+    """A first-wave config (no second-wave keys) loads with today's meaning."""
+    old = {k: v for k, v in PRESETS["quick"].to_json().items()
+           if k not in ("model", "pipeline", "precision", "target_accuracy", "eval_every",
+                        "inference_calls", "inference_batch", "loader_workers",
+                        "resnet_widths", "resnet_blocks", "bn_momentum", "bn_eps")}  # fmt: skip
+    cfg = CNNConfig.from_json(old)
+    assert (cfg.model, cfg.pipeline, cfg.precision, cfg.tf32) == ("small", "device", "tf32", True)
+    for bad in ({"pipeline": "disk"}, {"precision": "fp16"}, {"model": "vgg"},
+                {"target_accuracy": 1.5}):  # fmt: skip
+        with pytest.raises(ValueError):
+            cfg.with_overrides(bad)
+    with pytest.raises(ValueError, match="stride-2"):
+        cfg.with_overrides({"model": "resnet18", "image_size": 4})
+
+
+def test_jobs_per_precision_reference_first():
+    js = jobs(True, "cpu", precisions=["bf16", "fp32"])
+    got = [(j["variant"], j["config"]["precision"], j["config"]["allow_tf32"]) for j in js]
+    assert got[:2] == [("torch-eager", "fp32", False), ("torch-eager", "bf16", True)]
+    assert len(js) == 2 * len(variants())
+    with pytest.raises(ValueError, match="unknown precision"):
+        jobs(True, precisions=["fp8"])
+    # CIFAR-style ResNet: 32x32 unless asked otherwise; quick keeps its size
+    assert jobs(False, "cpu", overrides={"model": "resnet18"})[0]["config"]["image_size"] == 32
+    big = jobs(False, "cpu", overrides={"model": "resnet18", "image_size": 64})
+    assert big[0]["config"]["image_size"] == 64
+
+
+def test_time_to_accuracy_and_precision_flag():
+    from sciml_bench.cnn.train_loop import compare_precision, time_to_accuracy
+
+    got = time_to_accuracy([4, 8, 12], [1.0, 2.0, 3.0], [0.5, 0.91, 0.95], 0.9)
+    assert got == {"target_reached": True, "time_to_accuracy_s": 2.0, "steps_to_accuracy": 8}
+    assert time_to_accuracy([4], [1.0], [0.5], 0.9)["target_reached"] is False
+    assert time_to_accuracy([4], [1.0], [0.5], None)["target_reached"] is None
+    base = {"status": "ok", "backend": "jax", "model": "small", "pipeline": "host",
+            "dataset": "synthetic", "device": "cpu", "image_size": 16, "epochs": 2,
+            "reason": ""}  # fmt: skip
+    fp32 = {**base, "precision": "fp32", "accuracy": 0.95}
+    ok = compare_precision({**base, "precision": "bf16", "accuracy": 0.94}, [fp32])
+    assert ok["accuracy_drop_vs_fp32"] == pytest.approx(0.01) and not ok["precision_flagged"]
+    bad = compare_precision({**base, "precision": "bf16", "accuracy": 0.90}, [fp32])
+    assert bad["precision_flagged"] and "0.050 below the fp32 row" in bad["reason"]
+    other = compare_precision(
+        {**base, "precision": "bf16", "accuracy": 0.5}, [{**fp32, "backend": "x"}]
+    )
+    assert "precision_flagged" not in other  # no reference row of the same variant
+
+
+def test_precision_note_for_cpu_bf16():
+    from sciml_bench.cnn.train_loop import cpu_has_bf16_matrix_units, precision_note
+
+    note = precision_note("bf16", "cpu")
+    amx = cpu_has_bf16_matrix_units()
+    assert (note == "") == (amx is True)
+    assert precision_note("bf16", "cuda") == "" and precision_note("fp32", "cpu") == ""
+
+
+def test_epoch_order_is_shared_and_reshuffles():
+    from sciml_bench.cnn.data import EpochOrder, epoch_order
+
+    cfg = PRESETS["quick"]
+    a, b = epoch_order(cfg, 1), epoch_order(cfg, 2)
+    assert sorted(a) == list(range(cfg.images_per_epoch)) and not np.array_equal(a, b)
+    sampler = EpochOrder(cfg)
+    sampler.epoch = 1
+    assert list(sampler) == a.tolist() and len(sampler) == cfg.images_per_epoch
+
+
+# ---------------------------------------------------------------- ResNet-18 in three frameworks
+
+
+def _frameworks_installed() -> list[str]:
+    return [n for n in ("torch-eager", "jax", "tensorflow") if variants()[n].available]
+
+
+@pytest.mark.slow
+def test_resnet18_is_the_same_model_everywhere():
+    """Equal parameter counts (11,173,962 for CIFAR ResNet-18 at 3 channels, 10 classes),
+    and, at reduced widths, the same logits from the shared initial weights."""
+    names = _frameworks_installed()
+    if len(names) < 2:
+        pytest.skip("fewer than two of torch, jax, tensorflow installed")
+    full = PRESETS["cpu"].with_overrides({"model": "resnet18", "image_size": 32})
+    small = PRESETS["quick"].with_overrides(
+        {"model": "resnet18", "resnet_widths": [4, 8, 8, 16], "image_size": 16}
+    )
+    x = np.random.default_rng(0).standard_normal((4, 16, 16, 1)).astype(np.float32)
+    counts, logits = {}, {}
+    if "torch-eager" in names:
+        import torch
+
+        from sciml_bench.cnn.torch import build_model
+
+        counts["torch"] = sum(p.numel() for p in build_model(full).parameters())
+        m = build_model(small).eval()
+        with torch.no_grad():
+            logits["torch"] = m(torch.from_numpy(x.transpose(0, 3, 1, 2).copy())).numpy()
+    if "jax" in names:
+        import equinox as eqx
+        import jax
+
+        from sciml_bench.cnn.jax import load_model_and_state
+
+        model, _ = load_model_and_state(full)
+        counts["jax"] = sum(a.size for a in jax.tree.leaves(eqx.filter(model, eqx.is_array)))
+        model, state = load_model_and_state(small)
+        logits["jax"] = np.asarray(model(x.transpose(0, 3, 1, 2), state, False)[0])
+    if "tensorflow" in names:
+        from sciml_bench.cnn.tensorflow import build_model as keras_model
+
+        counts["keras"] = sum(int(np.prod(v.shape)) for v in keras_model(full).trainable_variables)
+        logits["keras"] = np.asarray(keras_model(small)(x, training=False))
+    assert set(counts.values()) == {11_173_962}, counts
+    ref = next(iter(logits.values()))
+    for name, got in logits.items():
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+@pytest.mark.slow
+def test_host_pipeline_bf16_curve_and_inference():
+    """One real run per framework exercising the second wave's options together: the host
+    loaders with one shuffling seed, bf16, evaluation every 4 steps, a target, inference."""
+    over = {"pipeline": "host", "eval_every": 4, "target_accuracy": 0.5}
+    recs = {}
+    for job in jobs(True, "cpu", overrides=over, precisions=["bf16"]):
+        if job["variant"] in _frameworks_installed():
+            recs[job["variant"]] = run_in_fresh_process(job)
+    if not recs:
+        pytest.skip("none of torch, jax, tensorflow installed")
+    for name, rec in recs.items():
+        assert rec["status"] == "ok", (name, rec["reason"])
+        assert (rec["pipeline"], rec["precision"]) == ("host", "bf16")
+        assert "bfloat16" in rec["precision_policy"].lower()
+        assert rec["param_count"] == 9802  # the quick small CNN
+        assert 0 < rec["data_wait_s"] < rec["train_s"] + rec["warmup_epoch_s"]
+        assert rec["curve_steps"] == [4, 8, 12, 16, 20, 24]
+        assert rec["curve_train_s"] == sorted(rec["curve_train_s"])
+        assert rec["curve_train_s"][-1] <= rec["warmup_epoch_s"] + rec["train_s"] + 1e-6
+        assert rec["curve_accuracy"][-1] == rec["accuracy"] and rec["eval_s"] > 0
+        assert rec["target_reached"] is True
+        i = rec["curve_steps"].index(rec["steps_to_accuracy"])
+        assert rec["curve_accuracy"][i] >= 0.5 > max(rec["curve_accuracy"][:i], default=0)
+        assert rec["time_to_accuracy_s"] == rec["curve_train_s"][i]
+        assert 0 < rec["latency_p50_ms"] <= rec["latency_p99_ms"]
+        assert rec["inference_ips"] > 0 and rec["inference_batch"] == 64
+        assert rec["accuracy"] > rec["chance_accuracy"] + 0.3
+        json.dumps(rec)
+    # the same shuffled order and weights: the same first evaluation, up to bf16 rounding
+    first = [r["curve_accuracy"][0] for r in recs.values()]
+    assert max(first) - min(first) < 0.1, first

@@ -131,6 +131,17 @@ def _rtols(tolerances: str | None, sweep: bool) -> list[float] | None:
 @click.option("--batch-size", type=click.IntRange(1, 65536), help="CNN: batch size.")
 @click.option("--steps", type=click.IntRange(1, 10**6), help="CNN: steps per epoch.")
 @click.option("--epochs", type=click.IntRange(1, 1000), help="CNN: measured epochs.")
+@click.option("--model", "cnn_model", type=click.Choice(["small", "resnet18"]), default=None,
+              help="CNN: architecture [small]; resnet18 is CIFAR-style, 32x32 unless --image-size.")
+@click.option("--pipeline", type=click.Choice(["device", "host"]), default=None,
+              help="CNN: batches on the device before timing, or each framework's loader "
+              "from host memory [device].")
+@click.option("--precision", "precisions",
+              help="CNN: comma list of fp32, tf32, bf16; each runs [tf32: TF32 as on GPUs].")
+@click.option("--target-accuracy", type=click.FloatRange(0, 1, min_open=True),
+              help="CNN: held-out accuracy whose training time to reach is recorded.")
+@click.option("--eval-every", type=click.IntRange(1, 10**6),
+              help="CNN: evaluate every N steps for the accuracy curve [each epoch's end].")
 @click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON on stdout.")
 def run(**options: Any) -> None:
     """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend.
@@ -195,6 +206,11 @@ class RunOptions:
     steps: int | None
     epochs: int | None
     as_json: bool
+    cnn_model: str | None = None
+    pipeline: str | None = None
+    precisions: str | None = None
+    target_accuracy: float | None = None
+    eval_every: int | None = None
 
 
 @dataclass
@@ -220,7 +236,10 @@ def _plan_run(o: RunOptions) -> RunPlan:
     cnn_jobs = _cnn_jobs(
         o.backend_names, o.quick, o.device, o.dataset,
         {"image_size": o.image_size, "channels": o.channels, "batch_size": o.batch_size,
-         "steps_per_epoch": o.steps, "epochs": o.epochs},
+         "steps_per_epoch": o.steps, "epochs": o.epochs,
+         "model": o.cnn_model, "pipeline": o.pipeline, "target_accuracy": o.target_accuracy,
+         "eval_every": o.eval_every},
+        _precisions(o.precisions),
     ) if with_cnn else []  # fmt: skip
     known = backends.names() + [j["variant"] for j in cnn_jobs]
     for n in o.backend_names:
@@ -332,8 +351,22 @@ def _reference_line(ref: Any) -> str:
     return f"reference: {built}; FD vs complex step agree to {ref.complex_step_agreement:.1e}"
 
 
+def _precisions(text: str | None) -> list[str]:
+    """``--precision fp32,bf16`` as a list; a name not offered is a UserError."""
+    names = [p.strip() for p in (text or "").split(",") if p.strip()]
+    for p in names:
+        if p not in ("fp32", "tf32", "bf16"):
+            raise UserError(f"--precision {p!r}: choose from fp32, tf32, bf16 (comma-separated)")
+    return names
+
+
 def _cnn_jobs(
-    variants: Sequence[str], quick: bool, device: str, dataset: str, sizes: dict[str, Any]
+    variants: Sequence[str],
+    quick: bool,
+    device: str,
+    dataset: str,
+    sizes: dict[str, Any],
+    precisions: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     from sciml_bench import cnn
 
@@ -347,7 +380,7 @@ def _cnn_jobs(
             )
     overrides = {k: v for k, v in sizes.items() if v is not None}
     try:
-        jobs = cnn.jobs(quick, device, dataset, overrides)
+        jobs = cnn.jobs(quick, device, dataset, overrides, list(precisions))
     except ValueError as e:
         raise UserError(f"CNN configuration: {e}") from None
     return [j for j in jobs if not variants or j["variant"] in variants] or jobs

@@ -19,10 +19,20 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.cnn.config import PRESETS, CNNConfig
+from sciml_bench.cnn.config import PRECISIONS, PRESETS, RESNET_IMAGE_SIZE, CNNConfig
 from sciml_bench.cnn.data import DATASETS, digits_config
 
-__all__ = ["PRESETS", "CNNConfig", "VariantInfo", "jobs", "run_variant", "variants"]
+__all__ = [
+    "PRESETS", "CNNConfig", "VariantInfo", "compare_precision", "jobs", "run_variant", "variants",
+]  # fmt: skip
+
+
+def compare_precision(rec: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    """A finished row with its accuracy compared with its fp32 (else tf32) row among
+    ``earlier``: see :func:`sciml_bench.cnn.train_loop.compare_precision`."""
+    from sciml_bench.cnn.train_loop import compare_precision as compare
+
+    return compare(rec, earlier)
 
 
 @dataclass(frozen=True)
@@ -84,11 +94,16 @@ def jobs(
     device: str = "auto",
     dataset: str = "synthetic",
     overrides: dict[str, Any] | None = None,
+    precisions: tuple[str, ...] | list[str] = (),
 ) -> list[dict[str, Any]]:
-    """One JSON-able payload per variant, all with the same config.
+    """One JSON-able payload per variant (and per precision), all with the same config.
 
     ``overrides`` maps :class:`CNNConfig` field names to values (unknown names raise).
-    ``dataset="digits"`` fixes the image geometry to 8x8x1, 10 classes.
+    ``dataset="digits"`` fixes the image geometry to 8x8x1, 10 classes. ``model="resnet18"``
+    trains at :data:`~sciml_bench.cnn.config.RESNET_IMAGE_SIZE` unless an image size is
+    given (or the preset is ``quick``). ``precisions`` runs each variant once per
+    precision, fp32 and tf32 before bf16 so that a bf16 row can be compared with its
+    reference as it ends.
     """
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
@@ -96,18 +111,29 @@ def jobs(
         raise ValueError(f"unknown dataset {dataset!r}; choose from {DATASETS}")
     preset = preset_for(quick, device)
     cfg = PRESETS[preset].with_overrides(overrides)
+    if cfg.model == "resnet18" and preset != "quick" and "image_size" not in (overrides or {}):
+        cfg = cfg.with_overrides({"image_size": RESNET_IMAGE_SIZE})
     if dataset == "digits":
         cfg = digits_config(cfg)
+    unknown = [p for p in precisions if p not in PRECISIONS]
+    if unknown:
+        raise ValueError(f"unknown precision(s) {unknown}; choose from {', '.join(PRECISIONS)}")
+    ordered = [p for p in PRECISIONS if p in precisions] or [cfg.precision]
+    configs = [
+        cfg.with_overrides({"precision": p, "allow_tf32": p != "fp32" and cfg.allow_tf32})
+        for p in ordered
+    ]
     return [
         {
             "kind": "cnn",
             "variant": name,
             "preset": preset,
-            "config": cfg.to_json(),
+            "config": c.to_json(),
             "device": device,
             "dataset": dataset,
         }
         for name in variants()
+        for c in configs
     ]
 
 

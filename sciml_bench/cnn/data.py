@@ -2,7 +2,9 @@
 
 Images are channels-last, ``(N, H, W, C)`` float32; each framework converts its own
 copy to its preferred layout before the timed loop. One epoch is one pass over
-``x_train`` in a fixed order (no per-epoch reshuffle, so no framework pays for one).
+``x_train``: in a fixed order with ``pipeline="device"`` (no per-epoch reshuffle, so no
+framework pays for one); in the order :func:`epoch_order` draws with ``pipeline="host"``,
+where each framework's loader shuffles, all with the same seed.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sciml_bench.cnn.config import CNNConfig
+from sciml_bench.cnn.config import CNNConfig, has_shortcut_conv, resnet_blocks
 
 DATASETS = ("synthetic", "digits")
 
@@ -114,11 +116,51 @@ def digits_config(cfg: CNNConfig) -> CNNConfig:
     return cfg.with_overrides({"image_size": 8, "channels": 1, "n_classes": 10})
 
 
+def inference_images(data: Dataset, n: int) -> np.ndarray:
+    """``n`` held-out images (cycled when there are fewer) for the inference measurement."""
+    return np.resize(data.x_eval, (n, *data.x_eval.shape[1:]))
+
+
+def epoch_order(cfg: CNNConfig, epoch: int) -> np.ndarray:
+    """The training images' order in ``epoch`` for ``pipeline="host"``: one seed, every loader."""
+    return np.random.default_rng([cfg.seed, 2, epoch]).permutation(cfg.images_per_epoch)
+
+
+class EpochOrder:
+    """A sampler (any iterable with a length; torch's ``DataLoader`` takes one) that yields
+    :func:`epoch_order` of its current ``epoch``, set before each pass."""
+
+    def __init__(self, cfg: CNNConfig):
+        self.cfg, self.epoch = cfg, 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(epoch_order(self.cfg, self.epoch).tolist())
+
+    def __len__(self) -> int:
+        return self.cfg.images_per_epoch
+
+
+def resnet_convs(cfg: CNNConfig) -> list[tuple[int, int, int, int]]:
+    """Every ResNet convolution as ``(c_in, c_out, kernel, stride)`` in the canonical order
+    that :func:`init_params` and every framework's builder follow: the stem, then per block
+    ``conv1, conv2`` and, where it has one, the shortcut's ``conv1x1``. Each is followed by
+    batch norm."""
+    out = [(cfg.channels, cfg.resnet_widths[0], 3, 1)]
+    for c_in, c_out, stride in resnet_blocks(cfg):
+        out += [(c_in, c_out, 3, stride), (c_out, c_out, 3, 1)]
+        if has_shortcut_conv(c_in, c_out, stride):
+            out.append((c_in, c_out, 1, stride))
+    return out
+
+
 def init_params(cfg: CNNConfig) -> dict[str, list[np.ndarray]]:
     """Initial weights in NumPy, in torch's layouts; every framework loads these.
 
-    Returns ``{"conv_w": [(O, I, k, k), ...], "conv_b": [...], "dense_w": [(O, I), (O, I)],
-    "dense_b": [...]}``. The first dense layer's inputs are in (C, H, W) flatten order.
+    Small CNN: ``{"conv_w": [(O, I, k, k), ...], "conv_b": [...], "dense_w": [(O, I),
+    (O, I)], "dense_b": [...]}``; the first dense layer's inputs are in (C, H, W) flatten
+    order. ResNet-18: ``conv_w`` in :func:`resnet_convs` order (no biases), ``bn_gamma``
+    (ones) and ``bn_beta`` (zeros) per convolution (running mean 0, variance 1), and one
+    dense layer.
     """
     rng = np.random.default_rng(cfg.seed + 1)  # independent of the data stream
 
@@ -133,6 +175,16 @@ def init_params(cfg: CNNConfig) -> dict[str, list[np.ndarray]]:
             w = rng.uniform(-bound, bound, size=shape)
         return w.astype(np.float32)
 
+    if cfg.model == "resnet18":
+        convs = resnet_convs(cfg)
+        width = cfg.resnet_widths[-1]
+        return {
+            "conv_w": [weight((o, i, k, k), i * k * k, o * k * k) for i, o, k, _ in convs],
+            "bn_gamma": [np.ones(o, np.float32) for _, o, _, _ in convs],
+            "bn_beta": [np.zeros(o, np.float32) for _, o, _, _ in convs],
+            "dense_w": [weight((cfg.n_classes, width), width, cfg.n_classes)],
+            "dense_b": [np.zeros(cfg.n_classes, np.float32)],
+        }
     k = cfg.kernel_size
     params: dict[str, list[np.ndarray]] = {"conv_w": [], "conv_b": [], "dense_w": [], "dense_b": []}
     c_in = cfg.channels

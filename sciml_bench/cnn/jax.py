@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from typing import Any
 
 import numpy as np
 
-from sciml_bench.cnn.config import CNNConfig
-from sciml_bench.cnn.data import Dataset, init_params
-from sciml_bench.cnn.train_loop import Trainer, resolve_device
+from sciml_bench.cnn.config import CNNConfig, has_shortcut_conv, resnet_blocks
+from sciml_bench.cnn.data import Dataset, epoch_order, inference_images, init_params
+from sciml_bench.cnn.train_loop import Trainer, policy_text, resolve_device
 
 GPU_FIX = "pip install -U 'jax[cuda12]' (a CUDA build of jaxlib)"
 
@@ -48,6 +49,91 @@ def cnn_class() -> type:
     return CNN
 
 
+@functools.cache
+def resnet_class() -> type:
+    """The ResNet-18 as an Equinox module on a batch ``(N, C, H, W)`` (batch norm needs the
+    batch); the running statistics are state passed in and returned, as JAX wants.
+
+    Batch norm as torch's ``BatchNorm2d`` computes it: in training, normalise by the batch's
+    mean and biased variance and update ``running = (1 - m) * running + m * batch`` with the
+    unbiased variance; in evaluation, normalise by the running statistics. Statistics are
+    computed in float32 whatever the compute precision (as torch and Keras do).
+    """
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    class ResNet(eqx.Module):
+        convs: list
+        gammas: list
+        betas: list
+        fc_w: Any
+        fc_b: Any
+        blocks: tuple = eqx.field(static=True)
+        momentum: float = eqx.field(static=True)
+        eps: float = eqx.field(static=True)
+
+        def __call__(self, x: Any, state: Any, train: bool) -> tuple[Any, Any]:
+            new_state: list[Any] = []
+
+            def conv_bn(x: Any, i: int, stride: int) -> Any:
+                w = self.convs[i]
+                pad = w.shape[-1] // 2
+                y = jax.lax.conv_general_dilated(
+                    x, w, (stride, stride), [(pad, pad), (pad, pad)],
+                    dimension_numbers=("NCHW", "OIHW", "NCHW"),
+                )  # fmt: skip
+                y32 = y.astype(jnp.float32)
+                mean_r, var_r = state[i]
+                if train:
+                    mean, var = y32.mean(axis=(0, 2, 3)), y32.var(axis=(0, 2, 3))
+                    n = y.shape[0] * y.shape[2] * y.shape[3]
+                    m = self.momentum
+                    new_state.append(jax.lax.stop_gradient(
+                        ((1 - m) * mean_r + m * mean, (1 - m) * var_r + m * var * n / (n - 1))
+                    ))  # fmt: skip
+                else:
+                    mean, var = mean_r, var_r
+                    new_state.append(state[i])
+                scale = self.gammas[i].astype(jnp.float32) * jax.lax.rsqrt(var + self.eps)
+                shift = self.betas[i].astype(jnp.float32) - mean * scale
+                return (y32 * scale[:, None, None] + shift[:, None, None]).astype(y.dtype)
+
+            x = jax.nn.relu(conv_bn(x, 0, 1))
+            i = 1
+            for c_in, c_out, stride in self.blocks:
+                out = jax.nn.relu(conv_bn(x, i, stride))
+                out = conv_bn(out, i + 1, 1)
+                i += 2
+                if has_shortcut_conv(c_in, c_out, stride):
+                    x = conv_bn(x, i, stride)
+                    i += 1
+                x = jax.nn.relu(out + x)
+            x = x.mean(axis=(2, 3))  # global average pooling
+            return x @ self.fc_w.T + self.fc_b, new_state
+
+    return ResNet
+
+
+def load_resnet(cfg: CNNConfig) -> tuple[Any, Any]:
+    """The ResNet with the shared NumPy initial weights, and its initial batch-norm state."""
+    import jax.numpy as jnp
+
+    p = init_params(cfg)
+    model = resnet_class()(
+        [jnp.asarray(w) for w in p["conv_w"]],
+        [jnp.asarray(g) for g in p["bn_gamma"]],
+        [jnp.asarray(b) for b in p["bn_beta"]],
+        jnp.asarray(p["dense_w"][0]),
+        jnp.asarray(p["dense_b"][0]),
+        tuple(resnet_blocks(cfg)),
+        cfg.bn_momentum,
+        cfg.bn_eps,
+    )
+    state = [(jnp.zeros(len(g)), jnp.ones(len(g))) for g in p["bn_gamma"]]
+    return model, state
+
+
 def build_model(cfg: CNNConfig) -> Any:
     """The shared architecture as an Equinox module on one (C, H, W) image (own random init)."""
     import equinox as eqx
@@ -71,8 +157,15 @@ def build_model(cfg: CNNConfig) -> Any:
     return cnn_class()(convs, denses, pool)
 
 
+def load_model_and_state(cfg: CNNConfig) -> tuple[Any, Any]:
+    """Either architecture with the shared initial weights, and its batch-norm state."""
+    if cfg.model == "resnet18":
+        return load_resnet(cfg)
+    return load_model(cfg), []
+
+
 def load_model(cfg: CNNConfig) -> Any:
-    """The model with the shared NumPy initial weights.
+    """The small CNN with the shared NumPy initial weights.
 
     The skeleton is built abstractly (``filter_eval_shape``): Equinox's own random init
     would run op by op, costing seconds of setup for weights we then overwrite.
@@ -114,64 +207,131 @@ class JaxTrainer(Trainer):
         )
         dev = gpus[0] if self.device == "cuda" else jax.devices("cpu")[0]
         self._dev = dev
-        precision = "tensorfloat32" if cfg.allow_tf32 else "highest"
+        precision = "tensorfloat32" if cfg.tf32 else "highest"
         jax.config.update("jax_default_matmul_precision", precision)
 
-        self._cfg = cfg
-        params, static = eqx.partition(load_model(cfg), eqx.is_array)
+        self._cfg, self._data = cfg, data
+        model, bn_state = load_model_and_state(cfg)
+        params, static = eqx.partition(model, eqx.is_array)
+        self._static = static
         optim = optax.adam(cfg.learning_rate, b1=cfg.beta1, b2=cfg.beta2, eps=cfg.eps, eps_root=0.0)
         # all of the state committed to the device: the step's outputs are, and a mismatch
         # between first and later inputs would compile the step twice
-        self.state = jax.device_put((params, optim.init(params)), dev)
+        self.state = jax.device_put((params, optim.init(params), bn_state), dev)
+        bf16 = cfg.precision == "bf16"
 
-        def loss_fn(params: Any, x: Any, y: Any) -> Any:
-            logits = jax.vmap(eqx.combine(params, static))(x)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), logits
+        def compute(tree: Any) -> Any:
+            """bf16 copies of the float arrays for ``precision="bf16"`` (the float32 masters
+            stay in the state; the gradient flows back through the cast)."""
+            if not bf16:
+                return tree
+            return jax.tree.map(
+                lambda a: a.astype(jnp.bfloat16) if jnp.issubdtype(a.dtype, jnp.floating) else a,
+                tree,
+            )
+
+        def forward(params: Any, bn: Any, x: Any, train: bool) -> tuple[Any, Any]:
+            model = eqx.combine(compute(params), static)
+            if cfg.model == "resnet18":
+                logits, bn = model(compute(x), bn, train)
+            else:
+                logits = jax.vmap(model)(compute(x))
+            return logits.astype(jnp.float32), bn
+
+        def loss_fn(params: Any, bn: Any, x: Any, y: Any) -> Any:
+            logits, bn = forward(params, bn, x, True)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), bn
 
         def step(state: Any, x: Any, y: Any) -> Any:
-            params, opt_state = state
-            grads, _ = jax.grad(loss_fn, has_aux=True)(params, x, y)
+            params, opt_state, bn = state
+            grads, bn = jax.grad(loss_fn, has_aux=True)(params, bn, x, y)
             updates, opt_state = optim.update(grads, opt_state, params)
-            return optax.apply_updates(params, updates), opt_state
+            return optax.apply_updates(params, updates), opt_state, bn
 
-        def evaluate(params: Any, x: Any, y: Any) -> Any:
-            loss, logits = loss_fn(params, x, y)
-            return loss * len(y), jnp.sum(jnp.argmax(logits, axis=1) == y)
+        def evaluate(params: Any, bn: Any, x: Any, y: Any) -> Any:
+            logits, _ = forward(params, bn, x, False)
+            loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).sum()
+            return loss, jnp.sum(jnp.argmax(logits, axis=1) == y)
 
         # donating the old state lets XLA update in place, as torch does (CPU ignores it)
         self._step = jax.jit(step, donate_argnums=(0,) if self.device == "cuda" else ())
         self._eval = jax.jit(evaluate)
+        self._predict = jax.jit(lambda params, bn, x: forward(params, bn, x, False)[0])
 
         def put(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
             x_nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))  # torch's layout, as Equinox
             return jax.device_put(x_nchw, dev), jax.device_put(y, dev)
 
+        self._put = put
         bs = cfg.batch_size
-        self.train = [put(x, y) for x, y in data.batches(bs, "train")]
         self.eval = [put(x, y) for x, y in data.batches(bs, "eval")]
+        self.host = cfg.pipeline == "host"
+        if self.host:  # batching by hand from host memory, one batch ahead
+            self._order = epoch_order(cfg, 0)
+            self._ahead: Any = None
+        else:
+            self.train = [put(x, y) for x, y in data.batches(bs, "train")]
+
+    def _host_batch(self, i: int) -> Any:
+        """Gather batch ``i`` of this epoch's order on the host and start its copy (async)."""
+        t = time.perf_counter()
+        bs = self._cfg.batch_size
+        idx = self._order[i * bs : (i + 1) * bs]
+        out = self._put(self._data.x_train[idx], self._data.y_train[idx])
+        self.data_wait_s += time.perf_counter() - t
+        return out
+
+    def start_epoch(self, epoch: int) -> None:
+        if self.host:
+            self._order = epoch_order(self._cfg, epoch)
+            self._ahead = self._host_batch(0)
 
     def step(self, i: int) -> None:
-        x, y = self.train[i]
-        self.state = self._step(self.state, x, y)
+        if not self.host:
+            x, y = self.train[i]
+            self.state = self._step(self.state, x, y)
+            return
+        x, y = self._ahead
+        self.state = self._step(self.state, x, y)  # dispatched; the device works on it ...
+        if i + 1 < self._cfg.steps_per_epoch:  # ... while the host prepares the next batch
+            self._ahead = self._host_batch(i + 1)
 
     def sync(self) -> None:
         self._jax.block_until_ready(self.state)
-        self._jax.block_until_ready(self.train)
+        if not self.host:
+            self._jax.block_until_ready(self.train)
 
     def evaluate(self, initial: bool = False) -> tuple[float, float]:
         import equinox as eqx
 
-        params = self.state[0]
+        params, _, bn = self.state
         if initial:
-            params, _ = eqx.partition(load_model(self._cfg), eqx.is_array)
-            params = self._jax.device_put(params, self._dev)
+            model, bn = load_model_and_state(self._cfg)
+            params, _ = eqx.partition(model, eqx.is_array)
+            params, bn = self._jax.device_put((params, bn), self._dev)
         loss, correct, n = 0.0, 0, 0
         for x, y in self.eval:
-            batch_loss, batch_correct = self._eval(params, x, y)
+            batch_loss, batch_correct = self._eval(params, bn, x, y)
             loss += float(batch_loss)
             correct += int(batch_correct)
             n += len(y)
         return loss / n, correct / n
+
+    def predictor(self, n: int) -> Any:
+        params, _, bn = self.state
+        x, _ = self._put(inference_images(self._data, n), np.zeros(n, np.int32))
+
+        def call() -> Any:
+            return np.asarray(self._predict(params, bn, x))  # to the host: synchronises
+
+        return call
+
+    def param_count(self) -> int | None:
+        return sum(int(a.size) for a in self._jax.tree.leaves(self.state[0]))
+
+    def precision_policy(self) -> str:
+        how = "bfloat16 compute (parameters and inputs cast inside the jitted step)"
+        return policy_text(self._cfg.precision, self.device, how)
 
     def alloc_peak_mb(self) -> float | None:
         if self.device != "cuda":

@@ -12,13 +12,14 @@ up to ``eps * sqrt(1 - beta2**t)``, negligible at ``eps = 1e-8``.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import numpy as np
 
-from sciml_bench.cnn.config import CNNConfig
-from sciml_bench.cnn.data import Dataset, init_params
-from sciml_bench.cnn.train_loop import Trainer, resolve_device
+from sciml_bench.cnn.config import CNNConfig, has_shortcut_conv, resnet_blocks
+from sciml_bench.cnn.data import Dataset, epoch_order, inference_images, init_params
+from sciml_bench.cnn.train_loop import Trainer, policy_text, resolve_device
 
 GPU_FIX = "pip install 'tensorflow[and-cuda]' (TensorFlow's CUDA libraries)"
 
@@ -34,10 +35,55 @@ def load(request: str) -> None:
         tf.config.experimental.set_memory_growth(gpu, True)
 
 
+def build_resnet(cfg: CNNConfig) -> Any:
+    """The shared ResNet-18 in Keras (channels-last), weights from :func:`init_params`.
+
+    3x3 convolutions pad one pixel on every side explicitly (``ZeroPadding2D`` then
+    ``valid``), as torch and the JAX model do: Keras's ``same`` pads stride-2 convolutions
+    asymmetrically. Batch norm: ``momentum = 1 - bn_momentum`` (Keras's convention), the
+    same ``eps``; it normalises in float32 under the mixed policy, as the others do. One
+    difference kept because it is Keras's: its running variance averages the *biased*
+    batch variance (torch and the JAX model: unbiased, larger by ``n / (n - 1)``).
+    """
+    import keras
+
+    layers = keras.layers
+    pairs: list[tuple[Any, Any]] = []
+
+    def conv_bn(x: Any, c: int, k: int, stride: int) -> Any:
+        if k > 1:
+            x = layers.ZeroPadding2D(k // 2)(x)
+        conv = layers.Conv2D(c, k, strides=stride, padding="valid", use_bias=False)
+        bn = layers.BatchNormalization(momentum=1.0 - cfg.bn_momentum, epsilon=cfg.bn_eps)
+        pairs.append((conv, bn))
+        return bn(conv(x))
+
+    inputs = keras.Input((cfg.image_size, cfg.image_size, cfg.channels))
+    x = layers.ReLU()(conv_bn(inputs, cfg.resnet_widths[0], 3, 1))
+    for c_in, c_out, stride in resnet_blocks(cfg):
+        out = layers.ReLU()(conv_bn(x, c_out, 3, stride))
+        out = conv_bn(out, c_out, 3, 1)
+        if has_shortcut_conv(c_in, c_out, stride):
+            x = conv_bn(x, c_out, 1, stride)
+        x = layers.ReLU()(layers.Add()([out, x]))
+    x = layers.GlobalAveragePooling2D()(x)
+    fc = layers.Dense(cfg.n_classes)
+    model = keras.Model(inputs, fc(x))
+
+    p = init_params(cfg)
+    for (conv, bn), w, g, b in zip(pairs, p["conv_w"], p["bn_gamma"], p["bn_beta"], strict=True):
+        conv.set_weights([w.transpose(2, 3, 1, 0)])  # OIHW -> HWIO
+        bn.set_weights([g, b, np.zeros_like(g), np.ones_like(g)])
+    fc.set_weights([p["dense_w"][0].T, p["dense_b"][0]])
+    return model
+
+
 def build_model(cfg: CNNConfig) -> Any:
     """The shared architecture in Keras (channels-last), weights from :func:`init_params`."""
     import keras
 
+    if cfg.model == "resnet18":
+        return build_resnet(cfg)
     layers = keras.layers
     inputs = keras.Input((cfg.image_size, cfg.image_size, cfg.channels))
     x = inputs
@@ -80,7 +126,10 @@ class TensorFlowTrainer(Trainer):
             request, sees_gpu, f"tensorflow {tf.__version__}", GPU_FIX
         )
         self._tf_device = "/GPU:0" if self.device == "cuda" else "/CPU:0"
-        tf.config.experimental.enable_tensor_float_32_execution(cfg.allow_tf32)
+        tf.config.experimental.enable_tensor_float_32_execution(cfg.tf32)
+        if cfg.precision == "bf16":  # float32 variables, bfloat16 compute
+            keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        self._data = data
 
         with tf.device(self._tf_device):
             self.model = build_model(cfg)
@@ -97,22 +146,54 @@ class TensorFlowTrainer(Trainer):
                 return tf.identity(tf.constant(x)), tf.identity(tf.constant(y))
 
             bs = cfg.batch_size
-            self.train = [put(x, y) for x, y in data.batches(bs, "train")]
             self.eval = [put(x, y) for x, y in data.batches(bs, "eval")]
+        self.host = cfg.pipeline == "host"
+        if self.host:
+            # tf.data from host memory with prefetching; variables, not constants, so the
+            # images are not serialised into the pipeline's graph (a 2 GB limit)
+            with tf.device("/CPU:0"):
+                self._x_host = tf.Variable(data.x_train, trainable=False)
+                self._y_host = tf.Variable(data.y_train, trainable=False)
+            self._it: Any = None
+        else:
+            with tf.device(self._tf_device):
+                self.train = [put(x, y) for x, y in data.batches(bs, "train")]
+        self._eval_fns: dict[bool, Any] = {}
+        self._predict: Any = None
 
         model, optimizer = self.model, self.optimizer
 
         @tf.function(jit_compile=True)
         def step(x: Any, y: Any) -> None:
             with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(loss_of(model(x, training=True), y))
+                logits = tf.cast(model(x, training=True), tf.float32)
+                loss = tf.reduce_mean(loss_of(logits, y))
             grads = tape.gradient(loss, model.trainable_variables)
             optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
 
         self._step, self._cfg = step, cfg
 
+    def start_epoch(self, epoch: int) -> None:
+        if not self.host:
+            return
+        tf = self._tf
+        xh, yh = self._x_host, self._y_host
+        ds = (
+            tf.data.Dataset.from_tensor_slices(epoch_order(self._cfg, epoch))
+            .batch(self._cfg.batch_size, drop_remainder=True)
+            .map(lambda idx: (tf.gather(xh, idx), tf.gather(yh, idx)),
+                 num_parallel_calls=tf.data.AUTOTUNE)
+            .prefetch(tf.data.AUTOTUNE)
+        )  # fmt: skip
+        self._it = iter(ds)
+
     def step(self, i: int) -> None:
-        x, y = self.train[i]
+        if self.host:
+            t = time.perf_counter()
+            x, y = next(self._it)
+            self.data_wait_s += time.perf_counter() - t
+        else:
+            x, y = self.train[i]
         with self._tf.device(self._tf_device):
             self._step(x, y)
 
@@ -123,20 +204,44 @@ class TensorFlowTrainer(Trainer):
         tf = self._tf
         loss, correct, n = 0.0, 0, 0
         with tf.device(self._tf_device):
-            model = build_model(self._cfg) if initial else self.model
+            if initial not in self._eval_fns:  # made once: the curve evaluates many times
+                model = build_model(self._cfg) if initial else self.model
 
-            @tf.function(jit_compile=True)
-            def batch_eval(x: Any, y: Any) -> tuple[Any, Any]:
-                logits = model(x, training=False)
-                hits = tf.cast(tf.argmax(logits, axis=1, output_type=tf.int32) == y, tf.int32)
-                return tf.reduce_sum(loss_of(logits, y)), tf.reduce_sum(hits)
+                @tf.function(jit_compile=True)
+                def batch_eval(x: Any, y: Any) -> tuple[Any, Any]:
+                    logits = tf.cast(model(x, training=False), tf.float32)
+                    hits = tf.cast(tf.argmax(logits, axis=1, output_type=tf.int32) == y, tf.int32)
+                    return tf.reduce_sum(loss_of(logits, y)), tf.reduce_sum(hits)
 
+                self._eval_fns[initial] = batch_eval
+            batch_eval = self._eval_fns[initial]
             for x, y in self.eval:
                 batch_loss, batch_correct = batch_eval(x, y)
                 loss += float(batch_loss)
                 correct += int(batch_correct)
                 n += int(y.shape[0])
         return loss / n, correct / n
+
+    def predictor(self, n: int) -> Any:
+        tf = self._tf
+        model = self.model
+        if self._predict is None:
+            self._predict = tf.function(jit_compile=True)(lambda x: model(x, training=False))
+        with tf.device(self._tf_device):
+            x = tf.identity(tf.constant(inference_images(self._data, n)))
+
+        def call() -> Any:
+            with tf.device(self._tf_device):
+                return self._predict(x).numpy()  # to the host: synchronises
+
+        return call
+
+    def param_count(self) -> int | None:
+        return sum(int(np.prod(v.shape)) for v in self.model.trainable_variables)
+
+    def precision_policy(self) -> str:
+        how = "Keras mixed_precision policy mixed_bfloat16"
+        return policy_text(self._cfg.precision, self.device, how)
 
     def alloc_peak_mb(self) -> float | None:
         if self.device != "cuda":
@@ -164,6 +269,11 @@ class TensorFlowTrainer(Trainer):
             "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
             "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
             "adam_eps_form": "Keras: eps added to uncorrected sqrt(v)",
+            "keras_dtype_policy": keras.mixed_precision.global_policy().name,
+            "loader": "tf.data, prefetch(AUTOTUNE)" if self.host else None,
+            "bn_running_variance": "Keras: biased batch variance (torch, JAX: unbiased)"
+            if self._cfg.model == "resnet18"
+            else None,
         }
 
 

@@ -6,14 +6,16 @@ imports are absolute).
 
 from __future__ import annotations
 
+import functools
 import shutil
+import time
 from typing import Any
 
 import numpy as np
 
-from sciml_bench.cnn.config import CNNConfig
-from sciml_bench.cnn.data import Dataset, init_params
-from sciml_bench.cnn.train_loop import Trainer, Unavailable, resolve_device
+from sciml_bench.cnn.config import CNNConfig, has_shortcut_conv, resnet_blocks
+from sciml_bench.cnn.data import Dataset, EpochOrder, inference_images, init_params
+from sciml_bench.cnn.train_loop import Trainer, Unavailable, policy_text, resolve_device
 
 GPU_FIX = "pip install torch --index-url https://download.pytorch.org/whl/cu126 (a CUDA build)"
 
@@ -22,10 +24,87 @@ def load(request: str) -> None:
     import torch  # noqa: F401
 
 
-def build_model(cfg: CNNConfig) -> Any:
-    """The shared architecture as a ``torch.nn.Sequential``, weights from :func:`init_params`."""
+@functools.cache
+def resnet_classes() -> tuple[type, type]:
+    """The ResNet-18 module classes (made once, after torch is imported)."""
     import torch
     from torch import nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, c_in: int, c_out: int, stride: int, bn: Any):
+            super().__init__()
+            self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+            self.bn1 = bn(c_out)
+            self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+            self.bn2 = bn(c_out)
+            self.shortcut = (
+                nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), bn(c_out))
+                if has_shortcut_conv(c_in, c_out, stride)
+                else nn.Identity()
+            )
+
+        def forward(self, x: Any) -> Any:
+            out = torch.relu(self.bn1(self.conv1(x)))
+            return torch.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+    class ResNet(nn.Module):
+        def __init__(self, cfg: CNNConfig):
+            super().__init__()
+
+            def bn(c: int) -> Any:
+                return nn.BatchNorm2d(c, eps=cfg.bn_eps, momentum=cfg.bn_momentum)
+
+            w0 = cfg.resnet_widths[0]
+            self.stem = nn.Conv2d(cfg.channels, w0, 3, 1, 1, bias=False)
+            self.stem_bn = bn(w0)
+            self.blocks = nn.Sequential(
+                *(BasicBlock(i, o, s, bn) for i, o, s in resnet_blocks(cfg))
+            )
+            self.fc = nn.Linear(cfg.resnet_widths[-1], cfg.n_classes)
+
+        def convs_and_bns(self) -> list[tuple[Any, Any]]:
+            """(conv, its batch norm) in :func:`~sciml_bench.cnn.data.resnet_convs` order."""
+            out = [(self.stem, self.stem_bn)]
+            for b in self.blocks:
+                out += [(b.conv1, b.bn1), (b.conv2, b.bn2)]
+                if isinstance(b.shortcut, nn.Sequential):
+                    out.append((b.shortcut[0], b.shortcut[1]))
+            return out
+
+        def forward(self, x: Any) -> Any:
+            x = torch.relu(self.stem_bn(self.stem(x)))
+            x = self.blocks(x)
+            return self.fc(x.mean(dim=(2, 3)))  # global average pooling
+
+    return BasicBlock, ResNet
+
+
+def build_resnet(cfg: CNNConfig) -> Any:
+    """The shared ResNet-18 with the NumPy initial weights."""
+    import torch
+
+    model = resnet_classes()[1](cfg)
+    p = init_params(cfg)
+    with torch.no_grad():
+        pairs = model.convs_and_bns()
+        for (conv, bn), w, g, b in zip(
+            pairs, p["conv_w"], p["bn_gamma"], p["bn_beta"], strict=True
+        ):
+            conv.weight.copy_(torch.from_numpy(w))
+            bn.weight.copy_(torch.from_numpy(g))
+            bn.bias.copy_(torch.from_numpy(b))
+        model.fc.weight.copy_(torch.from_numpy(p["dense_w"][0]))
+        model.fc.bias.copy_(torch.from_numpy(p["dense_b"][0]))
+    return model
+
+
+def build_model(cfg: CNNConfig) -> Any:
+    """The shared architecture (``torch.nn``), weights from :func:`init_params`."""
+    import torch
+    from torch import nn
+
+    if cfg.model == "resnet18":
+        return build_resnet(cfg)
 
     layers: list[nn.Module] = []
     c_in = cfg.channels
@@ -78,8 +157,8 @@ class TorchTrainer(Trainer):
         self._torch, self._cfg = torch, cfg
         self._dev = dev = torch.device(self.device)
         if self.device == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = cfg.allow_tf32
-            torch.backends.cudnn.allow_tf32 = cfg.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = cfg.tf32
+            torch.backends.cudnn.allow_tf32 = cfg.tf32
             # XLA (JAX, TF) autotunes convolutions; without this cuDNN uses heuristics only
             torch.backends.cudnn.benchmark = True
             torch.cuda.reset_peak_memory_stats()
@@ -95,19 +174,58 @@ class TorchTrainer(Trainer):
         self.forward = torch.compile(self.model) if compile else self.model
         self.compiled = compile
         self.loss_fn = F.cross_entropy
+        self._data, self._infer = data, None
+        self.model.train()
 
         def put(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
             xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).to(dev)
             return xt, torch.from_numpy(y.astype(np.int64)).to(dev)
 
         bs = cfg.batch_size
-        self.train = [put(x, y) for x, y in data.batches(bs, "train")]
         self.eval = [put(x, y) for x, y in data.batches(bs, "eval")]
+        self.host = cfg.pipeline == "host"
+        if self.host:
+            # the seed articles' idiom: a DataLoader from host memory, pinned pages so the
+            # copies can be asynchronous (non_blocking); the order is the shared one
+            from torch.utils.data import DataLoader, TensorDataset
+
+            x_host = torch.from_numpy(np.ascontiguousarray(data.x_train.transpose(0, 3, 1, 2)))
+            self._order = EpochOrder(cfg)
+            self._loader = DataLoader(
+                TensorDataset(x_host, torch.from_numpy(data.y_train.astype(np.int64))),
+                batch_size=bs,
+                sampler=self._order,
+                drop_last=True,
+                num_workers=cfg.loader_workers,
+                pin_memory=self.device == "cuda",
+                persistent_workers=cfg.loader_workers > 0,
+            )
+            self._it: Any = None
+        else:
+            self.train = [put(x, y) for x, y in data.batches(bs, "train")]
+
+    def _autocast(self) -> Any:
+        """bf16 autocast for ``precision="bf16"``; a no-op context otherwise."""
+        return self._torch.autocast(
+            self.device, dtype=self._torch.bfloat16, enabled=self._cfg.precision == "bf16"
+        )
+
+    def start_epoch(self, epoch: int) -> None:
+        if self.host:
+            self._order.epoch = epoch
+            self._it = iter(self._loader)
 
     def step(self, i: int) -> None:
-        x, y = self.train[i]
+        if self.host:
+            t = time.perf_counter()
+            x, y = next(self._it)
+            x, y = x.to(self._dev, non_blocking=True), y.to(self._dev, non_blocking=True)
+            self.data_wait_s += time.perf_counter() - t
+        else:
+            x, y = self.train[i]
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.forward(x), y)
+        with self._autocast():
+            loss = self.loss_fn(self.forward(x), y)
         loss.backward()
         self.optimizer.step()  # no loss.item(): that would sync host and device every step
 
@@ -119,14 +237,38 @@ class TorchTrainer(Trainer):
         torch = self._torch
         # the eager module (same weights): evaluating the compiled one would compile again
         model = build_model(self._cfg).to(self._dev) if initial else self.model
+        model.eval()  # batch norm: running statistics
         loss, correct, n = 0.0, 0, 0
-        with torch.no_grad():
+        with torch.no_grad(), self._autocast():
             for x, y in self.eval:
-                logits = model(x)
+                logits = model(x).float()
                 loss += float(self.loss_fn(logits, y, reduction="sum"))
                 correct += int((logits.argmax(1) == y).sum())
                 n += len(y)
+        self.model.train()
         return loss / n, correct / n
+
+    def predictor(self, n: int) -> Any:
+        torch = self._torch
+        self.model.eval()
+        if self.compiled and self._infer is None:
+            # one specialised graph per batch size, as the training step has
+            self._infer = torch.compile(self.model, dynamic=False)
+        forward = self._infer if self.compiled else self.model
+        x = inference_images(self._data, n).transpose(0, 3, 1, 2)
+        x = torch.from_numpy(np.ascontiguousarray(x)).to(self._dev)
+
+        def call() -> Any:
+            with torch.inference_mode(), self._autocast():
+                return forward(x).float().cpu()  # to the host: synchronises
+
+        return call
+
+    def param_count(self) -> int | None:
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+    def precision_policy(self) -> str:
+        return policy_text(self._cfg.precision, self.device, "torch.autocast bfloat16")
 
     def alloc_peak_mb(self) -> float | None:
         if self.device != "cuda":
@@ -149,6 +291,9 @@ class TorchTrainer(Trainer):
             if self.compiled
             else None,
         }
+        if self.host:
+            out.update(loader="torch.utils.data.DataLoader", loader_workers=self._cfg.loader_workers,
+                       pin_memory=self.device == "cuda", non_blocking=True)  # fmt: skip
         if self.device == "cuda":
             out.update(
                 cuda=torch.version.cuda,

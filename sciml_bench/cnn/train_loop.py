@@ -14,7 +14,14 @@ Timeline of one worker (all clocks are ``time.perf_counter``; device work is awa
    sum and ``throughput_ips`` measured images / ``train_s``;
 7. memory peaks read (training only), then, untimed: ``accuracy`` and ``final_loss`` on the
    held-out split and ``initial_loss``, the same loss for the shared initial weights (equal
-   across variants when they really start from the same model).
+   across variants when they really start from the same model);
+8. inference on the trained weights (:func:`_inference`): batch-1 latency and large-batch
+   throughput, each call ending with the logits on the host (so synchronised).
+
+Held-out evaluations during training (every ``eval_every`` steps, default at each epoch's
+end) give the accuracy curve and the time to ``target_accuracy``. Each one is preceded by
+a ``sync`` and stops the training clocks (time and GPU energy), so ``epoch_s``,
+``train_s`` and ``energy_j`` exclude them; their total is ``eval_s``.
 """
 
 from __future__ import annotations
@@ -27,7 +34,10 @@ import tempfile
 import time
 import traceback
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from sciml_bench.cnn.config import CNNConfig
 from sciml_bench.cnn.data import Dataset, make_dataset
@@ -44,7 +54,17 @@ RECORD_FIELDS = (
     "ram_initial_mb", "ram_after_setup_mb", "ram_max_mb",
     "vram_baseline_mb", "vram_initial_mb", "vram_max_mb", "alloc_peak_mb",
     "energy_j", "gpu_utilization", "settings", "config",
+    # second wave: architecture, pipeline, precision, curve, time to accuracy, inference
+    "model", "param_count", "pipeline", "data_wait_s", "precision", "precision_policy",
+    "accuracy_drop_vs_fp32", "precision_flagged", "eval_s",
+    "curve_steps", "curve_train_s", "curve_accuracy",
+    "target_accuracy", "target_reached", "time_to_accuracy_s", "steps_to_accuracy",
+    "latency_p50_ms", "latency_p99_ms", "inference_batch", "inference_ips",
+    "inference_warmup_s",
 )  # fmt: skip
+
+#: a mixed-precision row whose accuracy is more than this below its fp32 row is flagged
+PRECISION_TOLERANCE = 0.02
 
 
 class Unavailable(Exception):
@@ -57,16 +77,36 @@ class Unavailable(Exception):
 
 
 class Trainer(ABC):
-    """One framework's model, optimizer state and device-resident batches."""
+    """One framework's model, optimizer state and its batches (on the device, or a loader)."""
 
     #: "cpu" or "cuda": where the training actually runs
     device: str = "cpu"
     #: why the device differs from the one asked for (e.g. a CPU-only build on a GPU box)
     device_note: str = ""
+    #: ``pipeline="host"``: seconds the training thread spent getting batches from the
+    #: loader (waiting on it, or preparing the next batch itself); the harness resets it
+    data_wait_s: float = 0.0
+
+    def start_epoch(self, epoch: int) -> None:
+        """Begin pass ``epoch`` over the training data (a host loader starts its order)."""
+        return None
 
     @abstractmethod
     def step(self, i: int) -> None:
         """Queue one optimizer step on training batch ``i``. Must not wait for the device."""
+
+    def predictor(self, n: int) -> Callable[[], Any]:
+        """A call that runs the trained model forward on ``n`` device-resident held-out
+        images (compiled where the variant compiles) and returns the logits on the host."""
+        raise NotImplementedError
+
+    def param_count(self) -> int | None:
+        """Trainable parameters, counted by the framework itself."""
+        return None
+
+    def precision_policy(self) -> str:
+        """How the variant computes, in words, for the record."""
+        return ""
 
     @abstractmethod
     def sync(self) -> None:
@@ -165,6 +205,10 @@ def empty_record(variant: str, job: dict[str, Any]) -> dict[str, Any]:
         dataset=job.get("dataset", "synthetic"),
         settings={},
         config=cfg,
+        model=cfg.get("model", "small"),
+        pipeline=cfg.get("pipeline", "device"),
+        precision=cfg.get("precision", "tf32"),
+        target_accuracy=cfg.get("target_accuracy"),
     )
     for key in (
         "image_size",
@@ -244,6 +288,13 @@ def measure(variant: str, job: dict[str, Any], build: Any, load: Any) -> dict[st
         rec["final_loss"], rec["accuracy"] = trainer.evaluate()
         rec["initial_loss"], _ = trainer.evaluate(initial=True)
         rec.update(_chance(rec, data))
+        rec["param_count"] = trainer.param_count()
+        rec["precision_policy"] = trainer.precision_policy()
+        note = precision_note(cfg.precision, trainer.device)
+        if note:
+            rec["reason"] = f"{rec['reason']}; {note}" if rec["reason"] else note
+        if cfg.inference_calls:
+            rec.update(_inference(trainer, cfg))
         rec["settings"].update(trainer.settings())
         if hasattr(os, "getloadavg"):
             rec["settings"]["loadavg_1min_end"] = os.getloadavg()[0]
@@ -278,32 +329,108 @@ def _chance(rec: dict[str, Any], data: Dataset) -> dict[str, Any]:
     return out
 
 
+class _Clock:
+    """One stretch of training: seconds and, on a GPU, energy; evaluations left out."""
+
+    def __init__(self, nvml: Nvml | None):
+        self.nvml, self.seconds = nvml, 0.0
+        self.energy_mj: float | None = 0.0 if nvml else None
+        self._t, self._e = 0.0, None
+
+    def start(self) -> None:
+        self._e = self.nvml.energy_mj() if self.nvml else None
+        self._t = time.perf_counter()
+
+    def stop(self) -> None:
+        """End a segment; the caller has synchronised the device."""
+        self.seconds += time.perf_counter() - self._t
+        e = self.nvml.energy_mj() if self.nvml else None
+        if e is None or self._e is None or self.energy_mj is None:
+            self.energy_mj = None
+        else:
+            self.energy_mj += e - self._e
+
+
+class _Curve:
+    """Held-out accuracy every ``every`` steps against the training time so far."""
+
+    def __init__(self, trainer: Trainer, every: int):
+        self.trainer, self.every = trainer, every
+        self.steps: list[int] = []
+        self.train_s: list[float] = []
+        self.accuracy: list[float] = []
+        self.eval_s = 0.0
+
+    def point(self, step: int, train_s: float) -> None:
+        t = time.perf_counter()
+        _, acc = self.trainer.evaluate()
+        self.eval_s += time.perf_counter() - t
+        self.steps.append(step)
+        self.train_s.append(train_s)
+        self.accuracy.append(acc)
+
+
+def _epoch(
+    trainer: Trainer,
+    epoch: int | None,
+    start: int,
+    steps: int,
+    done: int,
+    curve: _Curve,
+    before: float,
+    nvml: Nvml | None = None,
+) -> tuple[_Clock, int]:
+    """Steps ``start .. steps-1`` of a pass (begun with ``start_epoch(epoch)`` unless
+    ``epoch`` is None); returns its clock and the steps done so far. An evaluation that
+    falls due stops the clock around it; ``before`` is the training time already spent."""
+    clock = _Clock(nvml)
+    clock.start()
+    if epoch is not None:
+        trainer.start_epoch(epoch)
+    for i in range(start, steps):
+        trainer.step(i)
+        done += 1
+        if done % curve.every == 0:
+            trainer.sync()
+            clock.stop()
+            curve.point(done, before + clock.seconds)
+            clock.start()
+    trainer.sync()
+    clock.stop()
+    return clock, done
+
+
 def _train(
     trainer: Trainer, cfg: CNNConfig, sampler: ResourceSampler, nvml: Nvml | None
 ) -> dict[str, Any]:
-    """The timed part: first step, warm-up epoch(s), measured epochs."""
+    """The timed part: first step, warm-up epoch(s), measured epochs, with the curve."""
     steps = cfg.steps_per_epoch
+    curve = _Curve(trainer, cfg.eval_every or steps)
     t0 = time.perf_counter()
+    trainer.start_epoch(0)
     trainer.step(0)
     trainer.sync()
     first = time.perf_counter() - t0
+    trained, done = first, 1  # training seconds so far: the curve's time axis
+    if done % curve.every == 0:
+        curve.point(done, trained)
     for epoch in range(cfg.warmup_epochs):
-        for i in range(1 if epoch == 0 else 0, steps):
-            trainer.step(i)
-        trainer.sync()
-    warmup = time.perf_counter() - t0
+        clock, done = _epoch(trainer, epoch or None, 1 if epoch == 0 else 0, steps, done,
+                             curve, trained)  # fmt: skip
+        trained += clock.seconds
+    warmup = trained
 
-    energy0 = nvml.energy_mj() if nvml else None
+    trainer.data_wait_s = 0.0
     t_start = time.perf_counter()
     epoch_s: list[float] = []
-    for _ in range(cfg.epochs):
-        t = time.perf_counter()
-        for i in range(steps):
-            trainer.step(i)
-        trainer.sync()
-        epoch_s.append(time.perf_counter() - t)
+    energy: float | None = 0.0
+    for e in range(cfg.epochs):
+        clock, done = _epoch(trainer, max(1, cfg.warmup_epochs) + e, 0, steps, done, curve,
+                             trained, nvml)  # fmt: skip
+        trained += clock.seconds
+        epoch_s.append(clock.seconds)
+        energy = None if energy is None or clock.energy_mj is None else energy + clock.energy_mj
     t_end = time.perf_counter()
-    energy1 = nvml.energy_mj() if nvml else None
     sampler.sample()
 
     train_s = sum(epoch_s)
@@ -313,12 +440,124 @@ def _train(
         "epoch_s": epoch_s,
         "train_s": train_s,
         "throughput_ips": cfg.epochs * cfg.images_per_epoch / train_s,
+        "data_wait_s": trainer.data_wait_s if cfg.pipeline == "host" else None,
+        "eval_s": curve.eval_s,
+        "curve_steps": curve.steps,
+        "curve_train_s": curve.train_s,
+        "curve_accuracy": curve.accuracy,
     }
-    if energy0 is not None and energy1 is not None:
-        out["energy_j"] = (energy1 - energy0) / 1000.0
+    out.update(time_to_accuracy(curve.steps, curve.train_s, curve.accuracy, cfg.target_accuracy))
+    if nvml is not None and energy is not None:
+        out["energy_j"] = energy / 1000.0
     if nvml is not None:
         out["gpu_utilization"] = sampler.mean_utilization(t_start, t_end)
     return out
+
+
+def time_to_accuracy(
+    steps: list[int], train_s: list[float], accuracy: list[float], target: float | None
+) -> dict[str, Any]:
+    """The first evaluation at or above ``target``: its training time and step count."""
+    if target is None:
+        return {"target_reached": None, "time_to_accuracy_s": None, "steps_to_accuracy": None}
+    for n, t, a in zip(steps, train_s, accuracy, strict=True):
+        if a >= target:
+            return {"target_reached": True, "time_to_accuracy_s": t, "steps_to_accuracy": n}
+    return {"target_reached": False, "time_to_accuracy_s": None, "steps_to_accuracy": None}
+
+
+def _inference(trainer: Trainer, cfg: CNNConfig) -> dict[str, Any]:
+    """Batch-1 latency (p50, p99 over ``inference_calls`` calls) and throughput at
+    ``inference_batch``, each after warm-up calls (compilation lands there)."""
+    t = time.perf_counter()
+    one = trainer.predictor(1)
+    for _ in range(3):
+        one()
+    big = trainer.predictor(cfg.inference_batch)
+    big()
+    big()
+    warmup = time.perf_counter() - t
+    lat = np.empty(cfg.inference_calls)
+    for i in range(cfg.inference_calls):
+        t = time.perf_counter()
+        one()
+        lat[i] = time.perf_counter() - t
+    reps = max(3, cfg.inference_calls // 10)
+    t = time.perf_counter()
+    for _ in range(reps):
+        big()
+    big_s = time.perf_counter() - t
+    return {
+        "latency_p50_ms": float(np.percentile(lat, 50)) * 1e3,
+        "latency_p99_ms": float(np.percentile(lat, 99)) * 1e3,
+        "inference_batch": cfg.inference_batch,
+        "inference_ips": reps * cfg.inference_batch / big_s,
+        "inference_warmup_s": warmup,
+    }
+
+
+def cpu_has_bf16_matrix_units() -> bool | None:
+    """Whether this x86 CPU has AMX-BF16 tiles (Linux ``/proc/cpuinfo``); None if unknown."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "amx_bf16" in line.split()
+    except OSError:
+        pass
+    return None
+
+
+def precision_note(precision: str, device: str) -> str:
+    """What a row's precision means on the hardware it ran on, when that needs saying."""
+    if precision == "bf16" and device == "cpu":
+        amx = cpu_has_bf16_matrix_units()
+        if amx is False:
+            return ("bf16 on a CPU with no bf16 matrix units (no AMX-BF16): expect it no "
+                    "faster than fp32")  # fmt: skip
+        if amx is None:
+            return "bf16 on a CPU whose bf16 matrix units are unknown (no /proc/cpuinfo)"
+    if precision == "tf32" and device == "cpu":
+        return ""  # TF32 is a GPU mode; on the CPU tf32 and fp32 compute alike
+    return ""
+
+
+def policy_text(precision: str, device: str, bf16_how: str) -> str:
+    """The ``precision_policy`` of a row: what ran, in words."""
+    if precision == "bf16":
+        return (
+            f"{bf16_how}; float32 parameters and optimizer state; no loss scaling (bf16 needs none)"
+        )
+    if device != "cuda":
+        return "float32 (TF32 is a GPU mode: the CPU computes tf32 and fp32 alike)"
+    return "float32, TF32 on for matmul and convolution" if precision == "tf32" else (
+        "float32, TF32 off")  # fmt: skip
+
+
+def compare_precision(rec: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    """``rec`` with its accuracy drop against the fp32 row (else the tf32 row) of the same
+    variant, model, pipeline, data and device among ``earlier``; flagged (and a reason
+    added) when the drop exceeds :data:`PRECISION_TOLERANCE`."""
+    if rec.get("status") != "ok" or rec.get("precision") in (None, "fp32"):
+        return rec
+    same = ("backend", "model", "pipeline", "dataset", "device", "image_size", "epochs")
+    for ref_precision in ("fp32", "tf32"):
+        if ref_precision == rec.get("precision"):
+            break
+        for r in earlier:
+            if (r.get("status") == "ok" and r.get("precision") == ref_precision
+                    and all(r.get(k) == rec.get(k) for k in same)):  # fmt: skip
+                drop = float(r["accuracy"]) - float(rec["accuracy"])
+                out = {**rec, "accuracy_drop_vs_fp32": drop,
+                       "precision_flagged": drop > PRECISION_TOLERANCE}  # fmt: skip
+                if out["precision_flagged"]:
+                    why = (
+                        f"{rec['precision']} accuracy {rec['accuracy']:.3f} is {drop:.3f} below "
+                        f"the {ref_precision} row's (tolerance {PRECISION_TOLERANCE})"
+                    )
+                    out["reason"] = f"{rec['reason']}; {why}" if rec.get("reason") else why
+                return out
+    return rec
 
 
 def _minus(a: float | None, b: float | None) -> float | None:

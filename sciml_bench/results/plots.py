@@ -18,7 +18,12 @@ The figures:
 - :func:`gradient_figure`: gradient error against the finite-difference
   reference on a log axis over the pass / warn / fail bands of
   :mod:`sciml_bench.measure.metrics`;
-- :func:`cnn_figure`: CNN training time, throughput and RAM/VRAM (initial vs max).
+- :func:`cnn_figure`: CNN time to first step, training time, throughput and RAM/VRAM
+  (initial vs max);
+- :func:`cnn_curve_figure`: CNN held-out accuracy against training time (evaluations
+  excluded), with the target accuracy and where each run reached it;
+- :func:`cnn_speed_figure`: CNN training throughput and batch-1 inference latency
+  (p50, p99 whisker) per variant x precision x pipeline.
 """
 
 from __future__ import annotations
@@ -329,14 +334,31 @@ def _num(r: dict[str, Any], key: str) -> float | None:
     return float(v) if finite(v) else None
 
 
+def cnn_label(r: dict[str, Any]) -> str:
+    """``variant [model] [precision] [host] (device)``: the parts a CNN row differs by."""
+    parts = [str(r.get("backend", "?"))]
+    if r.get("model") not in (None, "small"):
+        parts.append(str(r["model"]))
+    if r.get("precision"):
+        parts.append(str(r["precision"]))
+    if r.get("pipeline") == "host":
+        parts.append("host")
+    label = f"{' '.join(parts)} ({r.get('device') or '?'})"
+    return f"{r['_run']} {label}" if r.get("_run") else label
+
+
 def cnn_figure(records: Sequence[dict[str, Any]]) -> Plot:
-    """Training time (with every epoch), throughput and memory, one bar per variant."""
+    """Time to first step, training time (with every epoch), throughput and memory."""
     plot = Plot("cnn", "CNN training")
     recs = [r for r in records if _is_ok(r)]
     for r in records:
         if not _is_ok(r):
             plot.notes.append(f"{case_label(r)}: {r.get('status')} ({_short(r.get('reason'))})")
     panels: list[str] = []
+    if any(_num(r, "time_to_first_step_s") is not None for r in recs):
+        panels.append("first")
+    else:
+        plot.notes.append("no time_to_first_step_s recorded: first-step panel skipped")
     if any(_num(r, "train_s") is not None for r in recs):
         panels.append("time")
     else:
@@ -358,10 +380,14 @@ def cnn_figure(records: Sequence[dict[str, Any]]) -> Plot:
         return plot
     plt = _plt()
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
-    labels = [f"{r.get('backend', '?')} ({r.get('device') or '?'})" for r in recs]
+    labels = [cnn_label(r) for r in recs]
     x = np.arange(len(recs))
     for ax, panel in zip(axes[0], panels, strict=True):
-        if panel == "time":
+        if panel == "first":
+            ax.bar(x, [_num(r, "time_to_first_step_s") or 0.0 for r in recs], color="C3", alpha=0.8)
+            ax.set_ylabel("seconds")
+            ax.set_title("time to first step (compile included)", fontsize=10)
+        elif panel == "time":
             vals = [_num(r, "train_s") or 0.0 for r in recs]
             ax.bar(x, vals, color="C0", alpha=0.7, label="train_s (measured epochs)")
             for i, r in enumerate(recs):
@@ -385,7 +411,8 @@ def cnn_figure(records: Sequence[dict[str, Any]]) -> Plot:
             ax.set_ylabel("MiB")
             ax.set_title("memory: initial vs max", fontsize=10)
             ax.legend(fontsize=7)
-        needed = {"time": ["train_s"], "throughput": ["throughput_ips"], "memory": mem_keys}
+        needed = {"first": ["time_to_first_step_s"], "time": ["train_s"],
+                  "throughput": ["throughput_ips"], "memory": mem_keys}  # fmt: skip
         for i, r in enumerate(recs):
             missing = [k for k in needed[panel] if _num(r, k) is None]
             if len(missing) == len(needed[panel]):
@@ -394,6 +421,80 @@ def cnn_figure(records: Sequence[dict[str, Any]]) -> Plot:
                 plot.notes.append(f"{labels[i]}: no {', '.join(missing)}")
         ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    plot.fig = fig
+    return plot
+
+
+def cnn_curve_figure(records: Sequence[dict[str, Any]]) -> Plot:
+    """Held-out accuracy against training seconds (evaluations excluded), one line per row."""
+    plot = Plot("cnn-curve", "CNN accuracy vs training time")
+    recs = [r for r in records if _is_ok(r) and _samples(r, "curve_accuracy").size]
+    missing = [cnn_label(r) for r in records if _is_ok(r) and r not in recs]
+    if missing:
+        plot.notes.append(f"no accuracy curve (older file or no evaluation): {', '.join(missing)}")
+    if not recs:
+        plot.notes.insert(0, "no ok CNN record with an accuracy curve")
+        return plot
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    targets = sorted({float(r["target_accuracy"]) for r in recs if finite(r.get("target_accuracy"))})
+    for i, r in enumerate(recs):
+        t, a = _samples(r, "curve_train_s"), _samples(r, "curve_accuracy")
+        n = min(t.size, a.size)
+        ax.plot(t[:n], a[:n], marker=MARKERS[i % len(MARKERS)], ms=4, lw=1.2, label=cnn_label(r))
+        if finite(r.get("time_to_accuracy_s")):
+            ax.axvline(r["time_to_accuracy_s"], color=ax.lines[-1].get_color(), ls=":", lw=0.8)
+        elif r.get("target_reached") is False:
+            plot.notes.append(f"{cnn_label(r)}: target {r.get('target_accuracy')} not reached")
+    for tgt in targets:
+        ax.axhline(tgt, color="k", ls="--", lw=0.8, label=f"target {tgt:g}")
+    if all(_samples(r, "curve_train_s").min() > 0 for r in recs):
+        ax.set_xscale("log")
+        _log_axis(ax.xaxis)
+    ax.set_xlabel("training seconds (first step and compilation included, evaluations excluded)")
+    ax.set_ylabel("held-out accuracy")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    plot.fig = fig
+    return plot
+
+
+def cnn_speed_figure(records: Sequence[dict[str, Any]]) -> Plot:
+    """Training throughput and batch-1 inference latency per variant x precision x pipeline."""
+    plot = Plot("cnn-speed", "CNN training throughput and inference latency")
+    recs = [r for r in records if _is_ok(r)]
+    lat = [r for r in recs if _num(r, "latency_p50_ms") is not None]
+    if not recs:
+        plot.notes.append("no ok CNN record")
+        return plot
+    if not lat:
+        plot.notes.append("no inference recorded (older file or inference_calls 0): latency panel empty")
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.5 * len(recs) + 1.8), squeeze=False)
+    labels = [cnn_label(r) for r in recs]
+    y = np.arange(len(recs))
+    colors = [{"bf16": "C1", "fp32": "C0"}.get(str(r.get("precision")), "C2") for r in recs]
+    ax = axes[0][0]
+    ax.barh(y, [_num(r, "throughput_ips") or 0.0 for r in recs], color=colors, alpha=0.8)
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.set_xlabel("training images / s (measured epochs)")
+    ax.invert_yaxis()
+    ax.grid(True, axis="x", alpha=0.3)
+    ax = axes[0][1]
+    p50 = np.array([_num(r, "latency_p50_ms") or 0.0 for r in recs])
+    p99 = np.array([_num(r, "latency_p99_ms") or 0.0 for r in recs])
+    ax.barh(y, p50, color=colors, alpha=0.8)
+    ax.errorbar(p50, y, xerr=[np.zeros_like(p50), np.maximum(p99 - p50, 0)], fmt="none",
+                ecolor="k", capsize=3, lw=0.8)  # fmt: skip
+    ax.set_yticks(y, [""] * len(recs))
+    ax.set_xlabel("batch-1 inference latency ms (bar p50, whisker to p99)")
+    ax.invert_yaxis()
+    ax.grid(True, axis="x", alpha=0.3)
+    for r in recs:
+        if r not in lat:
+            plot.notes.append(f"{cnn_label(r)}: no inference latency")
     fig.tight_layout()
     plot.fig = fig
     return plot

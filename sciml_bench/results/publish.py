@@ -31,6 +31,10 @@ CNN_COLUMNS = (
     ("train_s", "train s"), ("throughput_ips", "images/s"), ("accuracy", "accuracy"),
     ("ram_initial_mb", "RAM init MiB"), ("ram_max_mb", "RAM max MiB"),
     ("vram_initial_mb", "VRAM init MiB"), ("vram_max_mb", "VRAM max MiB"),
+    ("model", "model"), ("precision", "precision"), ("pipeline", "pipeline"),
+    ("data_wait_s", "data wait s"), ("time_to_accuracy_s", "to target s"),
+    ("latency_p50_ms", "latency p50 ms"), ("latency_p99_ms", "latency p99 ms"),
+    ("inference_ips", "inference images/s"),
 )  # fmt: skip
 FIGURE_FOLDER = "figures"
 
@@ -115,6 +119,10 @@ def cnn_row(r: dict[str, Any]) -> list[str]:
         v = r.get(key)
         if key == "status" and v != "ok":
             row.append(f"**{v}**")
+        elif key == "precision" and r.get("precision_flagged"):
+            row.append(f"**{v} flagged**")
+        elif key == "time_to_accuracy_s" and r.get("target_reached") is False:
+            row.append("not reached")
         elif isinstance(v, float):
             row.append(_f(v, ".3g"))
         else:
@@ -224,6 +232,8 @@ def cnn_blocks(recs: list[dict[str, Any]], out: Path) -> list[Block]:
     if notes:
         blocks += [Para("Failures and notes:"), Notes(notes)]
     blocks.append(_figure(plots.cnn_figure(recs), out, "cnn"))
+    blocks.append(_figure(plots.cnn_curve_figure(recs), out, "cnn"))
+    blocks.append(_figure(plots.cnn_speed_figure(recs), out, "cnn"))
     return blocks
 
 

@@ -43,6 +43,7 @@ def _ms(median: float | None, q: Sequence[float] | None) -> str:
 CNN_COLUMNS = (
     "variant", "status", "device", "first step s", "warm-up s", "train s", "img/s", "accuracy",
     "RAM MB init/max", "VRAM MB init/max",
+    "model", "precision", "pipeline", "data wait s", "to target s", "p50/p99 ms", "infer img/s",
 )
 
 
@@ -65,6 +66,31 @@ def cnn_row(r: dict[str, Any]) -> list[str]:
         acc,
         _pair(r.get("ram_initial_mb"), r.get("ram_max_mb")),
         _pair(r.get("vram_initial_mb"), r.get("vram_max_mb")),
+        *cnn_second_wave(r),
+    ]
+
+
+def cnn_second_wave(r: dict[str, Any]) -> list[str]:
+    """Model, precision (FLAGGED when it lost accuracy), pipeline, data wait, time to the
+    target accuracy (``not reached``), inference latency and throughput; ``-`` in old files."""
+    precision = str(r.get("precision") or "-")
+    if r.get("precision_flagged"):
+        precision += " FLAGGED"
+    if r.get("target_reached") is False:
+        tta = "not reached"
+    else:
+        tta = _num(r.get("time_to_accuracy_s"), ".2f")
+    lat = "-"
+    if r.get("latency_p50_ms") is not None:
+        lat = f"{_num(r.get('latency_p50_ms'), '.3g')}/{_num(r.get('latency_p99_ms'), '.3g')}"
+    return [
+        str(r.get("model") or "-"),
+        precision,
+        str(r.get("pipeline") or "-"),
+        _num(r.get("data_wait_s"), ".3f"),
+        tta,
+        lat,
+        _num(r.get("inference_ips"), ".0f"),
     ]
 
 

@@ -279,7 +279,7 @@ def run_cnn(
 
                 outcome = executor.run(job, settings.budget_s, on_event)
                 rec = kind_of(job).record(job, [ending(outcome, settings.budget_s)])
-            rec = {**rec, "kind": "cnn"}
+            rec = cnn.compare_precision({**rec, "kind": "cnn"}, done)
             if rec.get("status") != "ok" or rec.get("reason"):
                 progress(f"      -> {rec.get('status')}: {rec.get('reason', '')}")
             writer.add(rec)
