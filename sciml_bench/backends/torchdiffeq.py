@@ -84,9 +84,9 @@ class TorchdiffeqCase(Case):
         dt = torch.float64
         # every tensor is made on the named device: that is torch's pinning
         self.device = dev = torch.device(options.device)
+        self.y0 = torch.as_tensor(problem.y0, dtype=dt, device=dev)  # torch's own error first
         if dev.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(dev)
-        self.y0 = torch.as_tensor(problem.y0, dtype=dt, device=dev)
+            torch.cuda.reset_peak_memory_stats(dev)  # the case's peak, from its build on
         t0 = problem.t_span[0]
         ts = problem.t_save
         # odeint returns the state at t[0]; prepend t0 unless it is a save point
