@@ -439,6 +439,7 @@ def list_(as_json: bool) -> None:
         bks.append({
             "name": name, "available": av.ok, "reason": av.reason, "fix": av.fix,
             "solvers": list(b.solvers()), "gradient_methods": list(b.gradient_methods),
+            "devices": list(b.devices),
         })
     if as_json:
         click.echo(json.dumps({"problems": probs, "backends": bks}, indent=2))
