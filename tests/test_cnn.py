@@ -199,6 +199,7 @@ def test_variants_start_from_the_same_model(quick_records):
         assert loss == pytest.approx(ref, rel=1e-4), name
 
 
+@pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.skipif(gpu_count() == 0, reason="no NVIDIA GPU (NVML sees none)")
 @pytest.mark.parametrize("name", ["torch-eager", "jax"])

@@ -165,7 +165,7 @@ def test_export_csv_and_json(results_file: Path, tmp_path: Path) -> None:
     recs = doc["files"][0]["records"]
     assert [x["solve_samples"] for x in recs] == [r["solve_samples"] for r in run.records]
     assert doc["files"][0]["environment"]["python"] == run.environment["python"]
-    assert doc["files"][0]["meta"]["schema_version"] == 1
+    assert doc["files"][0]["meta"]["schema_version"] == 2
 
 
 @pytest.mark.slow

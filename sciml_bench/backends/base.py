@@ -59,6 +59,8 @@ class CaseOptions:
     max_steps: int
     dtype: str = "float64"
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: ``cpu`` or ``cuda``: where the case's arrays are created (the worker is pinned too)
+    device: str = "cpu"
 
 
 @dataclass
@@ -92,6 +94,18 @@ class Case(ABC):
         """The latest time the integrator reached, if the backend can tell."""
         return None
 
+    def placement(self) -> tuple[str, str | None]:
+        """Where the case's arrays are, as the library reports it: ``(device, name)``,
+        device ``cpu`` or ``cuda`` (the last solution's arrays once there is one, else
+        those made at build), name the GPU or CPU model. Host-only libraries: the CPU."""
+        from sciml_bench.measure.environment import cpu_model
+
+        return "cpu", cpu_model()
+
+    def alloc_peak_mb(self) -> float | None:
+        """The framework allocator's device-memory peak (MiB), where there is one (GPU)."""
+        return None
+
 
 class Backend(ABC):
     """A differential-equation library under test."""
@@ -107,6 +121,14 @@ class Backend(ABC):
     differentiable: bool = True
     #: modules imported in the timed import phase, in this order
     modules: tuple[str, ...] = ()
+    #: devices it can run on; a ``cuda`` request runs a CPU-only backend on the CPU
+    devices: tuple[str, ...] = ("cpu",)
+
+    def cuda_missing(self) -> tuple[str, str] | None:
+        """Inside a worker pinned to ``cuda``: ``(what is missing, fix)`` when the library
+        cannot use the GPU here, else ``None``. Imports the library: call it only in a
+        fresh process (:func:`probe_cuda`)."""
+        return None
 
     def load(self) -> dict[str, float]:
         """Import the library: the timed *import* phase of time-to-first-gradient.
@@ -139,3 +161,33 @@ class Backend(ABC):
     @abstractmethod
     def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
         """Import the library, compile the problem and return a ready case."""
+
+
+def probe_cuda(name: str, timeout_s: float = 300.0) -> tuple[str, str] | None:
+    """``(what is missing, fix)`` when backend ``name`` cannot run on the GPU here, else
+    ``None``; found in a fresh process pinned as a ``cuda`` worker is (never this one: a
+    framework imported here could not be pinned again)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from sciml_bench.measure.device import device_env
+
+    code = (
+        "import json, sys\n"
+        "from sciml_bench import backends\n"
+        f"print(json.dumps(backends.get({name!r}).cuda_missing()))\n"
+    )
+    env = {**os.environ, **device_env("cuda")}
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=env, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"{name}: importing its library took over {timeout_s:g} s", "check the install"
+    last = r.stdout.strip().splitlines()[-1:] if r.stdout.strip() else []
+    if r.returncode != 0 or not last:
+        tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"{name}: its library failed to start pinned to CUDA ({tail})", "check the install"
+    found = json.loads(last[0])
+    return None if found is None else (str(found[0]), str(found[1]))

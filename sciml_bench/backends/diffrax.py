@@ -81,6 +81,8 @@ class DiffraxCase(Case):
         self._value_and_grad = jax.jit(jax.value_and_grad(_loss, has_aux=True))
         self.options = {"controller": {"rtol": options.rtol, "atol": options.atol, **ctrl}}
         self.t_save = problem.t_save
+        # JAX is pinned by the worker's JAX_PLATFORMS; what it did is read back from arrays
+        self._last: Any = y0
 
     def _check(self, result: Any, ys: np.ndarray | None) -> None:
         dfx = self._dfx
@@ -104,14 +106,16 @@ class DiffraxCase(Case):
             "rejected_steps": int(stats["num_rejected_steps"]),
         }
 
-    @staticmethod
-    def _runtime(fn: Any, theta: np.ndarray) -> Any:
+    def _runtime(self, fn: Any, theta: np.ndarray) -> Any:
         """Run a compiled call; a runtime error inside it (e.g. Equinox's check that a
         linear solve stayed finite) is a solver failure with the library's message."""
         import jax
 
         try:
-            return jax.block_until_ready(fn(theta))
+            # the call ends when every output is ready on the device, before the clock is read
+            out = jax.block_until_ready(fn(theta))
+            self._last = out
+            return out
         except Exception as e:
             if "RuntimeError" not in type(e).__name__:
                 raise
@@ -121,6 +125,24 @@ class DiffraxCase(Case):
                       and not ln.startswith("----")]
             message = " ".join(useful[:3]) or type(e).__name__
             raise SolverFailure(classify_message(message), f"diffrax: {message}") from None
+
+    def _device(self) -> Any:
+        import jax
+
+        return next(iter(jax.tree_util.tree_leaves(self._last)[0].devices()))
+
+    def placement(self) -> tuple[str, str | None]:
+        from sciml_bench.measure.device import normalize
+
+        dev = self._device()
+        where = normalize(dev.platform)
+        return (where, dev.device_kind) if where != "cpu" else super().placement()
+
+    def alloc_peak_mb(self) -> float | None:
+        from sciml_bench.measure.memory import jax_alloc_peak_mb
+
+        dev = self._device()
+        return jax_alloc_peak_mb(dev) if dev.platform != "cpu" else None
 
     def solve(self, theta: np.ndarray) -> Solution:
         ys, result, stats = self._runtime(self._solve, theta)
@@ -142,6 +164,20 @@ class DiffraxBackend(Backend):
     extra = "jax"
     modules = ("jax", "diffrax")
     gradient_methods: Mapping[str, str] = _ADJOINTS
+    devices = ("cpu", "cuda")
+
+    def cuda_missing(self) -> tuple[str, str] | None:
+        import jax
+
+        fix = "pip install -U 'jax[cuda12]' (a CUDA build of jaxlib), or use --device cpu"
+        try:
+            dev = jax.devices()[0]
+        except Exception as e:  # no CUDA plugin: JAX raises (an AssertionError in 0.10)
+            why = " ".join(str(e).split())[:160] or type(e).__name__
+            return f"jax {jax.__version__} has no CUDA backend ({why})", fix
+        if dev.platform != "gpu":
+            return f"jax {jax.__version__} found no GPU (its first device is {dev})", fix
+        return None
 
     def availability(self) -> Availability:
         return Availability.of_modules("jax", "diffrax", extra="jax")

@@ -82,19 +82,26 @@ class TorchdiffeqCase(Case):
         self.adjoint = options.gradient_method == "adjoint"
         self.rhs = load_python(problem.source["torch"])["rhs"]
         dt = torch.float64
-        self.y0 = torch.as_tensor(problem.y0, dtype=dt)
+        # every tensor is made on the named device: that is torch's pinning
+        self.device = dev = torch.device(options.device)
+        self.y0 = torch.as_tensor(problem.y0, dtype=dt, device=dev)  # torch's own error first
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)  # the case's peak, from its build on
         t0 = problem.t_span[0]
         ts = problem.t_save
         # odeint returns the state at t[0]; prepend t0 unless it is a save point
         self.skip_first = bool(ts[0] != t0)
         grid = np.concatenate([[t0], ts]) if self.skip_first else ts
-        self.t = torch.as_tensor(grid, dtype=dt)
+        self.t = torch.as_tensor(grid, dtype=dt, device=dev)
         self.W, self.O, self.C = (
-            torch.as_tensor(a, dtype=dt) for a in (problem.loss_W, problem.loss_O, problem.loss_C)
+            torch.as_tensor(a, dtype=dt, device=dev)
+            for a in (problem.loss_W, problem.loss_O, problem.loss_C)
         )
         self.kw = dict(rtol=options.rtol, atol=options.atol, method=options.solver)
         self.max_evals = options.max_steps * EVALS_PER_STEP.get(options.solver, 6)
         self.current: _Tracked | None = None
+        #: the device torch reports for the last solution (the read-back)
+        self.last_device: Any = self.y0.device
 
     def _run(self, theta: Any) -> tuple[Any, _Tracked]:
         f = _Tracked(self.rhs, theta, self.max_evals)
@@ -107,6 +114,7 @@ class TorchdiffeqCase(Case):
         except AssertionError as e:
             t_reached = float(f.t) if f.t is not None else None
             raise SolverFailure(classify_message(str(e)), f"torchdiffeq: {e}", t_reached) from None
+        self.last_device = ys.device
         return (ys[1:] if self.skip_first else ys), f
 
     def progress_t(self) -> float | None:
@@ -115,15 +123,18 @@ class TorchdiffeqCase(Case):
 
     def solve(self, theta: np.ndarray) -> Solution:
         with self.torch.no_grad():
-            ys, f = self._run(self.torch.as_tensor(theta, dtype=self.torch.float64))
-        y = ys.numpy()
+            ys, f = self._run(
+                self.torch.as_tensor(theta, dtype=self.torch.float64, device=self.device)
+            )
+        y = ys.cpu().numpy()  # the copy back to the host waits for the device
+        self.sync()
         if not np.all(np.isfinite(y)):
             raise SolverFailure(Status.NONFINITE, "torchdiffeq: non-finite values in the solution")
         return Solution(y, {"rhs_evals": f.nfe})
 
     def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         torch = self.torch
-        th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
+        th = torch.tensor(theta, dtype=torch.float64, device=self.device, requires_grad=True)
         ys, f = self._run(th)
         d = ys - self.O
         loss = torch.sum(self.W * d * d) + torch.sum(self.C * ys)
@@ -132,7 +143,25 @@ class TorchdiffeqCase(Case):
             (grad,) = torch.autograd.grad(loss, th)
         except AssertionError as e:  # the adjoint's backward solve can fail too
             raise SolverFailure(classify_message(str(e)), f"torchdiffeq backward: {e}") from None
-        return float(loss.detach()), grad.numpy()
+        out = float(loss.detach()), grad.cpu().numpy()
+        self.sync()
+        return out
+
+    def sync(self) -> None:
+        """Wait for queued CUDA work: every timed call ends with it, before the clock is read."""
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def placement(self) -> tuple[str, str | None]:
+        dev = self.last_device
+        if dev.type == "cuda":
+            return "cuda", self.torch.cuda.get_device_name(dev)
+        return super().placement() if dev.type == "cpu" else (dev.type, None)
+
+    def alloc_peak_mb(self) -> float | None:
+        from sciml_bench.measure.memory import torch_alloc_peak_mb
+
+        return torch_alloc_peak_mb(self.torch) if self.device.type == "cuda" else None
 
 
 class TorchdiffeqBackend(Backend):
@@ -141,6 +170,19 @@ class TorchdiffeqBackend(Backend):
     extra = "torch"
     modules = ("torch", "torchdiffeq")
     gradient_methods: Mapping[str, str] = _GRADIENTS
+    devices = ("cpu", "cuda")
+
+    def cuda_missing(self) -> tuple[str, str] | None:
+        import torch
+
+        fix = "pip install torch --index-url https://download.pytorch.org/whl/cu126 " \
+            "(a CUDA build), or use --device cpu"
+        if torch.version.cuda is None:
+            return f"torch {torch.__version__} is a CPU-only build (torch.version.cuda is None)", fix
+        if not torch.cuda.is_available():
+            return (f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU "
+                    "(torch.cuda.is_available() is False: driver or CUDA_VISIBLE_DEVICES)", fix)
+        return None
 
     def availability(self) -> Availability:
         return Availability.of_modules("torch", "torchdiffeq", extra="torch")

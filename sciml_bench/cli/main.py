@@ -122,8 +122,13 @@ def _rtols(tolerances: str | None, sweep: bool) -> list[float] | None:
 @click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Folder for the results file.")
 @click.option("--refresh-reference", is_flag=True, help="Rebuild the cached reference.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
-              show_default=True, help="CNN baselines: where to train.")
+@click.option("--device", default=None, metavar="cpu|cuda|auto|cpu,cuda",
+              help="Where every case runs; a comma list runs each case once per device, "
+              "as separate rows. Default: cpu for ODE problems (small systems are "
+              "latency-bound, the GPU loses there), auto for the CNN baselines. auto picks "
+              "cuda when NVML sees a GPU and says so. cuda never falls back to the CPU: no "
+              "GPU or no CUDA build of a framework is an error with the fix. SciPy and "
+              "Julia run only on the CPU; under cuda their rows say so.")
 @click.option("--dataset", type=click.Choice(["synthetic", "digits"]), default="synthetic",
               show_default=True, help="CNN baselines: in-memory synthetic data or sklearn digits.")
 @click.option("--image-size", type=click.IntRange(4, 4096), help="CNN: image side in pixels.")
@@ -164,6 +169,7 @@ def run(**options: Any) -> None:
       sciml-bench run stiff-robertson -b diffrax --gradient BacksolveAdjoint
       sciml-bench run --problem-file my.toml --tolerances 1e-4,1e-6,1e-8
       sciml-bench run cnn --quick -b torch-eager -b jax
+      sciml-bench run nonstiff-spiral-node --device cpu,cuda   CPU and GPU rows side by side
     """
     opts = RunOptions(**options)
     plan = _plan_run(opts)
@@ -198,7 +204,7 @@ class RunOptions:
     quick: bool
     out: str
     refresh_reference: bool
-    device: str
+    device: str | None
     dataset: str
     image_size: int | None
     channels: int | None
@@ -223,38 +229,72 @@ class RunPlan:
     cnn_jobs: list[dict[str, Any]]
     settings: Any
     label: str
+    #: concrete devices of the ODE cases (``cpu``, ``cuda``)
+    devices: list[str]
 
 
 def _plan_run(o: RunOptions) -> RunPlan:
     """Check every option against what exists, before anything runs."""
     from sciml_bench import backends
+    from sciml_bench.measure import device
 
     with_cnn = "cnn" in o.problems
     problems = tuple(p for p in o.problems if p != "cnn")
     if not problems and not o.problem_files and not with_cnn:
         raise UserError("name a problem (see `sciml-bench list`) or pass --problem-file PATH")
-    cnn_jobs = _cnn_jobs(
-        o.backend_names, o.quick, o.device, o.dataset,
-        {"image_size": o.image_size, "channels": o.channels, "batch_size": o.batch_size,
-         "steps_per_epoch": o.steps, "epochs": o.epochs,
-         "model": o.cnn_model, "pipeline": o.pipeline, "target_accuracy": o.target_accuracy,
-         "eval_every": o.eval_every},
-        _precisions(o.precisions),
-    ) if with_cnn else []  # fmt: skip
+    try:  # one option, two defaults: ODE cases cpu, the CNN baselines auto
+        ode_requests = device.parse(o.device, "cpu")
+        cnn_requests = device.parse(o.device, "auto")
+    except device.DeviceError as e:
+        raise UserError(str(e)) from None
+    sizes = {"image_size": o.image_size, "channels": o.channels, "batch_size": o.batch_size,
+             "steps_per_epoch": o.steps, "epochs": o.epochs,
+             "model": o.cnn_model, "pipeline": o.pipeline, "target_accuracy": o.target_accuracy,
+             "eval_every": o.eval_every}
+    precisions = _precisions(o.precisions)
+    cnn_jobs = [
+        j for d in cnn_requests
+        for j in _cnn_jobs(o.backend_names, o.quick, d, o.dataset, sizes, precisions)
+    ] if with_cnn else []  # fmt: skip
     known = backends.names() + [j["variant"] for j in cnn_jobs]
     for n in o.backend_names:
         if n not in known:
             raise UserError(f"unknown backend {n!r}; choose from {', '.join(known)}")
     names = [n for n in o.backend_names if n in backends.REGISTRY] or backends.names()
     _check_offered(names, o.solvers, o.gradients)
-    if o.device == "cuda" and problems + o.problem_files:
-        raise UserError("--device cuda applies to the CNN baselines; the ODE backends run on the CPU")
+    devices = _ode_devices(ode_requests, names) if problems + o.problem_files else ["cpu"]
     loaded = [_load_problem(None, f) for f in o.problem_files] + [
         _load_problem(p, None) for p in problems
     ]
     rtols = _rtols(o.tolerances, o.sweep)
     label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
-    return RunPlan(loaded, names, rtols, cnn_jobs, _settings(o, rtols), label)
+    return RunPlan(loaded, names, rtols, cnn_jobs, _settings(o, rtols), label, devices)
+
+
+def _ode_devices(requests: list[str], names: list[str]) -> list[str]:
+    """Concrete devices for the ODE cases; ``auto``'s choice is printed. ``cuda`` needs a
+    GPU and, for every chosen backend that can use one, a CUDA build of its framework
+    (probed in a fresh pinned process): otherwise a one-line error with the fix."""
+    from sciml_bench import backends
+    from sciml_bench.backends.base import probe_cuda
+    from sciml_bench.measure import device
+    from sciml_bench.measure.memory import gpu_count
+
+    try:
+        devices, note = device.resolve(requests, gpu_count() if requests != ["cpu"] else 0)
+    except device.DeviceError as e:
+        raise UserError(str(e)) from None
+    if note:
+        click.echo(note, err=True)
+    if "cuda" in devices:
+        for name in names:
+            b = backends.get(name)
+            if "cuda" not in b.devices or not b.availability().ok:
+                continue  # CPU-only: runs on the CPU and says so; unavailable: its own row
+            missing = probe_cuda(name)
+            if missing:
+                raise UserError(f"--device cuda: {missing[0]}; fix: {missing[1]}")
+    return devices
 
 
 def _check_offered(names: list[str], solvers: Sequence[str], gradients: Sequence[str]) -> None:
@@ -319,7 +359,8 @@ def _execute(plan: RunPlan, o: RunOptions) -> tuple[list[dict[str, Any]], Any]:
             click.echo(_reference_line(ref), err=True)
             compiled = reference.compile_problem(problem, ref)
             cases = runner.plan(
-                compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps
+                compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps,
+                plan.devices,
             )
             records += runner.run(compiled, ref, cases, writer, plan.settings)
         if plan.cnn_jobs:
@@ -432,6 +473,7 @@ def list_(as_json: bool) -> None:
         bks.append({
             "name": name, "available": av.ok, "reason": av.reason, "fix": av.fix,
             "solvers": list(b.solvers()), "gradient_methods": list(b.gradient_methods),
+            "devices": list(b.devices),
         })
     if as_json:
         click.echo(json.dumps({"problems": probs, "backends": bks}, indent=2))

@@ -16,6 +16,7 @@ import numpy as np
 from sciml_bench.cnn.config import CNNConfig, has_shortcut_conv, resnet_blocks
 from sciml_bench.cnn.data import Dataset, epoch_order, inference_images, init_params
 from sciml_bench.cnn.train_loop import Trainer, policy_text, resolve_device
+from sciml_bench.measure.memory import jax_alloc_peak_mb
 
 GPU_FIX = "pip install -U 'jax[cuda12]' (a CUDA build of jaxlib)"
 
@@ -336,9 +337,7 @@ class JaxTrainer(Trainer):
     def alloc_peak_mb(self) -> float | None:
         if self.device != "cuda":
             return None
-        stats = self._dev.memory_stats() or {}
-        peak = stats.get("peak_bytes_in_use")
-        return None if peak is None else peak / 2**20
+        return jax_alloc_peak_mb(self._dev)
 
     def device_name(self) -> str | None:
         return self._dev.device_kind if self.device == "cuda" else None

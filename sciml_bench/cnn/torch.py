@@ -16,6 +16,7 @@ import numpy as np
 from sciml_bench.cnn.config import CNNConfig, has_shortcut_conv, resnet_blocks
 from sciml_bench.cnn.data import Dataset, EpochOrder, inference_images, init_params
 from sciml_bench.cnn.train_loop import Trainer, Unavailable, policy_text, resolve_device
+from sciml_bench.measure.memory import torch_alloc_peak_mb
 
 GPU_FIX = "pip install torch --index-url https://download.pytorch.org/whl/cu126 (a CUDA build)"
 
@@ -273,7 +274,7 @@ class TorchTrainer(Trainer):
     def alloc_peak_mb(self) -> float | None:
         if self.device != "cuda":
             return None
-        return self._torch.cuda.max_memory_allocated() / 2**20
+        return torch_alloc_peak_mb(self._torch)
 
     def device_name(self) -> str | None:
         if self.device == "cuda":

@@ -41,7 +41,7 @@ import numpy as np
 
 from sciml_bench.cnn.config import CNNConfig
 from sciml_bench.cnn.data import Dataset, make_dataset
-from sciml_bench.measure.memory import Nvml, ResourceSampler, gpu_count, rss_mb
+from sciml_bench.measure.memory import Nvml, ResourceSampler, VramBaseline, gpu_count, rss_mb
 
 #: Every record carries these keys (``None`` where not measured), whatever its status.
 RECORD_FIELDS = (
@@ -250,8 +250,8 @@ def measure(variant: str, job: dict[str, Any], build: Any, load: Any) -> dict[st
         rec["ram_initial_mb"] = rss_mb()
         request = job.get("device", "auto")
         # NVML baseline before the framework touches the GPU
-        nvml = Nvml.open() if request != "cpu" else None
-        vram_base = nvml.used_mb() if nvml else None
+        vram = VramBaseline.open() if request != "cpu" else None
+        nvml = vram.nvml if vram else None
         cfg = CNNConfig.from_json(job["config"])
 
         t = time.perf_counter()
@@ -272,17 +272,17 @@ def measure(variant: str, job: dict[str, Any], build: Any, load: Any) -> dict[st
             rec["reason"] = trainer.device_note
         rec["ram_after_setup_mb"] = rss_mb()
         on_gpu = trainer.device == "cuda" and nvml is not None
-        if on_gpu:
-            rec["vram_baseline_mb"] = vram_base
-            rec["vram_initial_mb"] = _minus(nvml.used_mb(), vram_base)
+        if on_gpu and vram is not None:
+            rec["vram_baseline_mb"] = vram.baseline_mb
+            rec["vram_initial_mb"] = vram.now_mb()
 
         timing = _train(trainer, cfg, sampler, nvml if on_gpu else None)
         rec.update(timing)
         rec["cold_start_s"] = rec["import_s"] + rec["setup_s"] + rec["time_to_first_step_s"]
         # memory of training only: read before the evaluations below allocate more
         rec["ram_max_mb"] = sampler.ram_max_mb
-        if on_gpu and sampler.vram_peak_mb is not None:
-            rec["vram_max_mb"] = sampler.vram_peak_mb - vram_base
+        if on_gpu and vram is not None:
+            rec["vram_max_mb"] = vram.peak_mb(sampler)
         rec["alloc_peak_mb"] = trainer.alloc_peak_mb()
 
         rec["final_loss"], rec["accuracy"] = trainer.evaluate()
@@ -558,7 +558,3 @@ def compare_precision(rec: dict[str, Any], earlier: list[dict[str, Any]]) -> dic
                     out["reason"] = f"{rec['reason']}; {why}" if rec.get("reason") else why
                 return out
     return rec
-
-
-def _minus(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a - b

@@ -154,3 +154,55 @@ class ResourceSampler:
         """Mean GPU utilisation (%) over samples taken in ``[t0, t1]``."""
         window = [u for t, u in self.utilization if t0 <= t <= t1]
         return sum(window) / len(window) if window else None
+
+
+class VramBaseline:
+    """GPU memory in use, relative to a reading taken before the framework starts.
+
+    NVML sees the whole device (other processes, the CUDA context), so a case's VRAM is
+    ``used - baseline``; :meth:`peak_mb` takes the peak a :class:`ResourceSampler` saw.
+    Shared by the CNN baselines and the ODE cases.
+    """
+
+    def __init__(self, nvml: Nvml):
+        self.nvml = nvml
+        self.baseline_mb = nvml.used_mb()
+
+    @classmethod
+    def open(cls) -> VramBaseline | None:
+        """The baseline of the GPU this process would use, or ``None`` (no NVML, no GPU)."""
+        nvml = Nvml.open()
+        return cls(nvml) if nvml is not None else None
+
+    def sampler(self) -> ResourceSampler:
+        """A started sampler of this GPU (and of RSS)."""
+        return ResourceSampler(nvml=self.nvml).start()
+
+    def now_mb(self) -> float | None:
+        return _minus(self.nvml.used_mb(), self.baseline_mb)
+
+    def peak_mb(self, sampler: ResourceSampler) -> float | None:
+        return _minus(sampler.vram_peak_mb, self.baseline_mb)
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def torch_alloc_peak_mb(torch: Any) -> float | None:
+    """PyTorch's caching allocator's peak on the current CUDA device since its last
+    ``torch.cuda.reset_peak_memory_stats()`` (MiB); ``None`` without CUDA."""
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.max_memory_allocated() / MB
+
+
+def jax_alloc_peak_mb(device: Any) -> float | None:
+    """XLA's allocator peak on a JAX device (``memory_stats()["peak_bytes_in_use"]``, MiB);
+    ``None`` where the device reports none (the CPU)."""
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # some platforms raise instead of returning None
+        return None
+    peak = stats.get("peak_bytes_in_use")
+    return None if peak is None else peak / MB

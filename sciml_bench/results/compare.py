@@ -1,6 +1,7 @@
 """Compare two results files: matched cases, ratios of medians, and whether a change is real.
 
-Cases are matched on (problem, backend, solver, gradient method, rtol). For
+Cases are matched on (problem, backend, solver, gradient method, rtol, device):
+a case on the GPU is never paired with the same case on the CPU. For
 each timing (steady-state solve, steady-state gradient, time to first
 gradient across cold processes; CNN epochs) the ratio NEW/OLD of the medians
 is shown with a two-sided Mann–Whitney U test on the raw samples
@@ -53,8 +54,12 @@ SLOWER, FASTER, SAME, TOO_FEW, CHANGED = (
 )  # fmt: skip
 
 
-def case_key(r: dict[str, Any]) -> tuple[str, str, str, str, str]:
-    """What identifies a case across runs; rtol compared to 3 significant digits."""
+def case_key(r: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
+    """What identifies a case across runs; rtol compared to 3 significant digits.
+
+    The device is the one the row ran on (read back), else the one asked for, else
+    ``?`` (a version-1 file from a machine with a GPU): unknown pairs only with unknown.
+    """
     rtol = r.get("rtol")
     rt = f"{rtol:.3g}" if isinstance(rtol, int | float) and math.isfinite(rtol) else "-"
     return (
@@ -63,6 +68,7 @@ def case_key(r: dict[str, Any]) -> tuple[str, str, str, str, str]:
         str(r.get("solver", "")),
         str(r.get("gradient_method", "")),
         rt,
+        str(r.get("device") or r.get("device_requested") or "?"),
     )
 
 
@@ -123,7 +129,7 @@ def compare_samples(
 
 @dataclass
 class CaseComparison:
-    key: tuple[str, str, str, str, str]
+    key: tuple[str, str, str, str, str, str]
     old: dict[str, Any]
     new: dict[str, Any]
     changes: list[Change] = field(default_factory=list)
@@ -133,9 +139,13 @@ class CaseComparison:
 
     @property
     def label(self) -> str:
-        problem, backend, solver, grad, rtol = self.key
+        problem, backend, solver, grad, rtol, device = self.key
         parts = [backend, solver, grad if grad not in ("", "none") else ""]
-        return " ".join(p for p in parts if p) + (f" rtol={_fmt_rtol(rtol)}" if rtol != "-" else "")
+        return (
+            " ".join(p for p in parts if p)
+            + (f" rtol={_fmt_rtol(rtol)}" if rtol != "-" else "")
+            + f" on {device}"
+        )
 
 
 @dataclass
@@ -282,6 +292,7 @@ def to_json(comp: Comparison, threshold: float | None = None) -> dict[str, Any]:
             {
                 "problem": cc.key[0], "backend": cc.key[1], "solver": cc.key[2],
                 "gradient_method": cc.key[3], "rtol": cc.new.get("rtol"),
+                "device": cc.key[5],
                 "timings": [
                     {**c.__dict__, "min_p": min_p(c.n_old, c.n_new),
                      "significant": c.significant} for c in cc.changes

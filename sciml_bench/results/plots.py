@@ -90,6 +90,8 @@ def case_label(r: dict[str, Any], with_rtol: bool = False, sep: str = " ") -> st
     tail = [str(r["gradient_method"])] if r.get("gradient_method") not in (None, "", "none") else []
     if with_rtol and finite(r.get("rtol")):
         tail.append(f"rtol={r['rtol']:.0e}")
+    if r.get("kind", "ode") == "ode" and r.get("device") not in (None, "", "cpu"):
+        tail.append(f"on {r['device']}")  # CPU and GPU rows of one case apart
     label = sep.join(x for x in (head, " ".join(tail)) if x) or "?"
     return f"{r['_run']} {label}" if r.get("_run") else label  # which file, in multi-file reports
 

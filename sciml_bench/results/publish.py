@@ -20,9 +20,10 @@ from typing import Any
 
 from sciml_bench.results import plots
 from sciml_bench.results.store import Run
+from sciml_bench.results.table import device_cell
 
 CASE_COLUMNS = (
-    "backend", "solver", "gradient", "rtol", "status", "TTFG s [IQR]", "solve ms [IQR]",
+    "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s [IQR]", "solve ms [IQR]",
     "grad ms [IQR]", "sol err", "grad err",
 )  # fmt: skip
 CNN_COLUMNS = (
@@ -103,6 +104,7 @@ def case_row(r: dict[str, Any], metric_key: str) -> list[str]:
         str(r.get("backend", "")),
         str(r.get("solver", "")),
         str(r.get("gradient_method", "")),
+        device_cell(r),
         _f(r.get("rtol"), ".0e"),
         status if status == "ok" else f"**{status}**",
         _spread(r.get("ttfg_s"), r.get("ttfg_iqr"), 1.0, ".2f"),

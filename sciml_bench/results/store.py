@@ -1,6 +1,6 @@
 """The results file: HDF5, versioned schema, written so nothing completed is lost.
 
-Schema (``schema_version`` 1)::
+Schema (``schema_version`` 2; version 1 files are still read, see :func:`upgrade_v1`)::
 
     /                      attrs: format="sciml-bench-results", schema_version,
                                   run_id, created (ISO 8601 UTC), command,
@@ -43,7 +43,7 @@ from sciml_bench import __version__
 from sciml_bench.measure.clock import iqr, median
 
 FORMAT = "sciml-bench-results"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: raw-sample fields and the summary keys derived from them when reading
 SAMPLE_FIELDS = {"ttfg_samples": "ttfg_s", "solve_samples": "solve_s", "grad_samples": "grad_s"}
 
@@ -239,7 +239,28 @@ def _read(path: str | os.PathLike[str]) -> Run:
         meta = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in f.attrs.items()}
         env = {k: json.loads(v) for k, v in f["environment"].attrs.items()} if "environment" in f else {}
         records = [summarize(_read_record(f["cases"][k])) for k in sorted(f.get("cases", {}))]
+    if version < 2:
+        records = [upgrade_v1(r, env) for r in records]
     return Run(p, meta, env, records)
+
+
+def upgrade_v1(record: dict[str, Any], environment: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 ODE record with the device keys of version 2, from what the file knows.
+
+    Version 1 recorded no device for ODE cases. A run whose environment lists no GPU
+    ran every case on the CPU (``device`` = ``cpu``, ``device_name`` = its CPU model);
+    on a machine with a GPU, JAX may have taken it, so the device stays unknown (None).
+    ``device_requested`` is None: version 1 had no request. CNN records had the keys.
+    """
+    if record.get("kind", "ode") != "ode" or "device" in record:
+        return record
+    out = dict(record)
+    out.setdefault("device_requested", None)
+    if environment.get("gpus") == []:
+        out["device"], out["device_name"] = "cpu", environment.get("cpu_model")
+    else:
+        out["device"], out["device_name"] = None, None
+    return out
 
 
 def summarize(record: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 ODE_COLUMNS = (
-    "backend", "solver", "gradient", "rtol", "status", "TTFG s", "solve ms [IQR]",
+    "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s", "solve ms [IQR]",
     "grad ms [IQR]", "sol err", "grad err", "steps",
 )
 
@@ -21,7 +21,7 @@ JSON_KEYS = (
     "problem", "backend", "solver", "gradient_method", "status", "reason", "ttfg_s",
     "solve_s", "grad_s", "solution_error", "gradient_error", "gradient", "steps",
     "rhs_evals", "gradient_tier", "gradient_cosine", "rtol", "atol", "t_reached",
-    "peak_rss_mb",
+    "peak_rss_mb", "device", "device_requested", "device_name", "vram_max_mb", "alloc_peak_mb",
 )
 
 
@@ -94,6 +94,15 @@ def cnn_second_wave(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def device_cell(r: dict[str, Any]) -> str:
+    """The device a row ran on; ``cpu (asked cuda)`` where a CPU-only backend was asked
+    for the GPU; ``-`` where it is unknown (a version-1 file from a GPU machine)."""
+    dev, asked = r.get("device"), r.get("device_requested")
+    if not dev:
+        return "-"
+    return f"{dev} (asked {asked})" if asked and asked != dev else str(dev)
+
+
 def ode_row(r: dict[str, Any]) -> list[str]:
     ttfg = r.get("ttfg_s")
     grad_err = _num(r.get("gradient_error"))
@@ -106,6 +115,7 @@ def ode_row(r: dict[str, Any]) -> list[str]:
         r.get("backend", ""),
         r.get("solver", ""),
         r.get("gradient_method", ""),
+        device_cell(r),
         _num(r.get("rtol"), ".0e"),
         r.get("status", ""),
         f"{ttfg:.2f}" if ttfg is not None else "-",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sciml_bench.measure.clock import clock
+from sciml_bench.measure.device import device_env
 
 
 @dataclass
@@ -105,7 +106,9 @@ class LocalExecutor:
         self.poll_s = poll_s
         self.threads = threads
 
-    def env(self, scratch: str) -> dict[str, str]:
+    def env(self, scratch: str, job: dict[str, Any] | None = None) -> dict[str, str]:
+        """The worker's environment: thread budget, cold caches, and the job's device
+        pinned before any framework starts (:func:`~sciml_bench.measure.device.device_env`)."""
         env = dict(os.environ)
         if self.threads:
             # One thread budget for every framework: unequal defaults, or more threads
@@ -123,6 +126,8 @@ class LocalExecutor:
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(scratch, "inductor-cache"))
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         env["PYTHONUNBUFFERED"] = "1"
+        # the job's device wins over a JAX_PLATFORMS the user's shell may have set
+        env.update(device_env((job or {}).get("device")))
         return env
 
     def run(
@@ -147,7 +152,7 @@ class LocalExecutor:
                         stdin=subprocess.DEVNULL,
                         stdout=err,
                         stderr=err,
-                        env=self.env(scratch),
+                        env=self.env(scratch, job),
                         start_new_session=True,
                     )
                     while True:

@@ -37,10 +37,54 @@ def _watch_progress(case: Any, events: Events, stop: threading.Event) -> None:
             last = t
 
 
+def _placed(case: Any, job: dict[str, Any], events: Events, after: str) -> bool:
+    """Read back where the library put the case's arrays and record it; a device other
+    than the one the worker was pinned to is an ``error`` naming both."""
+    from sciml_bench.measure.status import Status
+
+    try:
+        device, name = case.placement()
+    except Exception as e:
+        report_failure(events, e, f"device read-back after {after}")
+        return False
+    events.emit(device=device, device_name=name)
+    wanted = job.get("device", "cpu")
+    if device != wanted:
+        events.emit(
+            status=Status.ERROR.value,
+            reason=f"{job['backend']}: device mismatch after {after}: asked for {wanted}, "
+            f"the library reports {device} ({name or 'unnamed'})",
+            during=after,
+        )
+        return False
+    return True
+
+
+def _vram_start(job: dict[str, Any]) -> Any:
+    """On a GPU, NVML's baseline (read before the framework starts) and a sampler."""
+    if job.get("device") != "cuda":
+        return None
+    from sciml_bench.measure.memory import VramBaseline
+
+    vram = VramBaseline.open()
+    return (vram, vram.sampler()) if vram is not None else None
+
+
+def _vram_report(meter: Any, case: Any, events: Events) -> None:
+    """The case's device-memory peak: NVML relative to the baseline, and the allocator's."""
+    if meter is None:
+        return
+    vram, sampler = meter
+    sampler.stop()
+    events.emit(vram_baseline_mb=vram.baseline_mb, vram_max_mb=vram.peak_mb(sampler),
+                alloc_peak_mb=case.alloc_peak_mb())
+
+
 def work(job: dict[str, Any], events: Events) -> None:
     t_spawn = float(job["t_spawn"])
     name = job["backend"]
     detail: dict[str, float] = {}
+    meter = _vram_start(job)
     if name == "julia":
         # juliacall before numpy, torch or anything else (torch first crashes it);
         # julia_env is stdlib-only and configures juliacall so it never downloads Julia.
@@ -79,6 +123,7 @@ def work(job: dict[str, Any], events: Events) -> None:
         atol=float(opts["atol"]),
         max_steps=int(opts["max_steps"]),
         extra=opts.get("extra", {}),
+        device=job.get("device", "cpu"),
     )
     try:
         case = backend.build(problem, options)
@@ -86,6 +131,8 @@ def work(job: dict[str, Any], events: Events) -> None:
         report_failure(events, e, "build")
         return
     events.emit(phase="build", s=clock() - start)
+    if not _placed(case, job, events, "build"):
+        return
     if getattr(case, "info", None):
         events.emit(case_info=case.info)
     theta = np.asarray(problem.theta0, dtype=np.float64)
@@ -103,6 +150,8 @@ def work(job: dict[str, Any], events: Events) -> None:
         stop.set()
         watcher.join(timeout=2.0)  # never leave it inside the library while we move on
     events.emit(phase="first_solve", s=clock() - start)
+    if not _placed(case, job, events, "first solve"):
+        return
     full = job.get("mode", "full") == "full"
     if full:
         events.emit(y=sol.y, stats=sol.stats)
@@ -130,6 +179,7 @@ def work(job: dict[str, Any], events: Events) -> None:
 
     if full:
         _steady(job, case, theta, backend.differentiable, events)
+    _vram_report(meter, case, events)
     events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason="")
 
 
@@ -197,6 +247,13 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "solver": opts["solver"],
         "gradient_method": opts["gradient_method"],
         "dtype": "float64",
+        # what the library reported (read back); what was asked; the GPU or CPU model
+        "device": ev.get("device"),
+        "device_requested": job.get("device_requested", job.get("device", "cpu")),
+        "device_name": ev.get("device_name"),
+        "vram_baseline_mb": ev.get("vram_baseline_mb"),
+        "vram_max_mb": ev.get("vram_max_mb"),
+        "alloc_peak_mb": ev.get("alloc_peak_mb"),
         "rtol": opts["rtol"],
         "atol": opts["atol"],
         "max_steps": opts["max_steps"],
@@ -246,4 +303,9 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         rec["gradient_error"] = gerr["max_rel"]
         rec["gradient_cosine"] = gerr["cosine"]
         rec["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])
+    if rec["device_requested"] != job.get("device", "cpu"):
+        from sciml_bench.measure.device import cpu_only_note
+
+        note = cpu_only_note(job["backend"])
+        rec["reason"] = f"{reason}; {note}" if reason else note
     return summarize({k: v for k, v in rec.items() if v is not None})

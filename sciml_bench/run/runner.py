@@ -39,10 +39,15 @@ class CaseSpec:
     atol: float
     max_steps: int
     extra: dict[str, Any] = field(default_factory=dict)
+    #: where it runs (``cpu``/``cuda``), and the device asked for (a CPU-only backend
+    #: asked for ``cuda`` runs on ``cpu`` and its row says so)
+    device: str = "cpu"
+    device_requested: str = "cpu"
 
     @property
     def label(self) -> str:
-        return f"{self.backend} {self.solver} {self.gradient_method} rtol={self.rtol:g}"
+        return (f"{self.backend} {self.solver} {self.gradient_method} rtol={self.rtol:g} "
+                f"on {self.device}")
 
 
 @dataclass
@@ -75,20 +80,32 @@ def plan(
     gradients: Sequence[str] = (),
     rtols: Sequence[float] | None = None,
     max_steps: int | None = None,
+    devices: Sequence[str] = ("cpu",),
 ) -> list[CaseSpec]:
-    """The case matrix. A solver or gradient name applies to backends offering it."""
+    """The case matrix. A solver or gradient name applies to backends offering it.
+
+    Each case runs once per device in ``devices`` (concrete: ``cpu``, ``cuda``), a
+    backend's devices next to each other. A backend that runs only on the CPU runs there
+    once: for a ``cuda``-only request its row is on ``cpu`` and says it was asked for
+    ``cuda``; beside a ``cpu`` request it is that row alone.
+    """
     cases = []
     for name in backend_names:
         b = backends.get(name)
         offered = b.solvers()
         chosen = [s for s in solvers if s in offered] or [b.default_solver(problem.stiff)]
         grads = [g for g in gradients if g in b.gradient_methods] or [b.default_gradient(problem)]
-        for rtol, atol in tolerances(problem, rtols):
-            for s in chosen:
-                for g in grads:
-                    cases.append(
-                        CaseSpec(name, s, g, rtol, atol, max_steps or problem.max_steps)
-                    )
+        runs = [(d, d) for d in devices if d in b.devices]
+        if not runs:  # CPU-only under a GPU-only request: on the CPU, and the row says so
+            runs = [("cpu", devices[0])]
+        for device, requested in runs:
+            for rtol, atol in tolerances(problem, rtols):
+                for s in chosen:
+                    for g in grads:
+                        cases.append(CaseSpec(
+                            name, s, g, rtol, atol, max_steps or problem.max_steps,
+                            device=device, device_requested=requested,
+                        ))  # fmt: skip
     return cases
 
 
@@ -157,6 +174,8 @@ def case_job(
             "max_steps": spec.max_steps,
             "extra": spec.extra,
         },
+        "device": spec.device,
+        "device_requested": spec.device_requested,
         "repeats": settings.repeats,
         "warmups": settings.warmups,
         "steady_budget_s": settings.steady_budget_s,
