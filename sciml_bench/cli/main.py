@@ -26,15 +26,23 @@ class UserError(click.ClickException):
 
 
 class _Group(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # --debug is accepted anywhere before a `--`: `sciml-bench run X --debug` too
+        end = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[:end]:
+            args = ["--debug"] + [a for a in args[:end] if a != "--debug"] + args[end:]
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         from sciml_bench.problem.reference import ReferenceError
         from sciml_bench.problem.spec import ProblemError
+        from sciml_bench.results.extras import MissingExtra
         from sciml_bench.results.store import ResultsError
 
-        debug = "--debug" in sys.argv
+        debug = bool(ctx.params.get("debug"))
         try:
             return super().invoke(ctx)
-        except (ProblemError, ResultsError, ReferenceError) as e:
+        except (ProblemError, ResultsError, ReferenceError, MissingExtra) as e:
             if debug:
                 traceback.print_exc()
             raise UserError(str(e)) from None
@@ -337,6 +345,10 @@ def _cnn_jobs(
 ) -> list[dict[str, Any]]:
     from sciml_bench import cnn
 
+    if dataset == "digits":
+        from sciml_bench.results.extras import check
+
+        check("sklearn", "digits", "--dataset digits")
     if device == "cuda":
         from sciml_bench.measure.memory import gpu_count
 

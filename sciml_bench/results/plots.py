@@ -63,8 +63,9 @@ class Plot:
 
 
 def _plt() -> Any:
-    import matplotlib
+    from sciml_bench.results.extras import require
 
+    matplotlib = require("matplotlib", "report", "drawing figures (sciml-bench report)")
     matplotlib.use("Agg")  # files only; never needs a display
     import matplotlib.pyplot as plt
 

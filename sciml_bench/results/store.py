@@ -184,13 +184,14 @@ def _sigint_deferred() -> Iterator[None]:
 
 def load(path: str | os.PathLike[str], as_frame: bool = False) -> Any:
     """Read a results file: a :class:`Run` (records summarized), or a pandas
-    DataFrame of the records when ``as_frame`` and pandas is installed."""
-    run = read(path)
+    DataFrame of the records when ``as_frame`` (pandas, the ``report`` extra: without
+    it a one-line :class:`~sciml_bench.results.extras.MissingExtra`)."""
     if as_frame:
-        import pandas as pd
+        from sciml_bench.results.extras import require
 
-        return pd.DataFrame(run.records)
-    return run
+        pd = require("pandas", "report", "sciml_bench.results.load(..., as_frame=True)")
+        return pd.DataFrame(read(path).records)
+    return read(path)
 
 
 def read(path: str | os.PathLike[str]) -> Run:
