@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sys
 import traceback
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from sciml_bench import __version__
 
 EXIT_BAD_INPUT = 2
+#: Ctrl-C; SIGTERM gives 143 and SIGHUP 129 (128 + the signal's number)
 EXIT_INTERRUPTED = 130
 
 
@@ -283,12 +285,37 @@ def _settings(o: RunOptions, rtols: list[float] | None) -> Any:
 
 def _execute(plan: RunPlan, o: RunOptions) -> tuple[list[dict[str, Any]], Any]:
     """Run the plan into one results file; every finished case is on disk as it ends."""
-    from sciml_bench.measure import environment
-    from sciml_bench.problem import reference
-    from sciml_bench.results.store import ResultsWriter, new_path
-    from sciml_bench.run import runner
+    from sciml_bench.run import runner, signals
 
-    path = new_path(o.out, plan.label)
+    writer = _writer(o, plan.label)
+    try:
+        with signals.stop_signals():  # SIGTERM and SIGHUP end the run as Ctrl-C does
+            records = _measure(plan, o, writer)
+    except runner.Interrupt as e:
+        _interrupted(writer.records, str(e), e.signum, o.as_json)
+    except KeyboardInterrupt as e:  # outside a case, e.g. while building a reference
+        sig = signals.signal_of(e)
+        writer.finish("interrupted", interrupted_by=sig.name)
+        n = len(writer.records)
+        _interrupted(writer.records, f"interrupted by {sig.name}: {n} completed case(s) are "
+                     f"saved in {writer.path}", sig, o.as_json)  # fmt: skip
+    except Exception:
+        # e.g. a reference that cannot be built: keep what was measured, leave no empty file
+        if writer.records:
+            writer.finish("failed")
+        else:
+            writer.path.unlink(missing_ok=True)
+        raise
+    writer.finish("complete")
+    return records, writer.path
+
+
+def _writer(o: RunOptions, label: str) -> Any:
+    """The run's results file, created now so that a bad --out fails before any work."""
+    from sciml_bench.measure import environment
+    from sciml_bench.results.store import ResultsWriter, new_path
+
+    path = new_path(o.out, label)
     try:
         writer = ResultsWriter(
             path,
@@ -300,37 +327,40 @@ def _execute(plan: RunPlan, o: RunOptions) -> tuple[list[dict[str, Any]], Any]:
             f"cannot write results to {o.out!r}: {e.strerror or e}; choose a writable folder with --out"
         ) from None
     click.echo(f"results: {path}", err=True)
+    return writer
+
+
+def _measure(plan: RunPlan, o: RunOptions, writer: Any) -> list[dict[str, Any]]:
+    """Every problem's cases, then the CNN jobs, each record written as it ends."""
+    from sciml_bench.problem import reference
+    from sciml_bench.run import runner
+
     records: list[dict[str, Any]] = []
-    try:
-        for problem in plan.problems:
-            click.echo(f"reference for {problem.name} ...", err=True)
-            ref = reference.get(problem, refresh=o.refresh_reference)
-            click.echo(_reference_line(ref), err=True)
-            compiled = reference.compile_problem(problem, ref)
-            cases = runner.plan(
-                compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps
-            )
-            records += runner.run(compiled, ref, cases, writer, plan.settings)
-        if plan.cnn_jobs:
-            records += runner.run_cnn(plan.cnn_jobs, writer, plan.settings)
-    except runner.Interrupt as e:
-        click.echo(str(e), err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:  # outside a case, e.g. while building a reference
-        writer.finish("interrupted")
-        click.echo(
-            f"interrupted: {len(writer.records)} completed case(s) are saved in {path}", err=True
+    for problem in plan.problems:
+        click.echo(f"reference for {problem.name} ...", err=True)
+        ref = reference.get(problem, refresh=o.refresh_reference)
+        click.echo(_reference_line(ref), err=True)
+        compiled = reference.compile_problem(problem, ref)
+        cases = runner.plan(
+            compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps
         )
-        sys.exit(EXIT_INTERRUPTED)
-    except Exception:
-        # e.g. a reference that cannot be built: keep what was measured, leave no empty file
-        if writer.records:
-            writer.finish("failed")
-        else:
-            path.unlink(missing_ok=True)
-        raise
-    writer.finish("complete")
-    return records, path
+        records += runner.run(compiled, ref, cases, writer, plan.settings)
+    if plan.cnn_jobs:
+        records += runner.run_cnn(plan.cnn_jobs, writer, plan.settings)
+    return records
+
+
+def _interrupted(records: list[dict[str, Any]], message: str, signum: int, as_json: bool) -> NoReturn:
+    """Print what completed, as a finished run would (table or JSON); exit 128 + signal."""
+    from sciml_bench.results.table import json_record, table
+    from sciml_bench.run.signals import exit_status
+
+    if as_json:
+        click.echo(json.dumps([json_record(r) for r in records], indent=2, default=str))
+    elif records:
+        click.echo(table(records))
+    click.echo(message, err=True)
+    sys.exit(exit_status(signal.Signals(signum)))
 
 
 def _reference_line(ref: Any) -> str:
@@ -379,8 +409,11 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
             click.echo(json.dumps([report.json_record(r) for r in run.records], indent=2, default=str))
             continue
         env = run.environment
+        status = run.meta.get("status")
+        if run.meta.get("interrupted_by"):  # absent in files written before it existed
+            status = f"{status} by {run.meta['interrupted_by']}"
         click.echo(
-            f"{f}  [{run.meta.get('status')}]  {run.meta.get('created')}  "
+            f"{f}  [{status}]  {run.meta.get('created')}  "
             f"{env.get('cpu_model', '?')} x{env.get('cpu_count', '?')}  "
             f"python {env.get('python', '?')}"
         )

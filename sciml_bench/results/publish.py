@@ -140,7 +140,8 @@ def environment_blocks(runs: Sequence[Run]) -> list[Block]:
             blocks.append(Heading(3, f"#{i}: {run.path.name}"))
         rows = [
             ["file", run.path.name],
-            ["status", str(m.get("status", "?"))],
+            ["status", str(m.get("status", "?"))
+             + (f" by {m['interrupted_by']}" if m.get("interrupted_by") else "")],
             ["created", str(m.get("created", "?"))],
             ["command", str(m.get("command", "?"))],
             [

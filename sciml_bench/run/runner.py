@@ -12,6 +12,7 @@ next case starts.
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from sciml_bench.results.store import ResultsWriter, summarize
 from sciml_bench.run.executor import Executor, Interrupted, LocalExecutor, Outcome
 from sciml_bench.run.jobs import Process, kind_of
 from sciml_bench.run.ode import PHASES
+from sciml_bench.run.signals import signal_of
 
 #: the work-precision ladder of ``--sweep`` (DiffEqDevTools style)
 SWEEP_RTOLS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)
@@ -57,7 +59,12 @@ class Settings:
 
 
 class Interrupt(Exception):
-    """The run was interrupted; every completed case is already on disk."""
+    """The run was interrupted (``signum``: SIGINT, SIGTERM or SIGHUP); every
+    completed case is already on disk."""
+
+    def __init__(self, message: str, signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.signum = signum
 
 
 def tolerances(problem: CompiledProblem, rtols: Sequence[float] | None) -> list[tuple[float, float]]:
@@ -183,11 +190,24 @@ def run_case(
             elif "status" in e and e["status"] != "ok":
                 progress(f"      process {k + 1}: {e['status']}: {e.get('reason', '')[:100]}")
 
-        outcome = executor.run({**base_job, "mode": mode}, settings.budget_s, on_event)
+        try:
+            outcome = executor.run({**base_job, "mode": mode}, settings.budget_s, on_event)
+        except Interrupted as e:
+            if processes:  # the finished ones are measurements: keep them, marked partial
+                e.partial = _partial(base_job, processes, settings.cold, signal_of(e).name)
+            raise
         processes.append(ending(outcome, settings.budget_s))
         if processes[-1].status != Status.OK.value:
             break
     return kind_of(base_job).record(base_job, processes)
+
+
+def _partial(job: dict[str, Any], processes: list[Process], planned: int, by: str) -> dict[str, Any]:
+    """The record of a case interrupted after some of its processes finished."""
+    rec = kind_of(job).record(job, processes)
+    note = f"partial: interrupted by {by} after {len(processes)} of {planned} cold processes"
+    rec["reason"] = f"{rec['reason']}; {note}" if rec.get("reason") else note
+    return {**rec, "partial": True, "cold_processes_planned": planned}
 
 
 def run(
@@ -218,7 +238,13 @@ def run(
                 progress(f"[{i}/{len(cases)}] {spec.backend}: unavailable ({av.reason})")
             else:
                 progress(f"[{i}/{len(cases)}] {problem.name}: {spec.label}")
-                rec = run_case(spec, problem, ref, settings, executor, progress)
+                try:
+                    rec = run_case(spec, problem, ref, settings, executor, progress)
+                except Interrupted as e:
+                    if e.partial is not None:
+                        writer.add(e.partial)
+                        done.append(e.partial)
+                    raise
                 progress(f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else ""))
             writer.add(rec)
             done.append(rec)
@@ -227,13 +253,16 @@ def run(
 
 @contextlib.contextmanager
 def _saved_on_interrupt(writer: ResultsWriter, done: list[dict[str, Any]]) -> Iterator[None]:
-    """Turn Ctrl-C into :class:`Interrupt` once the file is marked interrupted."""
+    """Turn Ctrl-C (or SIGTERM/SIGHUP, :mod:`sciml_bench.run.signals`) into
+    :class:`Interrupt` once the file is marked interrupted by that signal."""
     try:
         yield
-    except (KeyboardInterrupt, Interrupted):
-        writer.finish("interrupted")
+    except KeyboardInterrupt as e:  # Interrupted and Stopped included
+        sig = signal_of(e)
+        writer.finish("interrupted", interrupted_by=sig.name)
         raise Interrupt(
-            f"interrupted: {len(done)} completed case(s) are saved in {writer.path}"
+            f"interrupted by {sig.name}: {len(done)} completed case(s) are saved in {writer.path}",
+            sig,
         ) from None
 
 
