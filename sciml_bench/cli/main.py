@@ -17,6 +17,8 @@ import click
 from sciml_bench import __version__
 
 EXIT_BAD_INPUT = 2
+#: gradient components `reference` prints before summarizing the rest
+GRADIENT_LINES = 10
 #: Ctrl-C; SIGTERM gives 143 and SIGHUP 129 (128 + the signal's number)
 EXIT_INTERRUPTED = 130
 
@@ -105,16 +107,23 @@ def _rtols(tolerances: str | None, sweep: bool) -> list[float] | None:
     return vals
 
 
+def _comma_list(_ctx: click.Context, _param: click.Parameter, values: Sequence[str]) -> tuple[str, ...]:
+    """``-b scipy,diffrax`` as well as ``-b scipy -b diffrax`` (as --tolerances takes commas)."""
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+
+
 @main.command()
 @click.argument("problems", nargs=-1)
 @click.option("--problem-file", "problem_files", multiple=True, type=click.Path(),
               help="Run your own problem file (TOML); repeatable.")
-@click.option("-b", "--backend", "backend_names", multiple=True,
-              help="Backend(s) to run (default: all). See `sciml-bench list`.")
-@click.option("--solver", "solvers", multiple=True,
-              help="Solver name(s); each applies to the backends that offer it.")
-@click.option("--gradient", "gradients", multiple=True,
-              help="Gradient method(s), e.g. BacksolveAdjoint or adjoint.")
+@click.option("-b", "--backend", "backend_names", multiple=True, callback=_comma_list,
+              help="Backend(s) to run, repeated or comma-separated (default: all). "
+              "See `sciml-bench list`.")
+@click.option("--solver", "solvers", multiple=True, callback=_comma_list,
+              help="Solver name(s), repeated or comma-separated; each applies to the "
+              "backends that offer it.")
+@click.option("--gradient", "gradients", multiple=True, callback=_comma_list,
+              help="Gradient method(s), repeated or comma-separated, e.g. BacksolveAdjoint.")
 @click.option("--tolerances", help="Comma-separated rtols; atol keeps the problem's ratio.")
 @click.option("--sweep", is_flag=True, help="Work-precision ladder rtol 1e-3 ... 1e-9.")
 @click.option("--cold", type=click.IntRange(1, 50), default=None,
@@ -161,6 +170,7 @@ def run(**options: Any) -> None:
     Examples:
       sciml-bench run stiff-robertson
       sciml-bench run stiff-robertson -b diffrax --gradient BacksolveAdjoint
+      sciml-bench run stiff-robertson -b scipy,diffrax --quick
       sciml-bench run --problem-file my.toml --tolerances 1e-4,1e-6,1e-8
       sciml-bench run cnn --quick -b torch-eager -b jax
     """
@@ -485,6 +495,8 @@ def codegen(problem: str | None, problem_file: str | None, target: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print t, y, loss and gradient as JSON.")
 def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, as_json: bool) -> None:
     """Compute (or read from cache) the tight reference solution and gradient."""
+    import numpy as np
+
     from sciml_bench.problem import reference
 
     p = _load_problem(problem, problem_file)
@@ -507,8 +519,16 @@ def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, 
         return
     click.echo(f"{p.name}: {ref.method}")
     click.echo(f"  rtol={ref.rtol:g} atol={ref.atol:g}  loss={ref.loss:.12g}")
-    for k, v in doc["gradient"].items():
+    grad = list(doc["gradient"].items())
+    shown = grad if len(grad) <= GRADIENT_LINES + 2 else grad[:GRADIENT_LINES]
+    for k, v in shown:
         click.echo(f"  dL/d{k} = {v:.12g}")
+    if len(shown) < len(grad):
+        rest = np.abs([v for _, v in grad[len(shown):]])
+        click.echo(
+            f"  ... {len(rest)} more components (|dL/dθ| from {rest.min():.3g} to "
+            f"{rest.max():.3g}); --json prints every one"
+        )
     if ref.complex_step_agreement is not None:
         click.echo(f"  FD vs complex step: max relative difference {ref.complex_step_agreement:.2e}")
 

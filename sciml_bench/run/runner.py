@@ -23,6 +23,7 @@ from sciml_bench.measure.status import Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.reference import Reference
 from sciml_bench.results.store import ResultsWriter, summarize
+from sciml_bench.results.table import fmt_rtol
 from sciml_bench.run.executor import Executor, Interrupted, LocalExecutor, Outcome
 from sciml_bench.run.jobs import Process, kind_of
 from sciml_bench.run.ode import PHASES
@@ -44,7 +45,7 @@ class CaseSpec:
 
     @property
     def label(self) -> str:
-        return f"{self.backend} {self.solver} {self.gradient_method} rtol={self.rtol:g}"
+        return f"{self.backend} {self.solver} {self.gradient_method} rtol={fmt_rtol(self.rtol)}"
 
 
 @dataclass
