@@ -63,7 +63,8 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sciml-bench")
-@click.option("--debug", is_flag=True, help="Show full tracebacks for errors.")
+@click.option("--debug", is_flag=True,
+              help="Show full tracebacks for errors (also accepted after the command).")
 def main(debug: bool) -> None:
     """Benchmark solving and differentiating ODEs across torchdiffeq, Diffrax,
     DifferentialEquations.jl (Julia) and SciPy, fairly and reproducibly.
@@ -409,7 +410,16 @@ def _cnn_jobs(
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON.")
 def show(files: tuple[str, ...], as_json: bool) -> None:
-    """Print the table of one or more results files again."""
+    """Print the table of one or more results files again.
+
+    The header line gives the run's status (complete, interrupted by a signal,
+    failed, or running while it runs), when it started and where.
+
+    \b
+    Examples:
+      sciml-bench show results/stiff-robertson-*.h5
+      sciml-bench show results/run.h5 --json | jq '.[] | {backend, status, ttfg_s}'
+    """
     from sciml_bench.results import store as results
     from sciml_bench.results import table as report
 
@@ -433,7 +443,13 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
 @main.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_(as_json: bool) -> None:
-    """List problems (size, stiffness, description) and backends (availability)."""
+    """List problems (size, stiffness, description) and backends (availability).
+
+    \b
+    Examples:
+      sciml-bench list
+      sciml-bench list --json | jq '.backends[] | select(.available) | .name'
+    """
     from sciml_bench import backends
     from sciml_bench.problem import spec
 
@@ -482,7 +498,14 @@ def list_(as_json: bool) -> None:
 @click.option("--target", type=click.Choice(["numpy", "torch", "jax", "julia"]), default="numpy",
               show_default=True)
 def codegen(problem: str | None, problem_file: str | None, target: str) -> None:
-    """Print the exact code a backend runs for PROBLEM, to audit fairness."""
+    """Print the exact code a backend runs for PROBLEM, to audit fairness.
+
+    \b
+    Examples:
+      sciml-bench codegen stiff-robertson --target jax
+      sciml-bench codegen nonstiff-spiral-node --target julia
+      sciml-bench codegen --problem-file my.toml --target numpy   (with the Jacobian)
+    """
     from sciml_bench.problem import codegen as cg
 
     click.echo(cg.generate(_load_problem(problem, problem_file), target), nl=False)
@@ -494,7 +517,16 @@ def codegen(problem: str | None, problem_file: str | None, target: str) -> None:
 @click.option("--refresh", is_flag=True, help="Rebuild instead of reading the cache.")
 @click.option("--json", "as_json", is_flag=True, help="Print t, y, loss and gradient as JSON.")
 def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, as_json: bool) -> None:
-    """Compute (or read from cache) the tight reference solution and gradient."""
+    """Compute (or read from cache) the tight reference solution and gradient.
+
+    Past a dozen parameters the gradient is summarized; --json prints every component.
+
+    \b
+    Examples:
+      sciml-bench reference stiff-robertson
+      sciml-bench reference stiff-robertson-ude --json | jq .gradient
+      sciml-bench reference --problem-file my.toml --refresh
+    """
     import numpy as np
 
     from sciml_bench.problem import reference
