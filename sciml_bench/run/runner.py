@@ -113,7 +113,11 @@ def _ending(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
     phases_done = [e["phase"] for e in o.events if "phase" in e]
     running = next((p for p in PHASES if p not in phases_done), "steady state")
     if o.timed_out:
-        where = f"; integration had reached t={t_reached:g}" if t_reached is not None else ""
+        where = ""
+        if t_reached is not None:
+            where = f"; integration had reached t={t_reached:g}"
+        elif running not in ("import", "build"):  # in a solve, but the library never said where
+            where = "; how far in t it got is unknown (the library reports no progress mid-solve)"
         return (
             Status.BUDGET_EXCEEDED.value,
             f"killed after the {budget_s:g} s budget during {running.replace('_', ' ')}{where}",
