@@ -271,6 +271,31 @@ def _saved_on_interrupt(writer: ResultsWriter, done: list[dict[str, Any]]) -> It
         ) from None
 
 
+def cnn_progress(e: dict[str, Any], variant: str) -> str | None:
+    """The progress line of one CNN worker event, or None: stages as they end, the
+    first step as it starts (compilation: torch-compile's takes ~20 s on 2 CPU cores),
+    and the result."""
+    stage, s = e.get("cnn_stage"), e.get("s")
+    if stage == "first_step":
+        compiled = "" if variant == "torch-eager" else ", compiling"
+        return f"      first step{compiled} ..."
+    if stage:
+        return f"      {stage:<10} {s:8.2f} s" if isinstance(s, int | float) else None
+    if "result" not in e:
+        return None
+    r = e["result"]
+
+    def num(key: str, fmt: str) -> str:
+        v = r.get(key)
+        return format(v, fmt) if isinstance(v, int | float) and not isinstance(v, bool) else "-"
+
+    return (
+        f"      {r.get('status')}: first step {num('time_to_first_step_s', '.2f')} s, train "
+        f"{num('train_s', '.3g')} s ({num('throughput_ips', '.0f')} img/s), "
+        f"accuracy {num('accuracy', '.3f')}"
+    )
+
+
 def run_job_once(
     job: dict[str, Any], budget_s: float = 900.0, threads: int | None = None
 ) -> dict[str, Any]:
@@ -305,11 +330,10 @@ def run_cnn(
                 rec = cnn.run_variant(job)  # returns the unavailable row, imports nothing
             else:
 
-                def on_event(e: dict[str, Any]) -> None:
-                    if "result" in e:
-                        r = e["result"]
-                        progress(f"      {r.get('status')}: train {r.get('train_s')} s, "
-                                 f"accuracy {r.get('accuracy')}")
+                def on_event(e: dict[str, Any], name: str = name) -> None:
+                    line = cnn_progress(e, name)
+                    if line:
+                        progress(line)
 
                 outcome = executor.run(job, settings.budget_s, on_event)
                 rec = kind_of(job).record(job, [ending(outcome, settings.budget_s)])
