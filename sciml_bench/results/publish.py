@@ -175,7 +175,7 @@ def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2") -> list[Block]
     several = len(runs) > 1
     # with several files, "#1", "#2"... tell their cases apart in tables and figures
     records = [
-        {**r, "_run": f"#{i}"} if several else r
+        {**r, "_run": f"#{i}", "_run_file": run.path.name} if several else r
         for i, run in enumerate(runs, 1)
         for r in run.records
     ]
