@@ -288,7 +288,7 @@ def test_concurrent_cache_writers_never_expose_a_torn_entry(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_concurrent_builders_of_one_reference_agree(tmp_path: Path) -> None:
-    code = ("import sys, json; from sciml_bench import reference, spec; "
+    code = ("import sys, json; from sciml_bench.problem import reference, spec; "
             "r = reference.get(spec.load(sys.argv[1])); print(json.dumps(r.gradient))")
     env = {**os.environ, "SCIML_BENCH_CACHE": str(tmp_path)}
     procs = [subprocess.Popen([sys.executable, "-c", code, str(DATA / "decay.toml")], env=env,
