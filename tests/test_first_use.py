@@ -118,3 +118,17 @@ def test_progress_lines_print_rtol_as_the_table_does() -> None:
     assert CaseSpec("scipy", "LSODA", "none", 1e-4, 1e-8, 100).label.endswith("rtol=1e-04")
     assert CaseSpec("scipy", "LSODA", "none", 2.5e-5, 1e-9, 100).label.endswith("rtol=2.5e-05")
     assert ode_row({"rtol": 1e-4})[3] == fmt_rtol(1e-4) == "1e-04"
+
+
+def test_cnn_progress_lines_are_formatted_and_announce_the_first_step() -> None:
+    from sciml_bench.run.runner import cnn_progress
+
+    assert cnn_progress({"cnn_stage": "first_step", "s": None}, "torch-compile") == (
+        "      first step, compiling ..."
+    )
+    assert cnn_progress({"cnn_stage": "import", "s": 2.6123}, "jax") == "      import         2.61 s"
+    line = cnn_progress({"result": {"status": "ok", "time_to_first_step_s": 20.04,
+                                    "train_s": 0.024776868000117247, "throughput_ips": 2117.3,
+                                    "accuracy": 0.9137}}, "torch-compile")  # fmt: skip
+    assert line == "      ok: first step 20.04 s, train 0.0248 s (2117 img/s), accuracy 0.914"
+    assert cnn_progress({"pid": 1, "started": True}, "jax") is None
