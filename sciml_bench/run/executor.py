@@ -197,10 +197,9 @@ class LocalExecutor:
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM/SIGHUP) while a worker ran; carries what that worker had
-    reported, the signal, and (set by the runner) the partial record of its case."""
+    reported, and the signal."""
 
     def __init__(self, outcome: Outcome, signum: int = signal.SIGINT):
         super().__init__()
         self.outcome = outcome
         self.signum = signum
-        self.partial: dict[str, Any] | None = None

@@ -24,7 +24,7 @@ from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.reference import Reference
 from sciml_bench.results.store import ResultsWriter, summarize
 from sciml_bench.results.table import fmt_rtol
-from sciml_bench.run.executor import Executor, Interrupted, LocalExecutor, Outcome
+from sciml_bench.run.executor import Executor, LocalExecutor, Outcome
 from sciml_bench.run.jobs import Process, kind_of
 from sciml_bench.run.ode import PHASES
 from sciml_bench.run.signals import signal_of
@@ -197,7 +197,7 @@ def run_case(
 
         try:
             outcome = executor.run({**base_job, "mode": mode}, settings.budget_s, on_event)
-        except Interrupted as e:
+        except KeyboardInterrupt as e:  # Interrupted, or a signal between two processes
             if processes:  # the finished ones are measurements: keep them, marked partial
                 e.partial = _partial(base_job, processes, settings.cold, signal_of(e).name)
             raise
@@ -245,10 +245,11 @@ def run(
                 progress(f"[{i}/{len(cases)}] {problem.name}: {spec.label}")
                 try:
                     rec = run_case(spec, problem, ref, settings, executor, progress)
-                except Interrupted as e:
-                    if e.partial is not None:
-                        writer.add(e.partial)
-                        done.append(e.partial)
+                except KeyboardInterrupt as e:
+                    partial = getattr(e, "partial", None)
+                    if partial is not None:
+                        writer.add(partial)
+                        done.append(partial)
                     raise
                 progress(f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else ""))
             writer.add(rec)
