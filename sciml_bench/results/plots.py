@@ -107,14 +107,21 @@ def fmt_seconds(v: float) -> str:
     return f"{v / 1e-6:.3g} µs"
 
 
-def _log_axis(axis: Any, seconds: bool = False) -> None:
+def fmt_sci(v: float) -> str:
+    """An error tick in one style whatever its size: ``1e-04``, ``3e-07``, ``2.5e-06``."""
+    mant, exp = f"{v:.2e}".split("e")
+    return f"{mant.rstrip('0').rstrip('.')}e{exp}"
+
+
+def _log_axis(axis: Any, seconds: bool = False, sci: bool = False) -> None:
     """Log ticks that never run together; call once the data is drawn.
 
     The view spans at least one decade (so there are always ticks at 1, 2 or 5 x 10^k
     rather than matplotlib's fallback of four-decimal linear ticks) with room around
     the data, and the ticks thin
     out with the span: 1-2-5 up to 2 decades, 1-3 up to 4, decades beyond.
-    ``seconds`` prints ticks with a unit (``200 µs``) instead of ``0.0002``.
+    ``seconds`` prints ticks with a unit (``200 µs``) instead of ``0.0002``; ``sci`` in
+    one scientific style (``1e-04`` beside ``3e-05``, not ``0.0001``).
     """
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -131,7 +138,7 @@ def _log_axis(axis: Any, seconds: bool = False) -> None:
     decades = math.log10(hi / lo) if lo > 0 else 10.0
     subs = (1.0, 2.0, 5.0) if decades <= 2 else (1.0, 3.0) if decades <= 4 else (1.0,)
     axis.set_major_locator(LogLocator(subs=subs))
-    fmt = fmt_seconds if seconds else (lambda v: f"{v:.3g}")
+    fmt = fmt_seconds if seconds else fmt_sci if sci else (lambda v: f"{v:.3g}")
     axis.set_major_formatter(FuncFormatter(lambda v, _: fmt(v)))
     axis.set_minor_formatter(NullFormatter())
 
@@ -236,7 +243,7 @@ def work_precision_figure(records: Sequence[dict[str, Any]], metric: str = "rel_
         ax.set_yscale("log")
         ax.margins(0.1)  # room for the rtol labels at the ends of a line
         ax.invert_xaxis()  # more precise to the right, as in DiffEqDevTools
-        _log_axis(ax.xaxis)
+        _log_axis(ax.xaxis, sci=True)
         _log_axis(ax.yaxis, seconds=True)
         ax.set_xlabel(f"{metric} error (more precise →)")
         ax.set_ylabel(f"{what} time, median [IQR]")
