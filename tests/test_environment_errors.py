@@ -43,6 +43,53 @@ def _hiding_torch(tmp_path: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
 
 
+def _hiding(tmp_path: Path, *modules: str) -> dict[str, str]:
+    """As :func:`_hiding_torch`, for any modules."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(
+        "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules)
+    )
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.mark.slow
+def test_without_the_report_extra_each_command_works_or_names_the_extra(tmp_path: Path) -> None:
+    # the first quick-start install is .[torch,jax]: no matplotlib, pandas or scikit-learn
+    env = _hiding(tmp_path, "matplotlib", "pandas", "sklearn")
+    out = tmp_path / "out"
+    r = sciml("run", "--problem-file", DECAY, "-b", "scipy", "--quick", "--out", str(out), env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (path,) = out.glob("*.h5")
+    report_dir = tmp_path / "report"
+    line = one_line_error(sciml("report", str(path), "--out", str(report_dir), env=env))
+    assert line == ("Error: sciml-bench report needs matplotlib, which is not installed. "
+                    "Fix: pip install -c constraints.txt -e '.[report]'")  # fmt: skip
+    assert not report_dir.exists(), "nothing is written before the check"
+    line = one_line_error(sciml("run", "cnn", "--quick", "--dataset", "digits", "-b", "jax",
+                                "--out", str(out), env=env))  # fmt: skip
+    assert "--dataset digits needs sklearn" in line and "-e '.[digits]'" in line
+    assert len(list(out.glob("*.h5"))) == 1, "no results file for a run that cannot start"
+    # the Python API: the same line, without a chained ModuleNotFoundError traceback
+    api = subprocess.run(
+        [sys.executable, "-c",
+         f"import sciml_bench.results as r; r.load({str(path)!r}, as_frame=True)"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+    )  # fmt: skip
+    assert api.returncode == 1
+    assert api.stderr.strip().splitlines()[-1] == (
+        "sciml_bench.results.extras.MissingExtra: sciml_bench.results.load(..., as_frame=True) "
+        "needs pandas, which is not installed. Fix: pip install -c constraints.txt -e '.[report]'"
+    )
+    assert "During handling" not in api.stderr and "ModuleNotFoundError" not in api.stderr
+    # every other command works without the extra
+    for args in (["show", str(path)], ["export", str(path)], ["compare", str(path), str(path)],
+                 ["list"], ["codegen", "--problem-file", DECAY, "--target", "torch"],
+                 ["reference", "--problem-file", DECAY]):  # fmt: skip
+        r = sciml(*args, env=env)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+
+
 @pytest.mark.slow
 def test_missing_torch_is_an_unavailable_row_with_the_fix(tmp_path: Path) -> None:
     env = _hiding_torch(tmp_path)

@@ -136,35 +136,89 @@ def _wait_for_cases(folder: Path, n: int, proc: subprocess.Popen[bytes], timeout
     raise AssertionError(f"no results file with {n} case(s) after {timeout} s")
 
 
+def _ours(tmp: Path) -> list[int]:
+    """Live worker processes whose job file lies in ``tmp`` (this test's TMPDIR):
+    the machine is shared, so other runs' workers are not counted."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "sciml_bench.run.worker" in cmd and any(str(tmp) in c for c in cmd):
+            found.append(p.pid)
+    return found
+
+
 @pytest.mark.slow
-def test_sigint_stops_workers_saves_completed_cases_and_exits_130(tmp_path: Path) -> None:
-    # LSODA finishes in a second; DOP853 then grinds through ~10^5 stability-bound steps
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name
+)
+def test_a_signal_stops_workers_saves_completed_cases_and_exits_128_plus_signum(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    # LSODA finishes in a second; DOP853 then grinds through ~10^5 stability-bound steps.
+    # SIGTERM is how Slurm, CI runners and `timeout` end a job; SIGHUP a closed terminal.
+    tmp = tmp_path / "tmp"  # the workers' /tmp/sciml-bench-* folders land here
+    tmp.mkdir()
     proc = subprocess.Popen(
         [*SCIML, "run", "--problem-file", str(DATA / "slow-stiff.toml"), "-b", "scipy",
-         "--solver", "LSODA", "--solver", "DOP853", "--cold", "1", "--repeats", "1",
-         "--out", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )
+         "--solver", "LSODA,DOP853", "--quick", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(tmp)},
+    )  # fmt: skip
     try:
         path = _wait_for_cases(tmp_path, 1, proc, timeout=120)
         time.sleep(0.5)  # the second case's worker is running now
         workers = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
-        assert workers, "no worker running at the moment of the interrupt"
-        proc.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C reaches the foreground process
-        _, err = proc.communicate(timeout=30)
+        assert workers, "no worker running at the moment of the signal"
+        assert list(tmp.glob("sciml-bench-*")), "the running worker has no temporary folder"
+        proc.send_signal(sig)  # SIGINT: as a terminal's Ctrl-C reaches the foreground process
+        out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err.decode()[-2000:]
+    assert proc.returncode == 128 + sig, (proc.returncode, err.decode()[-2000:])
     assert b"Traceback" not in err
-    assert b"1 completed case(s) are saved" in err
+    assert f"interrupted by {sig.name}: 1 completed case(s) are saved".encode() in err
+    # the table of what completed, as a finished run prints it
+    assert b"LSODA" in out and b"DOP853" not in out and b"backend" in out
     run = results.read(path)
-    assert run.meta["status"] == "interrupted"
+    assert run.meta["status"] == "interrupted" and run.meta["interrupted_by"] == sig.name
     assert [(r["solver"], r["status"]) for r in run.records] == [("LSODA", "ok")]
-    assert "[interrupted]" in show(path).stdout
+    assert f"[interrupted by {sig.name}]" in show(path).stdout
     time.sleep(0.2)
-    assert all(gone(pid) for pid in workers), "a worker outlived the interrupt"
+    assert all(gone(pid) for pid in workers), "a worker outlived the signal"
+    assert not _ours(tmp), "a worker outlived the signal"
+    assert not list(tmp.iterdir()), "a worker's temporary folder was left behind"
     assert not list(tmp_path.glob(".*.tmp")), "a temporary results file was left behind"
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_finished_cold_processes_of_the_case_marked_partial(
+    tmp_path: Path,
+) -> None:
+    proc = subprocess.Popen(
+        [*SCIML, "run", "--problem-file", str(DATA / "decay.toml"), "-b", "scipy",
+         "--quick", "--cold", "6", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the first process has ended once the second reports
+            if "process 2: import" in line:
+                proc.send_signal(signal.SIGINT)
+                break
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    (path,) = tmp_path.glob("*.h5")
+    (rec,) = results.read(path).records
+    assert rec["partial"] is True and rec["status"] == "ok"
+    # SIGINT reached the run during process 2; a few more may have ended meanwhile
+    assert 1 <= rec["cold_processes"] < 6 and rec["cold_processes_planned"] == 6
+    assert len(rec["ttfg_samples"]) == rec["cold_processes"]
+    assert rec["solve_samples"], "the full process's steady-state samples were dropped"
+    assert f"interrupted by SIGINT after {rec['cold_processes']} of 6 cold processes" in rec["reason"]
+    assert "scipy" in out and "partial: interrupted by SIGINT" in out  # the table, with the note
 
 
 # --- 4. concurrency --------------------------------------------------------

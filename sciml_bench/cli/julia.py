@@ -15,7 +15,14 @@ from sciml_bench.backends import julia_env
 
 @click.group("julia")
 def julia() -> None:
-    """The Julia backend (DifferentialEquations.jl through juliacall)."""
+    """The Julia backend (DifferentialEquations.jl through juliacall).
+
+    \b
+    Examples:
+      sciml-bench julia status
+      sciml-bench julia setup
+      sciml-bench julia setup --julia ~/.juliaup/bin/julia
+    """
 
 
 @julia.command("setup")
@@ -35,6 +42,11 @@ def setup(exe: str | None, project: str | None) -> None:
 
     Precompilation is a setup step: afterwards cold starts load package images, and the
     results record whether they were present.
+
+    \b
+    Examples:
+      sciml-bench julia setup
+      sciml-bench julia setup --julia /opt/julia-1.11/bin/julia --project julia/
     """
     path, source = julia_env.find_julia(exe)
     if path is None:
@@ -72,7 +84,14 @@ def setup(exe: str | None, project: str | None) -> None:
 @julia.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def status(as_json: bool) -> None:
-    """Where Julia was found, whether the backend is usable, and why not."""
+    """Where Julia was found, whether the backend is usable, and why not (exit status 1
+    when it is not).
+
+    \b
+    Examples:
+      sciml-bench julia status
+      sciml-bench julia status --json
+    """
     found = julia_env.probe()
     report = {
         "available": found.ok,

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sys
 import traceback
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from sciml_bench import __version__
 
 EXIT_BAD_INPUT = 2
+#: gradient components `reference` prints before summarizing the rest
+GRADIENT_LINES = 10
+#: Ctrl-C; SIGTERM gives 143 and SIGHUP 129 (128 + the signal's number)
 EXIT_INTERRUPTED = 130
 
 
@@ -26,15 +30,23 @@ class UserError(click.ClickException):
 
 
 class _Group(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # --debug is accepted anywhere before a `--`: `sciml-bench run X --debug` too
+        end = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[:end]:
+            args = ["--debug"] + [a for a in args[:end] if a != "--debug"] + args[end:]
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         from sciml_bench.problem.reference import ReferenceError
         from sciml_bench.problem.spec import ProblemError
+        from sciml_bench.results.extras import MissingExtra
         from sciml_bench.results.store import ResultsError
 
-        debug = "--debug" in sys.argv
+        debug = bool(ctx.params.get("debug"))
         try:
             return super().invoke(ctx)
-        except (ProblemError, ResultsError, ReferenceError) as e:
+        except (ProblemError, ResultsError, ReferenceError, MissingExtra) as e:
             if debug:
                 traceback.print_exc()
             raise UserError(str(e)) from None
@@ -51,7 +63,8 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sciml-bench")
-@click.option("--debug", is_flag=True, help="Show full tracebacks for errors.")
+@click.option("--debug", is_flag=True,
+              help="Show full tracebacks for errors (also accepted after the command).")
 def main(debug: bool) -> None:
     """Benchmark solving and differentiating ODEs across torchdiffeq, Diffrax,
     DifferentialEquations.jl (Julia) and SciPy, fairly and reproducibly.
@@ -95,16 +108,23 @@ def _rtols(tolerances: str | None, sweep: bool) -> list[float] | None:
     return vals
 
 
+def _comma_list(_ctx: click.Context, _param: click.Parameter, values: Sequence[str]) -> tuple[str, ...]:
+    """``-b scipy,diffrax`` as well as ``-b scipy -b diffrax`` (as --tolerances takes commas)."""
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+
+
 @main.command()
 @click.argument("problems", nargs=-1)
 @click.option("--problem-file", "problem_files", multiple=True, type=click.Path(),
               help="Run your own problem file (TOML); repeatable.")
-@click.option("-b", "--backend", "backend_names", multiple=True,
-              help="Backend(s) to run (default: all). See `sciml-bench list`.")
-@click.option("--solver", "solvers", multiple=True,
-              help="Solver name(s); each applies to the backends that offer it.")
-@click.option("--gradient", "gradients", multiple=True,
-              help="Gradient method(s), e.g. BacksolveAdjoint or adjoint.")
+@click.option("-b", "--backend", "backend_names", multiple=True, callback=_comma_list,
+              help="Backend(s) to run, repeated or comma-separated (default: all). "
+              "See `sciml-bench list`.")
+@click.option("--solver", "solvers", multiple=True, callback=_comma_list,
+              help="Solver name(s), repeated or comma-separated; each applies to the "
+              "backends that offer it.")
+@click.option("--gradient", "gradients", multiple=True, callback=_comma_list,
+              help="Gradient method(s), repeated or comma-separated, e.g. BacksolveAdjoint.")
 @click.option("--tolerances", help="Comma-separated rtols; atol keeps the problem's ratio.")
 @click.option("--sweep", is_flag=True, help="Work-precision ladder rtol 1e-3 ... 1e-9.")
 @click.option("--cold", type=click.IntRange(1, 50), default=None,
@@ -167,6 +187,7 @@ def run(**options: Any) -> None:
     Examples:
       sciml-bench run stiff-robertson
       sciml-bench run stiff-robertson -b diffrax --gradient BacksolveAdjoint
+      sciml-bench run stiff-robertson -b scipy,diffrax --quick
       sciml-bench run --problem-file my.toml --tolerances 1e-4,1e-6,1e-8
       sciml-bench run cnn --quick -b torch-eager -b jax
       sciml-bench run nonstiff-spiral-node --device cpu,cuda   CPU and GPU rows side by side
@@ -334,12 +355,37 @@ def _settings(o: RunOptions, rtols: list[float] | None) -> Any:
 
 def _execute(plan: RunPlan, o: RunOptions) -> tuple[list[dict[str, Any]], Any]:
     """Run the plan into one results file; every finished case is on disk as it ends."""
-    from sciml_bench.measure import environment
-    from sciml_bench.problem import reference
-    from sciml_bench.results.store import ResultsWriter, new_path
-    from sciml_bench.run import runner
+    from sciml_bench.run import runner, signals
 
-    path = new_path(o.out, plan.label)
+    writer = _writer(o, plan.label)
+    try:
+        with signals.stop_signals():  # SIGTERM and SIGHUP end the run as Ctrl-C does
+            records = _measure(plan, o, writer)
+    except runner.Interrupt as e:
+        _interrupted(writer.records, str(e), e.signum, o.as_json)
+    except KeyboardInterrupt as e:  # outside a case, e.g. while building a reference
+        sig = signals.signal_of(e)
+        writer.finish("interrupted", interrupted_by=sig.name)
+        n = len(writer.records)
+        _interrupted(writer.records, f"interrupted by {sig.name}: {n} completed case(s) are "
+                     f"saved in {writer.path}", sig, o.as_json)  # fmt: skip
+    except Exception:
+        # e.g. a reference that cannot be built: keep what was measured, leave no empty file
+        if writer.records:
+            writer.finish("failed")
+        else:
+            writer.path.unlink(missing_ok=True)
+        raise
+    writer.finish("complete")
+    return records, writer.path
+
+
+def _writer(o: RunOptions, label: str) -> Any:
+    """The run's results file, created now so that a bad --out fails before any work."""
+    from sciml_bench.measure import environment
+    from sciml_bench.results.store import ResultsWriter, new_path
+
+    path = new_path(o.out, label)
     try:
         writer = ResultsWriter(
             path,
@@ -351,38 +397,41 @@ def _execute(plan: RunPlan, o: RunOptions) -> tuple[list[dict[str, Any]], Any]:
             f"cannot write results to {o.out!r}: {e.strerror or e}; choose a writable folder with --out"
         ) from None
     click.echo(f"results: {path}", err=True)
+    return writer
+
+
+def _measure(plan: RunPlan, o: RunOptions, writer: Any) -> list[dict[str, Any]]:
+    """Every problem's cases, then the CNN jobs, each record written as it ends."""
+    from sciml_bench.problem import reference
+    from sciml_bench.run import runner
+
     records: list[dict[str, Any]] = []
-    try:
-        for problem in plan.problems:
-            click.echo(f"reference for {problem.name} ...", err=True)
-            ref = reference.get(problem, refresh=o.refresh_reference)
-            click.echo(_reference_line(ref), err=True)
-            compiled = reference.compile_problem(problem, ref)
-            cases = runner.plan(
-                compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps,
-                plan.devices,
-            )
-            records += runner.run(compiled, ref, cases, writer, plan.settings)
-        if plan.cnn_jobs:
-            records += runner.run_cnn(plan.cnn_jobs, writer, plan.settings)
-    except runner.Interrupt as e:
-        click.echo(str(e), err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:  # outside a case, e.g. while building a reference
-        writer.finish("interrupted")
-        click.echo(
-            f"interrupted: {len(writer.records)} completed case(s) are saved in {path}", err=True
+    for problem in plan.problems:
+        click.echo(f"reference for {problem.name} ...", err=True)
+        ref = reference.get(problem, refresh=o.refresh_reference)
+        click.echo(_reference_line(ref), err=True)
+        compiled = reference.compile_problem(problem, ref)
+        cases = runner.plan(
+            compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps,
+            plan.devices,
         )
-        sys.exit(EXIT_INTERRUPTED)
-    except Exception:
-        # e.g. a reference that cannot be built: keep what was measured, leave no empty file
-        if writer.records:
-            writer.finish("failed")
-        else:
-            path.unlink(missing_ok=True)
-        raise
-    writer.finish("complete")
-    return records, path
+        records += runner.run(compiled, ref, cases, writer, plan.settings)
+    if plan.cnn_jobs:
+        records += runner.run_cnn(plan.cnn_jobs, writer, plan.settings)
+    return records
+
+
+def _interrupted(records: list[dict[str, Any]], message: str, signum: int, as_json: bool) -> NoReturn:
+    """Print what completed, as a finished run would (table or JSON); exit 128 + signal."""
+    from sciml_bench.results.table import json_record, table
+    from sciml_bench.run.signals import exit_status
+
+    if as_json:
+        click.echo(json.dumps([json_record(r) for r in records], indent=2, default=str))
+    elif records:
+        click.echo(table(records))
+    click.echo(message, err=True)
+    sys.exit(exit_status(signal.Signals(signum)))
 
 
 def _reference_line(ref: Any) -> str:
@@ -411,6 +460,10 @@ def _cnn_jobs(
 ) -> list[dict[str, Any]]:
     from sciml_bench import cnn
 
+    if dataset == "digits":
+        from sciml_bench.results.extras import check
+
+        check("sklearn", "digits", "--dataset digits")
     if device == "cuda":
         from sciml_bench.measure.memory import gpu_count
 
@@ -431,7 +484,16 @@ def _cnn_jobs(
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON.")
 def show(files: tuple[str, ...], as_json: bool) -> None:
-    """Print the table of one or more results files again."""
+    """Print the table of one or more results files again.
+
+    The header line gives the run's status (complete, interrupted by a signal,
+    failed, or running while it runs), when it started and where.
+
+    \b
+    Examples:
+      sciml-bench show results/stiff-robertson-*.h5
+      sciml-bench show results/run.h5 --json | jq '.[] | {backend, status, ttfg_s}'
+    """
     from sciml_bench.results import store as results
     from sciml_bench.results import table as report
 
@@ -441,8 +503,11 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
             click.echo(json.dumps([report.json_record(r) for r in run.records], indent=2, default=str))
             continue
         env = run.environment
+        status = run.meta.get("status")
+        if run.meta.get("interrupted_by"):  # absent in files written before it existed
+            status = f"{status} by {run.meta['interrupted_by']}"
         click.echo(
-            f"{f}  [{run.meta.get('status')}]  {run.meta.get('created')}  "
+            f"{f}  [{status}]  {run.meta.get('created')}  "
             f"{env.get('cpu_model', '?')} x{env.get('cpu_count', '?')}  "
             f"python {env.get('python', '?')}"
         )
@@ -452,7 +517,13 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
 @main.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_(as_json: bool) -> None:
-    """List problems (size, stiffness, description) and backends (availability)."""
+    """List problems (size, stiffness, description) and backends (availability).
+
+    \b
+    Examples:
+      sciml-bench list
+      sciml-bench list --json | jq '.backends[] | select(.available) | .name'
+    """
     from sciml_bench import backends
     from sciml_bench.problem import spec
 
@@ -502,7 +573,14 @@ def list_(as_json: bool) -> None:
 @click.option("--target", type=click.Choice(["numpy", "torch", "jax", "julia"]), default="numpy",
               show_default=True)
 def codegen(problem: str | None, problem_file: str | None, target: str) -> None:
-    """Print the exact code a backend runs for PROBLEM, to audit fairness."""
+    """Print the exact code a backend runs for PROBLEM, to audit fairness.
+
+    \b
+    Examples:
+      sciml-bench codegen stiff-robertson --target jax
+      sciml-bench codegen nonstiff-spiral-node --target julia
+      sciml-bench codegen --problem-file my.toml --target numpy   (with the Jacobian)
+    """
     from sciml_bench.problem import codegen as cg
 
     click.echo(cg.generate(_load_problem(problem, problem_file), target), nl=False)
@@ -514,7 +592,18 @@ def codegen(problem: str | None, problem_file: str | None, target: str) -> None:
 @click.option("--refresh", is_flag=True, help="Rebuild instead of reading the cache.")
 @click.option("--json", "as_json", is_flag=True, help="Print t, y, loss and gradient as JSON.")
 def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, as_json: bool) -> None:
-    """Compute (or read from cache) the tight reference solution and gradient."""
+    """Compute (or read from cache) the tight reference solution and gradient.
+
+    Past a dozen parameters the gradient is summarized; --json prints every component.
+
+    \b
+    Examples:
+      sciml-bench reference stiff-robertson
+      sciml-bench reference stiff-robertson-ude --json | jq .gradient
+      sciml-bench reference --problem-file my.toml --refresh
+    """
+    import numpy as np
+
     from sciml_bench.problem import reference
 
     p = _load_problem(problem, problem_file)
@@ -537,8 +626,16 @@ def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, 
         return
     click.echo(f"{p.name}: {ref.method}")
     click.echo(f"  rtol={ref.rtol:g} atol={ref.atol:g}  loss={ref.loss:.12g}")
-    for k, v in doc["gradient"].items():
+    grad = list(doc["gradient"].items())
+    shown = grad if len(grad) <= GRADIENT_LINES + 2 else grad[:GRADIENT_LINES]
+    for k, v in shown:
         click.echo(f"  dL/d{k} = {v:.12g}")
+    if len(shown) < len(grad):
+        rest = np.abs([v for _, v in grad[len(shown):]])
+        click.echo(
+            f"  ... {len(rest)} more components (|dL/dθ| from {rest.min():.3g} to "
+            f"{rest.max():.3g}); --json prints every one"
+        )
     if ref.complex_step_agreement is not None:
         click.echo(f"  FD vs complex step: max relative difference {ref.complex_step_agreement:.2e}")
 

@@ -61,7 +61,9 @@ def report(files: tuple[str, ...], out: str, metric: str) -> None:
       sciml-bench report results/stiff-robertson-*.h5 --out report
     """
     from sciml_bench.results import publish
+    from sciml_bench.results.extras import require
 
+    require("matplotlib", "report", "sciml-bench report")  # before anything is written
     runs = _runs(files)
     try:
         paths = publish.write(runs, Path(out), metric)

@@ -137,12 +137,13 @@ def jobs(
     ]
 
 
-def run_variant(job: dict[str, Any]) -> dict[str, Any]:
+def run_variant(job: dict[str, Any], progress: Any = None) -> dict[str, Any]:
     """Train one variant as ``job`` says and return its flat record; never raises.
 
     Call it in a fresh process: it sets environment variables (JAX preallocation, TF
     memory growth, a cold TorchInductor cache) that only take effect before the
     framework is first imported, and it measures import and compilation.
+    ``progress(stage, s=None)`` hears of each stage (see ``train_loop.measure``).
     """
     from sciml_bench.cnn import train_loop
 
@@ -160,7 +161,7 @@ def run_variant(job: dict[str, Any]) -> dict[str, Any]:
     try:
         module_name, fn = info.builder.split(":")
         module = importlib.import_module(module_name)  # our module; the framework comes later
-        return train_loop.measure(name, job, getattr(module, fn), module.load)
+        return train_loop.measure(name, job, getattr(module, fn), module.load, progress)
     except BaseException as exc:  # measure() reports its own failures; this is a last resort
         if isinstance(exc, KeyboardInterrupt):
             raise

@@ -13,7 +13,10 @@ from typing import Any
 def work(job: dict[str, Any], events: Any) -> None:
     from sciml_bench.cnn import run_variant
 
-    events.emit(result=run_variant(job))
+    def progress(stage: str, s: float | None = None) -> None:
+        events.emit(cnn_stage=stage, s=s)
+
+    events.emit(result=run_variant(job, progress))
 
 
 def record(job: dict[str, Any], processes: Sequence[Any]) -> dict[str, Any]:

@@ -237,12 +237,17 @@ def chance_margin(chance: float, n: int) -> float:
     return max(0.05, 3.0 * (chance * (1.0 - chance) / max(n, 1)) ** 0.5)
 
 
-def measure(variant: str, job: dict[str, Any], build: Any, load: Any) -> dict[str, Any]:
+def measure(
+    variant: str, job: dict[str, Any], build: Any, load: Any, progress: Any = None
+) -> dict[str, Any]:
     """Run one variant's full timeline and return its flat record.
 
     ``load(device_request)`` imports the framework (timed); ``build(cfg, data, device_request)`` returns a
-    :class:`Trainer` with everything on the device (timed as setup).
+    :class:`Trainer` with everything on the device (timed as setup). ``progress(stage, s)``,
+    when given, hears of each stage as it ends, and of the first step as it starts
+    (compilation can make it the longest wait).
     """
+    note = progress or (lambda stage, s=None: None)
     rec = empty_record(variant, job)
     sampler: ResourceSampler | None = None
     try:
@@ -262,10 +267,12 @@ def measure(variant: str, job: dict[str, Any], build: Any, load: Any) -> dict[st
         t = time.perf_counter()
         load(request)
         rec["import_s"] = time.perf_counter() - t
+        note("import", rec["import_s"])
         t = time.perf_counter()
         trainer: Trainer = build(cfg, data, request)
         trainer.sync()
         rec["setup_s"] = time.perf_counter() - t
+        note("setup", rec["setup_s"])
         rec["device"] = trainer.device
         rec["device_name"] = trainer.device_name()
         if trainer.device_note:
@@ -276,6 +283,7 @@ def measure(variant: str, job: dict[str, Any], build: Any, load: Any) -> dict[st
             rec["vram_baseline_mb"] = vram.baseline_mb
             rec["vram_initial_mb"] = vram.now_mb()
 
+        note("first_step")
         timing = _train(trainer, cfg, sampler, nvml if on_gpu else None)
         rec.update(timing)
         rec["cold_start_s"] = rec["import_s"] + rec["setup_s"] + rec["time_to_first_step_s"]

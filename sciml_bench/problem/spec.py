@@ -11,6 +11,7 @@ and the reason.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -188,11 +189,16 @@ def load(name_or_path: str | os.PathLike[str]) -> Problem:
     if path.suffix != ".toml" or not path.exists():
         candidate = problems_dir() / f"{name_or_path}.toml"
         if not candidate.exists():
-            known = ", ".join(available_problems()) or "none"
+            shipped = available_problems()
+            name = str(name_or_path)
+            # a typo, or a part of exactly one name ("lotka")
+            part = [p for p in shipped if name.lower() in p]
+            close = difflib.get_close_matches(name, shipped, n=1, cutoff=0.6) or part[:len(part) == 1]
+            hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ProblemError(
                 str(name_or_path),
                 "name",
-                f"no such problem (shipped problems: {known}); "
+                f"no such problem{hint} (shipped problems: {', '.join(shipped) or 'none'}); "
                 "use --problem-file PATH for your own file",
             )
         path = candidate

@@ -237,10 +237,35 @@ def fmt_time(s: float) -> str:
     return f"{s / 1e-9:.3g} ns"
 
 
-def _verdict(c: Change, threshold: float | None) -> str:
+def needed_samples(alpha: float) -> int:
+    """The fewest samples per side (n vs n) at which the exact test can reach p < alpha."""
+    n = 1
+    while min_p(n, n) >= alpha:
+        n += 1
+    return n
+
+
+def too_few_note(comp: Comparison) -> str | None:
+    """One sentence, said once, when no timing at all could be significant (e.g. two
+    ``--quick`` runs: 3 repeats and 1 cold process each), with the counts that would do."""
+    changes = [c for cc in comp.cases for c in cc.changes]
+    if not changes or any(c.verdict != TOO_FEW for c in changes):
+        return None
+    worst = min(changes, key=lambda c: min_p(c.n_old, c.n_new))
+    n = needed_samples(comp.alpha)
+    return (
+        f"No timing here can be significant: the best-sampled has {worst.n_old} vs "
+        f"{worst.n_new} samples, whose smallest possible p is "
+        f"{min_p(worst.n_old, worst.n_new):.2g}, above alpha={comp.alpha:g} (--quick runs "
+        f"take 3 repeats and 1 cold process). For a usable "
+        f"test run both with --repeats 10 (at least {n}) and, for TTFG, --cold {n}."
+    )
+
+
+def _verdict(c: Change, threshold: float | None, said: bool = False) -> str:
     v = c.verdict
     if v == TOO_FEW:
-        return f"n too small (min p {min_p(c.n_old, c.n_new):.2g})"
+        return v if said else f"n too small (min p {min_p(c.n_old, c.n_new):.2g})"
     if v == SLOWER and threshold is not None and c.ratio > threshold:
         return f"SLOWER > {threshold:g}x"
     return v
@@ -251,12 +276,14 @@ def render(comp: Comparison, threshold: float | None = None) -> str:
     from sciml_bench.results.table import render as render_table
 
     header = ("problem", "case", "timing", "old", "new", "new/old", "p", "n", "verdict")
+    note = too_few_note(comp)
     rows = []
     for cc in comp.cases:
         for c in cc.changes:
             rows.append([
                 cc.key[0], cc.label, c.metric, fmt_time(c.old_median), fmt_time(c.new_median),
-                f"{c.ratio:.3f}x", f"{c.p:.2g}", f"{c.n_old}/{c.n_new}", _verdict(c, threshold),
+                f"{c.ratio:.3f}x", f"{c.p:.2g}", f"{c.n_old}/{c.n_new}",
+                _verdict(c, threshold, note is not None),
             ])  # fmt: skip
         if not cc.changes:
             rows.append([cc.key[0], cc.label, "-", "-", "-", "-", "-", "-", "no timings in both"])
@@ -265,10 +292,10 @@ def render(comp: Comparison, threshold: float | None = None) -> str:
         if g:
             rows.append(["geometric mean", f"{g[1]} case(s)", metric, "", "", f"{g[0]:.3f}x",
                          "", "", "no test"])  # fmt: skip
-    out = [
-        f"Mann-Whitney U, two-sided, alpha={comp.alpha:g}; ratio = median NEW / median OLD",
-        render_table(header, rows) if rows else "(no matched cases)",
-    ]
+    out = [f"Mann-Whitney U, two-sided, alpha={comp.alpha:g}; ratio = median NEW / median OLD"]
+    if note:
+        out.append(note)
+    out.append(render_table(header, rows) if rows else "(no matched cases)")
     changes = [(cc, s) for cc in comp.cases for s in cc.status_changes]
     if changes:
         out.append("\nStatus changes:")
@@ -288,6 +315,7 @@ def to_json(comp: Comparison, threshold: float | None = None) -> dict[str, Any]:
     return {
         "alpha": comp.alpha,
         "test": "mannwhitneyu two-sided",
+        "note": too_few_note(comp),
         "cases": [
             {
                 "problem": cc.key[0], "backend": cc.key[1], "solver": cc.key[2],

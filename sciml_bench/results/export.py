@@ -166,7 +166,9 @@ def _csv_value(v: Any) -> Any:
 
 def frame(paths: Sequence[str | os.PathLike[str]]) -> Any:
     """The CSV table as a pandas DataFrame (one flat row per case)."""
-    import pandas as pd
+    from sciml_bench.results.extras import require
+
+    pd = require("pandas", "report", "sciml_bench.results.export.frame")
 
     table = rows([read_results(p) for p in paths])
     return pd.DataFrame(table, columns=columns(table))

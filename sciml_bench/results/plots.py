@@ -29,6 +29,7 @@ The figures:
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,8 +69,9 @@ class Plot:
 
 
 def _plt() -> Any:
-    import matplotlib
+    from sciml_bench.results.extras import require
 
+    matplotlib = require("matplotlib", "report", "drawing figures (sciml-bench report)")
     matplotlib.use("Agg")  # files only; never needs a display
     import matplotlib.pyplot as plt
 
@@ -104,13 +106,69 @@ def _horizontal() -> dict[str, Any]:
     return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
-def _log_axis(axis: Any) -> None:
-    """Log ticks at 1, 2, 5 x 10^k printed plainly: readable even over less than a decade."""
+def fmt_seconds(v: float) -> str:
+    """A time tick in the unit that keeps it short: ``200 µs``, ``5 ms``, ``1.5 s``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
+        if v >= scale * 0.999:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v / 1e-6:.3g} µs"
+
+
+def fmt_sci(v: float) -> str:
+    """An error tick in one style whatever its size: ``1e-04``, ``3e-07``, ``2.5e-06``."""
+    mant, exp = f"{v:.2e}".split("e")
+    return f"{mant.rstrip('0').rstrip('.')}e{exp}"
+
+
+def _log_axis(axis: Any, seconds: bool = False, sci: bool = False) -> None:
+    """Log ticks that never run together; call once the data is drawn.
+
+    The view spans at least one decade (so there are always ticks at 1, 2 or 5 x 10^k
+    rather than matplotlib's fallback of four-decimal linear ticks) with room around
+    the data, and the ticks thin
+    out with the span: 1-2-5 up to 2 decades, 1-3 up to 4, decades beyond.
+    ``seconds`` prints ticks with a unit (``200 µs``) instead of ``0.0002``; ``sci`` in
+    one scientific style (``1e-04`` beside ``3e-05``, not ``0.0001``).
+    """
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+    ax = axis.axes
+    get, put = (ax.get_xlim, ax.set_xlim) if axis is ax.xaxis else (ax.get_ylim, ax.set_ylim)
+    lo, hi = sorted(get())
+    if lo > 0 and hi / lo < 10**1.5:
+        # at least a decade, and room around points that autoscale put at the edges
+        half = max(1.0, math.log10(hi / lo) + 0.3) / 2
+        mid = math.sqrt(lo * hi)
+        lims = (mid / 10**half, mid * 10**half)
+        put(*(lims if get()[0] < get()[1] else lims[::-1]))  # keep an inverted axis inverted
+        lo, hi = lims
+    decades = math.log10(hi / lo) if lo > 0 else 10.0
+    subs = (1.0, 2.0, 5.0) if decades <= 2 else (1.0, 3.0) if decades <= 4 else (1.0,)
+    axis.set_major_locator(LogLocator(subs=subs))
+    fmt = fmt_seconds if seconds else fmt_sci if sci else (lambda v: f"{v:.3g}")
+    axis.set_major_formatter(FuncFormatter(lambda v, _: fmt(v)))
     axis.set_minor_formatter(NullFormatter())
+
+
+def _problem(records: Sequence[dict[str, Any]]) -> str:
+    names = sorted({str(r.get("problem")) for r in records if r.get("problem")})
+    return ", ".join(names) or "?"
+
+
+def _finish(fig: Any, records: Sequence[dict[str, Any]], title: str) -> None:
+    """Title the figure with its problem and say what ``#1``, ``#2``... stand for:
+    a figure is often read on its own, away from the report that explains them."""
+    runs = {str(r["_run"]): str(r.get("_run_file") or "") for r in records if r.get("_run")}
+    fig.suptitle(f"{_problem(records)}: {title}", fontsize=11, fontweight="bold")
+    width, height = fig.get_size_inches()
+    bottom = 0.0
+    if runs:
+        key = "; ".join(f"{k} = {v}" if v else k for k, v in sorted(runs.items()))
+        # about 15 characters an inch at 8 pt
+        lines = textwrap.wrap(f"results files: {key}", width=int(width * 15))
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=8, color="0.3", va="bottom")
+        bottom = min(0.3, (0.08 + 0.15 * len(lines)) / height)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
 
 
 def _is_ok(r: dict[str, Any]) -> bool:
@@ -156,37 +214,54 @@ def work_precision_figure(records: Sequence[dict[str, Any]], metric: str = "rel_
     if not panels:
         plot.notes.insert(0, "no ok case has both a solution error and a steady-state time")
         return plot
-    if not _several_rtols(records):
+    one_rtol = not _several_rtols(records)
+    if one_rtol:
+        rtol = next((r["rtol"] for r in records if finite(r.get("rtol"))), None)
+        at = f" at rtol={rtol:.0e}" if rtol is not None else ""
+        plot.title = f"Error vs steady-state time{at} ({METRIC_LABELS[metric]})"
         plot.notes.insert(
             0, "one tolerance only: run with --tolerances 1e-4,1e-6,1e-8 or --sweep for lines"
         )
     plt = _plt()
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(4.6 * len(panels) + 3.4, 4.4), squeeze=False
+    )
+    order = list(lines)  # one colour and marker per case, the same in both panels
+    handles: dict[str, Any] = {}
     for ax, panel in zip(axes[0], panels, strict=True):
         tkey, qkey, what = panel
-        for i, (lab, rs) in enumerate(drawn[panel].items()):
+        for lab, rs in drawn[panel].items():
             if not rs:
                 continue
+            i = order.index(lab)
             x = [r[key] for r in rs]
             y = [r[tkey] for r in rs]
             lo = [max(r[tkey] - (r.get(qkey) or (r[tkey], r[tkey]))[0], 0.0) for r in rs]
             hi = [max((r.get(qkey) or (r[tkey], r[tkey]))[1] - r[tkey], 0.0) for r in rs]
-            ax.errorbar(x, y, yerr=[lo, hi], marker=MARKERS[i % len(MARKERS)], ms=5,
-                        capsize=2, lw=1.3, label=lab, color=f"C{i % 10}")  # fmt: skip
-            for r in rs:
+            handles.setdefault(lab, ax.errorbar(
+                x, y, yerr=[lo, hi], marker=MARKERS[i % len(MARKERS)], ms=6, capsize=2,
+                lw=1.3, label=lab, color=f"C{i % 10}",
+            ))  # fmt: skip
+            for r in rs if not one_rtol else ():
                 if finite(r.get("rtol")):
-                    ax.annotate(f"{r['rtol']:.0e}", (r[key], r[tkey]), fontsize=6,
-                                xytext=(3, 3), textcoords="offset points", color="0.35")  # fmt: skip
+                    ax.annotate(f"{r['rtol']:.0e}", (r[key], r[tkey]), fontsize=7,
+                                xytext=(4, 3), textcoords="offset points", color="0.3")  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
-        _log_axis(ax.yaxis)
+        ax.margins(0.1)  # room for the rtol labels at the ends of a line
         ax.invert_xaxis()  # more precise to the right, as in DiffEqDevTools
+        _log_axis(ax.xaxis, sci=True)
+        _log_axis(ax.yaxis, seconds=True)
         ax.set_xlabel(f"{metric} error (more precise →)")
-        ax.set_ylabel(f"{what} time, median [IQR] (s)")
+        ax.set_ylabel(f"{what} time, median [IQR]")
         ax.set_title(what, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0][-1].legend(
+        list(handles.values()), list(handles), fontsize=8, loc="upper left",
+        bbox_to_anchor=(1.02, 1.0), title="rtol next to each point" if not one_rtol else None,
+        title_fontsize=8,
+    )  # fmt: skip
+    _finish(fig, records, plot.title[0].lower() + plot.title[1:])
     plot.fig = fig
     return plot
 
@@ -218,7 +293,7 @@ def ttfg_figure(records: Sequence[dict[str, Any]]) -> Plot:
         plot.notes.insert(0, "no case recorded cold phases")
         return plot
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(rows) + 1.6))
+    fig, ax = plt.subplots(figsize=(8.0, 0.5 * len(rows) + 2.0))
     ypos = np.arange(len(rows))[::-1]
     left = np.zeros(len(rows))
     for j, name in enumerate(PHASE_NAMES):
@@ -233,15 +308,16 @@ def ttfg_figure(records: Sequence[dict[str, Any]]) -> Plot:
                         capsize=3, lw=1)  # fmt: skip
     n_cold = max(len(t) for _, _, t in rows)
     ax.set_yticks(ypos, [lab for lab, _, _ in rows], fontsize=8)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlabel(
-        "s from spawn; median phase over cold processes"
-        + ("; bar: min-max total" if n_cold > 1 else "")
+        "seconds from spawn; median phase over cold processes"
+        + ("; whisker: min-max total" if n_cold > 1 else "")
     )
-    ax.legend(fontsize=7, ncol=4, loc="lower right")
+    ax.legend(fontsize=8, ncol=4, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False)
     ax.grid(True, axis="x", alpha=0.3)
     if n_cold <= 1:
         plot.notes.append("one cold process per case: no spread (run with --cold 3 or more)")
-    fig.tight_layout()
+    _finish(fig, records, "time to first gradient by cold phase")
     plot.fig = fig
     return plot
 
@@ -264,7 +340,7 @@ def steady_figure(records: Sequence[dict[str, Any]]) -> Plot:
     fig, axes = plt.subplots(
         1,
         len(keys),
-        figsize=(4.2 * len(keys) + 2.0, 0.5 * len(rows) + 1.6),
+        figsize=(4.6 * len(keys) + 2.4, 0.5 * len(rows) + 2.0),
         squeeze=False,
         sharey=True,
     )
@@ -281,13 +357,13 @@ def steady_figure(records: Sequence[dict[str, Any]]) -> Plot:
             ax.scatter(s, y + rng.uniform(-0.15, 0.15, s.size), s=8, alpha=0.7, zorder=3,
                        color=f"C{i % 10}")  # fmt: skip
         ax.set_xscale("log")
-        _log_axis(ax.xaxis)
-        ax.set_xlabel(f"{what} time per call (s)")
+        _log_axis(ax.xaxis, seconds=True)
+        ax.set_xlabel(f"{what} time per call (box: quartiles; dots: every sample)")
         ax.set_title(what, fontsize=10)
-        ax.grid(True, axis="x", which="both", alpha=0.3)
+        ax.grid(True, axis="x", which="major", alpha=0.3)
     axes[0][0].set_yticks(ypos, [case_label(r, with_rtol, "\n") for r in rows], fontsize=8)
     axes[0][0].set_ylim(-0.7, len(rows) - 0.3)
-    fig.tight_layout()
+    _finish(fig, records, "steady-state time per call")
     plot.fig = fig
     return plot
 
@@ -307,7 +383,7 @@ def gradient_figure(records: Sequence[dict[str, Any]]) -> Plot:
         plot.notes.insert(0, "no case computed a gradient")
         return plot
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(pts) + 1.6))
+    fig, ax = plt.subplots(figsize=(8.0, 0.5 * len(pts) + 2.0))
     finite_e = [e for _, e, _ in pts if math.isfinite(e) and e > 0]
     lo = min([*finite_e, PASS_TOL]) / 10
     hi = max([*finite_e, WARN_TOL]) * 10
@@ -322,11 +398,12 @@ def gradient_figure(records: Sequence[dict[str, Any]]) -> Plot:
             ax.plot(hi, y, "rx", ms=7)
             plot.notes.append(f"{lab}: non-finite gradient error (drawn at the right edge)")
     ax.set_yticks(ypos, [f"{lab} [{tier}]" if tier else lab for lab, _, tier in pts], fontsize=8)
+    ax.set_ylim(-0.6, len(pts) - 0.4)
     ax.set_xscale("log")
     ax.set_xlim(lo, hi)
-    ax.set_xlabel("max relative component error vs FD reference")
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    ax.set_xlabel("max relative component error vs finite-difference reference")
+    ax.legend(fontsize=8, ncol=3, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False)
+    _finish(fig, records, "gradient agreement")
     plot.fig = fig
     return plot
 

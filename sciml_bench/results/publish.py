@@ -150,7 +150,8 @@ def environment_blocks(runs: Sequence[Run]) -> list[Block]:
             blocks.append(Heading(3, f"#{i}: {run.path.name}"))
         rows = [
             ["file", run.path.name],
-            ["status", str(m.get("status", "?"))],
+            ["status", str(m.get("status", "?"))
+             + (f" by {m['interrupted_by']}" if m.get("interrupted_by") else "")],
             ["created", str(m.get("created", "?"))],
             ["command", str(m.get("command", "?"))],
             [
@@ -184,7 +185,7 @@ def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2") -> list[Block]
     several = len(runs) > 1
     # with several files, "#1", "#2"... tell their cases apart in tables and figures
     records = [
-        {**r, "_run": f"#{i}"} if several else r
+        {**r, "_run": f"#{i}", "_run_file": run.path.name} if several else r
         for i, run in enumerate(runs, 1)
         for r in run.records
     ]

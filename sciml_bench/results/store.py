@@ -5,6 +5,8 @@ Schema (``schema_version`` 2; version 1 files are still read, see :func:`upgrade
     /                      attrs: format="sciml-bench-results", schema_version,
                                   run_id, created (ISO 8601 UTC), command,
                                   status ("running" | "complete" | "interrupted" | "failed"),
+                                  interrupted_by (SIGINT | SIGTERM | SIGHUP; interrupted
+                                  runs written since it was added),
                                   sciml_bench_version
     /environment           attrs: one JSON string per key (see environment.py)
     /cases/NNNNNN          one group per case record, in run order:
@@ -30,7 +32,6 @@ import json
 import os
 import secrets
 import signal
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -136,23 +137,27 @@ class ResultsWriter:
         self.records.append(record)
         self.flush()
 
-    def finish(self, status: str) -> None:
+    def finish(self, status: str, interrupted_by: str | None = None) -> None:
+        """Set the run's final status; an interrupted run also records the signal."""
         self.meta["status"] = status
+        if interrupted_by:
+            self.meta["interrupted_by"] = interrupted_by
         self.flush()
 
     def flush(self) -> None:
-        # Ctrl-C is held back until the new file is in place: a flush is never
-        # half-done, and the KeyboardInterrupt arrives right after it.
-        with _sigint_deferred():
+        # Ctrl-C (and SIGTERM/SIGHUP) is held back until the new file is in place:
+        # a flush is never half-done, and the interruption arrives right after it.
+        with _signals_deferred():
             self._flush()
 
     def _flush(self) -> None:
         import h5py
 
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        os.close(fd)
+        # Not mkstemp: its 0600 would survive the rename, and colleagues on a shared
+        # machine could not read the results. h5py creates the file, so the umask applies.
+        tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(6)}.tmp")
         try:
-            with h5py.File(tmp, "w") as f:
+            with h5py.File(tmp, "x") as f:
                 for k, v in self.meta.items():
                     f.attrs[k] = v
                 env = f.create_group("environment")
@@ -170,12 +175,13 @@ class ResultsWriter:
 
 
 @contextlib.contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Block SIGINT in this thread (main thread only); a pending one fires on exit."""
+def _signals_deferred() -> Iterator[None]:
+    """Block SIGINT, SIGTERM and SIGHUP in this thread (main thread only); a pending
+    one fires on exit."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     try:
         yield
     finally:
@@ -184,13 +190,14 @@ def _sigint_deferred() -> Iterator[None]:
 
 def load(path: str | os.PathLike[str], as_frame: bool = False) -> Any:
     """Read a results file: a :class:`Run` (records summarized), or a pandas
-    DataFrame of the records when ``as_frame`` and pandas is installed."""
-    run = read(path)
+    DataFrame of the records when ``as_frame`` (pandas, the ``report`` extra: without
+    it a one-line :class:`~sciml_bench.results.extras.MissingExtra`)."""
     if as_frame:
-        import pandas as pd
+        from sciml_bench.results.extras import require
 
-        return pd.DataFrame(run.records)
-    return run
+        pd = require("pandas", "report", "sciml_bench.results.load(..., as_frame=True)")
+        return pd.DataFrame(read(path).records)
+    return read(path)
 
 
 def read(path: str | os.PathLike[str]) -> Run:

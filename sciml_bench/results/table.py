@@ -31,6 +31,14 @@ def _num(x: Any, fmt: str = ".2e") -> str:
     return format(x, fmt)
 
 
+def fmt_rtol(rtol: Any) -> str:
+    """A tolerance as the table and the progress lines print it: ``1e-04``, ``2.5e-05``."""
+    if not isinstance(rtol, int | float) or isinstance(rtol, bool) or not math.isfinite(rtol):
+        return "-"
+    mant, exp = f"{float(rtol):.2e}".split("e")
+    return f"{mant.rstrip('0').rstrip('.')}e{exp}"
+
+
 def _ms(median: float | None, q: Sequence[float] | None) -> str:
     if median is None:
         return "-"
@@ -116,7 +124,7 @@ def ode_row(r: dict[str, Any]) -> list[str]:
         r.get("solver", ""),
         r.get("gradient_method", ""),
         device_cell(r),
-        _num(r.get("rtol"), ".0e"),
+        fmt_rtol(r.get("rtol")),
         r.get("status", ""),
         f"{ttfg:.2f}" if ttfg is not None else "-",
         _ms(r.get("solve_s"), r.get("solve_iqr")),

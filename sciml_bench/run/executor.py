@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from sciml_bench.measure.clock import clock
 from sciml_bench.measure.device import device_env
+from sciml_bench.run.signals import signal_of
 
 
 @dataclass
@@ -144,7 +145,8 @@ class LocalExecutor:
                 job["t_spawn"] = clock()
                 job_path.write_text(json.dumps(job))
                 start = clock()
-                timed_out = interrupted = False
+                timed_out = False
+                interrupted: KeyboardInterrupt | None = None
                 proc: subprocess.Popen[bytes] | None = None
                 try:
                     proc = subprocess.Popen(
@@ -169,8 +171,8 @@ class LocalExecutor:
                             timed_out = True
                             kill_group(proc)
                             break
-                except KeyboardInterrupt:
-                    interrupted = True
+                except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (run.signals)
+                    interrupted = e
                     if proc is None:
                         raise
                     kill_group(proc)
@@ -192,15 +194,17 @@ class LocalExecutor:
                 sig = signal.Signals(-rc).name
             except ValueError:
                 sig = f"signal {-rc}"
-        outcome = Outcome(events, rc, timed_out, interrupted, tail, wall, sig)
-        if interrupted:
-            raise Interrupted(outcome)
+        outcome = Outcome(events, rc, timed_out, interrupted is not None, tail, wall, sig)
+        if interrupted is not None:
+            raise Interrupted(outcome, signal_of(interrupted))
         return outcome
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C while a worker ran; carries what that worker had reported."""
+    """Ctrl-C (or SIGTERM/SIGHUP) while a worker ran; carries what that worker had
+    reported, and the signal."""
 
-    def __init__(self, outcome: Outcome):
+    def __init__(self, outcome: Outcome, signum: int = signal.SIGINT):
         super().__init__()
         self.outcome = outcome
+        self.signum = signum

@@ -12,6 +12,7 @@ next case starts.
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,9 +23,11 @@ from sciml_bench.measure.status import Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.reference import Reference
 from sciml_bench.results.store import ResultsWriter, summarize
-from sciml_bench.run.executor import Executor, Interrupted, LocalExecutor, Outcome
+from sciml_bench.results.table import fmt_rtol
+from sciml_bench.run.executor import Executor, LocalExecutor, Outcome
 from sciml_bench.run.jobs import Process, kind_of
 from sciml_bench.run.ode import PHASES
+from sciml_bench.run.signals import signal_of
 
 #: the work-precision ladder of ``--sweep`` (DiffEqDevTools style)
 SWEEP_RTOLS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)
@@ -46,8 +49,8 @@ class CaseSpec:
 
     @property
     def label(self) -> str:
-        return (f"{self.backend} {self.solver} {self.gradient_method} rtol={self.rtol:g} "
-                f"on {self.device}")
+        return (f"{self.backend} {self.solver} {self.gradient_method} "
+                f"rtol={fmt_rtol(self.rtol)} on {self.device}")
 
 
 @dataclass
@@ -62,7 +65,12 @@ class Settings:
 
 
 class Interrupt(Exception):
-    """The run was interrupted; every completed case is already on disk."""
+    """The run was interrupted (``signum``: SIGINT, SIGTERM or SIGHUP); every
+    completed case is already on disk."""
+
+    def __init__(self, message: str, signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.signum = signum
 
 
 def tolerances(problem: CompiledProblem, rtols: Sequence[float] | None) -> list[tuple[float, float]]:
@@ -122,7 +130,11 @@ def _ending(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
     phases_done = [e["phase"] for e in o.events if "phase" in e]
     running = next((p for p in PHASES if p not in phases_done), "steady state")
     if o.timed_out:
-        where = f"; integration had reached t={t_reached:g}" if t_reached is not None else ""
+        where = ""
+        if t_reached is not None:
+            where = f"; integration had reached t={t_reached:g}"
+        elif running not in ("import", "build"):  # in a solve, but the library never said where
+            where = "; how far in t it got is unknown (the library reports no progress mid-solve)"
         return (
             Status.BUDGET_EXCEEDED.value,
             f"killed after the {budget_s:g} s budget during {running.replace('_', ' ')}{where}",
@@ -202,11 +214,24 @@ def run_case(
             elif "status" in e and e["status"] != "ok":
                 progress(f"      process {k + 1}: {e['status']}: {e.get('reason', '')[:100]}")
 
-        outcome = executor.run({**base_job, "mode": mode}, settings.budget_s, on_event)
+        try:
+            outcome = executor.run({**base_job, "mode": mode}, settings.budget_s, on_event)
+        except KeyboardInterrupt as e:  # Interrupted, or a signal between two processes
+            if processes:  # the finished ones are measurements: keep them, marked partial
+                e.partial = _partial(base_job, processes, settings.cold, signal_of(e).name)
+            raise
         processes.append(ending(outcome, settings.budget_s))
         if processes[-1].status != Status.OK.value:
             break
     return kind_of(base_job).record(base_job, processes)
+
+
+def _partial(job: dict[str, Any], processes: list[Process], planned: int, by: str) -> dict[str, Any]:
+    """The record of a case interrupted after some of its processes finished."""
+    rec = kind_of(job).record(job, processes)
+    note = f"partial: interrupted by {by} after {len(processes)} of {planned} cold processes"
+    rec["reason"] = f"{rec['reason']}; {note}" if rec.get("reason") else note
+    return {**rec, "partial": True, "cold_processes_planned": planned}
 
 
 def run(
@@ -237,7 +262,14 @@ def run(
                 progress(f"[{i}/{len(cases)}] {spec.backend}: unavailable ({av.reason})")
             else:
                 progress(f"[{i}/{len(cases)}] {problem.name}: {spec.label}")
-                rec = run_case(spec, problem, ref, settings, executor, progress)
+                try:
+                    rec = run_case(spec, problem, ref, settings, executor, progress)
+                except KeyboardInterrupt as e:
+                    partial = getattr(e, "partial", None)
+                    if partial is not None:
+                        writer.add(partial)
+                        done.append(partial)
+                    raise
                 progress(f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else ""))
             writer.add(rec)
             done.append(rec)
@@ -246,14 +278,42 @@ def run(
 
 @contextlib.contextmanager
 def _saved_on_interrupt(writer: ResultsWriter, done: list[dict[str, Any]]) -> Iterator[None]:
-    """Turn Ctrl-C into :class:`Interrupt` once the file is marked interrupted."""
+    """Turn Ctrl-C (or SIGTERM/SIGHUP, :mod:`sciml_bench.run.signals`) into
+    :class:`Interrupt` once the file is marked interrupted by that signal."""
     try:
         yield
-    except (KeyboardInterrupt, Interrupted):
-        writer.finish("interrupted")
+    except KeyboardInterrupt as e:  # Interrupted and Stopped included
+        sig = signal_of(e)
+        writer.finish("interrupted", interrupted_by=sig.name)
         raise Interrupt(
-            f"interrupted: {len(done)} completed case(s) are saved in {writer.path}"
+            f"interrupted by {sig.name}: {len(done)} completed case(s) are saved in {writer.path}",
+            sig,
         ) from None
+
+
+def cnn_progress(e: dict[str, Any], variant: str) -> str | None:
+    """The progress line of one CNN worker event, or None: stages as they end, the
+    first step as it starts (compilation: torch-compile's takes ~20 s on 2 CPU cores),
+    and the result."""
+    stage, s = e.get("cnn_stage"), e.get("s")
+    if stage == "first_step":
+        compiled = "" if variant == "torch-eager" else ", compiling"
+        return f"      first step{compiled} ..."
+    if stage:
+        return f"      {stage:<10} {s:8.2f} s" if isinstance(s, int | float) else None
+    if "result" not in e:
+        return None
+    r = e["result"]
+
+    def num(key: str, fmt: str) -> str:
+        v = r.get(key)
+        return format(v, fmt) if isinstance(v, int | float) and not isinstance(v, bool) else "-"
+
+    return (
+        f"      {r.get('status')}: first step {num('time_to_first_step_s', '.2f')} s, train "
+        f"{num('train_s', '.3g')} s ({num('throughput_ips', '.0f')} img/s), "
+        f"accuracy {num('accuracy', '.3f')}"
+    )
 
 
 def run_job_once(
@@ -290,11 +350,10 @@ def run_cnn(
                 rec = cnn.run_variant(job)  # returns the unavailable row, imports nothing
             else:
 
-                def on_event(e: dict[str, Any]) -> None:
-                    if "result" in e:
-                        r = e["result"]
-                        progress(f"      {r.get('status')}: train {r.get('train_s')} s, "
-                                 f"accuracy {r.get('accuracy')}")
+                def on_event(e: dict[str, Any], name: str = name) -> None:
+                    line = cnn_progress(e, name)
+                    if line:
+                        progress(line)
 
                 outcome = executor.run(job, settings.budget_s, on_event)
                 rec = kind_of(job).record(job, [ending(outcome, settings.budget_s)])
