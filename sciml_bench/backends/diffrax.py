@@ -59,7 +59,6 @@ class DiffraxCase(Case):
         from sciml_bench.problem.codegen import load_python
 
         jax.config.update("jax_enable_x64", True)
-        self._dfx = diffrax
         rhs = load_python(problem.source["jax"])["rhs"]
         solver = getattr(diffrax, options.solver)()
         ctrl = dict(STIFF_CONTROLLER) if _SOLVERS[options.solver].stiff else {}
@@ -100,8 +99,10 @@ class DiffraxCase(Case):
         # jax.grad with the loss as auxiliary output: two buffers, as value_and_grad gives
         self._value_and_grad = jax.jit(jax.grad(_loss, has_aux=True))
         self._shape = (len(problem.t_save), problem.n_state)
-        #: Diffrax's result codes, by their integer value
-        self._results = {int(item._value): item for item in diffrax.RESULTS._name_to_item.values()}
+        #: Diffrax's results by integer code, so a check is plain Python (a comparison of
+        #: RESULTS items is a JAX operation and a sync)
+        self._results = {int(item._value): (name, str(diffrax.RESULTS[item]))
+                         for name, item in diffrax.RESULTS._name_to_item.items()}
         self.options = {"controller": {"rtol": options.rtol, "atol": options.atol, **ctrl}}
         #: what runs, for the result record
         self.info = {
@@ -112,15 +113,10 @@ class DiffraxCase(Case):
         self._jnp = jnp
 
     def _check(self, code: float, ys: np.ndarray | None) -> None:
-        dfx = self._dfx
-        result = self._results[int(code)]
-        if result == dfx.RESULTS.successful:
+        name, message = self._results[int(code)]
+        if name == "successful":
             return
-        message = str(dfx.RESULTS[result])
-        status = Status.SOLVER_FAILURE
-        for attr, st in _RESULT_STATUS.items():
-            if hasattr(dfx.RESULTS, attr) and result == getattr(dfx.RESULTS, attr):
-                status = st
+        status = _RESULT_STATUS.get(name, Status.SOLVER_FAILURE)
         t_reached = None
         if ys is not None:
             finite = np.all(np.isfinite(ys), axis=1)
