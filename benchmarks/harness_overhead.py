@@ -1,11 +1,18 @@
-"""Harness overhead: sciml-bench's steady Diffrax gradient time on stiff-robertson
-divided by the same call in a minimal standalone Diffrax script.
+"""Harness overhead: sciml-bench's steady solve and gradient times divided by the same
+work in a bare script written as a user of the library writes it.
 
-Both run as fresh subprocesses, interleaved A/B/A/B for ``--rounds`` rounds so
-that machine drift hits both alike; the figure is the ratio of the medians of
-all raw samples (target: <= 1.05).
+Rows: spiral neural ODE, Lotka-Volterra and ROBER, for Diffrax and torchdiffeq, solve
+and loss+gradient. torchdiffeq's dopri5 cannot reach ROBER's t = 1e5 (it stops at the
+step bound), so its ROBER row integrates the same equations to t = 0.1. The bare twins
+are ``_bare_diffrax.py`` and ``_bare_torchdiffeq.py``: hand-written vector fields, the
+library's own calls, nothing of sciml-bench. Each suite run (``sciml-bench run``, one
+fresh worker per case) and each bare run is a fresh process, interleaved suite/bare for
+``--rounds`` rounds so that machine drift hits both alike. A row's figure is the median
+of all the suite's raw samples divided by the median of all the bare ones (goal: <= 1.05).
 
-    python benchmarks/harness_overhead.py [--rounds 4] [--repeats 20]
+    python benchmarks/harness_overhead.py [--rounds 3] [--repeats 20]
+
+Prints one line per row, then ``worst overhead = X.XXX``.
 """
 
 from __future__ import annotations
@@ -19,61 +26,120 @@ from pathlib import Path
 
 import numpy as np
 
+from sciml_bench.backends.diffrax import STIFF_CONTROLLER, DiffraxBackend
 from sciml_bench.problem import reference, spec
 
 HERE = Path(__file__).resolve().parent
+BACKENDS = ("diffrax", "torchdiffeq")
+KINDS = ("solve", "grad")
 
 
-def suite_samples(out: str, repeats: int) -> list[float]:
-    r = subprocess.run(
-        [sys.executable, "-m", "sciml_bench.cli.main", "run", "stiff-robertson", "-b", "diffrax",
-         "--solver", "Kvaerno5", "--cold", "1", "--repeats", str(repeats), "--out", out, "--json"],
+def short_robertson(tmp: Path) -> Path:
+    """ROBER's equations and loss on t in (0, 0.1), where dopri5 finishes in ~100 steps."""
+    text = (spec.problems_dir() / "stiff-robertson.toml").read_text()
+    edits = {
+        'name = "stiff-robertson"': 'name = "stiff-robertson-short"',
+        "span = [0.0, 1.0e5]": "span = [0.0, 0.1]",
+        "save = { logspace = [-5.0, 5.0, 40] }": "save = { logspace = [-5.0, -1.0, 20] }",
+    }
+    for old, new in edits.items():
+        assert old in text, f"stiff-robertson.toml no longer has {old!r}; update this script"
+        text = text.replace(old, new)
+    path = tmp / "stiff-robertson-short.toml"
+    path.write_text(text)
+    return path
+
+
+def bare_config(problem: spec.Problem, rhs: str, backend: str, tmp: Path) -> Path:
+    """The problem's data for a bare twin, with the solver the suite uses by default."""
+    cp = reference.compile_problem(problem, reference.get(problem))
+    if backend == "diffrax":
+        solver = DiffraxBackend().default_solver(problem.stiff)
+        controller = STIFF_CONTROLLER if problem.stiff else {}
+    else:
+        solver, controller = "dopri5", {}
+    cfg = {
+        "rhs": rhs, "solver": solver, "controller": controller,
+        "rtol": cp.rtol, "atol": cp.atol, "max_steps": cp.max_steps,
+        "t0": cp.t_span[0], "t1": cp.t_span[1], "t_save": cp.t_save.tolist(),
+        "y0": cp.y0.tolist(), "theta0": cp.theta0.tolist(),
+        "W": cp.loss_W.tolist(), "O": cp.loss_O.tolist(),
+    }
+    assert not np.any(cp.loss_C), "the bare twins write the fit loss only"
+    path = tmp / f"{problem.name}-{backend}.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def suite_samples(target: str, backends: tuple[str, ...], out: Path, repeats: int
+                  ) -> dict[str, dict[str, list[float]]]:
+    """Steady samples per backend and kind from one ``sciml-bench run``."""
+    from sciml_bench.results import store
+
+    src = ["--problem-file", target] if target.endswith(".toml") else [target]
+    out.mkdir(parents=True)
+    subprocess.run(
+        [sys.executable, "-m", "sciml_bench.cli.main", "run", *src,
+         *[a for b in backends for a in ("-b", b)], "--cold", "1",
+         "--repeats", str(repeats), "--out", str(out), "--json"],
         capture_output=True, text=True, check=True,
     )
-    from sciml_bench.results import store as results
+    (path,) = out.glob("*.h5")
+    found: dict[str, dict[str, list[float]]] = {}
+    for rec in store.read(path).records:
+        assert rec["status"] == "ok", f"{rec['backend']} {target}: {rec['reason']}"
+        found[rec["backend"]] = {k: list(rec[f"{k}_samples"]) for k in KINDS}
+    return found
 
-    (rec,) = json.loads(r.stdout)
-    assert rec["status"] == "ok", rec["reason"]
-    path = sorted(Path(out).glob("*.h5"))[-1]
-    (stored,) = results.read(path).records
-    return stored["grad_samples"]
 
-
-def standalone_samples(cfg: str, repeats: int) -> list[float]:
+def bare_samples(backend: str, cfg: Path, repeats: int) -> dict[str, list[float]]:
     r = subprocess.run(
-        [sys.executable, str(HERE / "_standalone_diffrax.py"), cfg, str(repeats)],
+        [sys.executable, str(HERE / f"_bare_{backend}.py"), str(cfg), str(repeats)],
         capture_output=True, text=True, check=True,
     )
-    return json.loads(r.stdout.strip().splitlines()[-1])["grad_samples"]
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=20)
     args = ap.parse_args()
 
-    problem = spec.load("stiff-robertson")
-    ref = reference.get(problem)
-    cp = reference.compile_problem(problem, ref)
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = Path(tmp) / "rober.json"
-        cfg.write_text(json.dumps({
-            "W": cp.loss_W.tolist(), "O": cp.loss_O.tolist(), "rtol": cp.rtol, "atol": cp.atol,
-            "t_save": cp.t_save.tolist(), "t1": cp.t_span[1], "y0": cp.y0.tolist(),
-            "theta0": cp.theta0.tolist(), "max_steps": cp.max_steps,
-        }))
-        suite: list[float] = []
-        alone: list[float] = []
-        for i in range(args.rounds):
-            suite += suite_samples(tmp, args.repeats)
-            alone += standalone_samples(str(cfg), args.repeats)
-            print(f"round {i + 1}: suite {np.median(suite) * 1e3:.2f} ms, "
-                  f"standalone {np.median(alone) * 1e3:.2f} ms", file=sys.stderr)
-    ratio = float(np.median(suite) / np.median(alone))
-    print(f"harness overhead (Diffrax, stiff-robertson, steady loss+grad): "
-          f"suite {np.median(suite) * 1e3:.2f} ms / standalone {np.median(alone) * 1e3:.2f} ms "
-          f"= {ratio:.3f}  (n={len(suite)} each; target <= 1.05)")
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        # (what sciml-bench runs, the twin's vector field, the backends on it)
+        groups = [
+            ("nonstiff-spiral-node", "spiral", BACKENDS),
+            ("nonstiff-lotka-volterra", "lotka-volterra", BACKENDS),
+            ("stiff-robertson", "robertson", ("diffrax",)),
+            (str(short_robertson(tmp)), "robertson", ("torchdiffeq",)),
+        ]
+        configs = {}
+        for target, rhs, backends in groups:
+            problem = spec.load(target)
+            for b in backends:
+                configs[target, b] = (problem.name, bare_config(problem, rhs, b, tmp))
+        suite: dict[tuple[str, str, str], list[float]] = {}
+        bare: dict[tuple[str, str, str], list[float]] = {}
+        for rnd in range(args.rounds):
+            for g, (target, _, backends) in enumerate(groups):
+                got = suite_samples(target, backends, tmp / f"r{rnd}g{g}", args.repeats)
+                for b in backends:
+                    name, cfg = configs[target, b]
+                    alone = bare_samples(b, cfg, args.repeats)
+                    for k in KINDS:
+                        suite.setdefault((b, name, k), []).extend(got[b][k])
+                        bare.setdefault((b, name, k), []).extend(alone[k])
+            print(f"round {rnd + 1} of {args.rounds} done", file=sys.stderr)
+    worst = 0.0
+    for key in sorted(suite):
+        b, name, k = key
+        s, a = float(np.median(suite[key])), float(np.median(bare[key]))
+        worst = max(worst, s / a)
+        print(f"{b:<12} {name:<24} {k:<5}  suite {s * 1e3:9.3f} ms / bare {a * 1e3:9.3f} ms "
+              f"= {s / a:.3f}  (n={len(suite[key])} each)")
+    print(f"worst overhead = {worst:.3f}")
 
 
 if __name__ == "__main__":

@@ -92,3 +92,32 @@ def test_constant_components_stay_tensors() -> None:
 def test_unknown_target() -> None:
     with pytest.raises(ValueError, match="unknown target 'fortran'"):
         codegen.generate(spec.load("stiff-robertson"), "fortran")
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_torch_module_holds_the_parameters_in_vector_order(name: str) -> None:
+    """The generated RHS module's tensors are the parameter vector, in its order, so
+    vector_to_parameters / parameters_to_vector map theta and gradients onto it."""
+    torch = pytest.importorskip("torch")
+    p = spec.load(name)
+    ns = codegen.load_python(codegen.generate(p, "torch"))
+    theta = torch.tensor(np.asarray(p.theta0) * np.linspace(0.5, 1.5, p.n_params))
+    module = ns["RHS"](theta)
+    flat = torch.nn.utils.parameters_to_vector(module.parameters()).detach()
+    assert torch.equal(flat, theta)
+    torch.nn.utils.vector_to_parameters(2 * theta, module.parameters())
+    y = torch.tensor(np.linspace(0.2, 0.9, p.n_state))
+    with torch.no_grad():
+        np.testing.assert_array_equal(module(0.3, y).numpy(), ns["rhs"](0.3, y, 2 * theta).numpy())
+
+
+def test_spiral_network_is_written_on_the_state_vector() -> None:
+    """u.^3 -> Dense -> Dense as torch and JAX users write it: no per-component indexing,
+    no per-evaluation slicing of a parameter vector in torch."""
+    p = spec.load("nonstiff-spiral-node")
+    torch_src = codegen.generate(p, "torch")
+    forward = torch_src.split("def forward", 1)[1].split("def rhs", 1)[0]
+    assert "x_nn = y**3" in forward and "return h_nn_2" in forward
+    assert "p[" not in forward and "y[" not in forward and "stack" not in forward
+    jax_src = codegen.generate(p, "jax")
+    assert "x_nn = y**3" in jax_src and "return h_nn_2" in jax_src and "y[" not in jax_src

@@ -78,17 +78,52 @@ class Solution:
 class Case(ABC):
     """One built case: a problem compiled for one library with fixed options.
 
-    Both methods raise :class:`sciml_bench.measure.status.SolverFailure` when the
-    library reports an unsuccessful solve; they never return garbage silently.
+    Each operation comes in two parts, so that the worker times the library's own call
+    and nothing else:
+
+    - the *timed* part (:meth:`timed_solve`, :meth:`timed_grad`) is what the library's
+      recommended usage does: its compiled call, blocked until ready (synchronised), on
+      parameters already in the library's own form (:meth:`prepare`). It returns the
+      library's raw outputs and checks nothing;
+    - the *checked* part (:meth:`check_solve`, :meth:`check_grad`) reads the status and
+      step statistics, checks finiteness and converts to NumPy. It raises
+      :class:`sciml_bench.measure.status.SolverFailure` when the library reports an
+      unsuccessful solve, so garbage is never returned silently.
+
+    The worker runs the checked part on every timed sample, outside the clock, so a
+    failed sample is never counted. :meth:`solve` and :meth:`loss_and_grad` do both
+    parts, for callers that want a checked result and no timing.
     """
 
-    @abstractmethod
-    def solve(self, theta: np.ndarray) -> Solution:
-        """Solve at parameters ``theta`` (natural units, declaration order)."""
+    def prepare(self, theta: np.ndarray) -> Any:
+        """Parameters ``theta`` (natural units, declaration order) in the library's own
+        form, made once before the timed samples, as a user holds them between calls
+        (a device array, a module's parameter tensors). Default: ``theta`` itself."""
+        return theta
 
     @abstractmethod
+    def timed_solve(self, params: Any) -> Any:
+        """The library's solve at prepared ``params``: its raw outputs, unchecked."""
+
+    @abstractmethod
+    def check_solve(self, raw: Any) -> Solution:
+        """Status, step statistics, finiteness and NumPy conversion of a solve's output."""
+
+    @abstractmethod
+    def timed_grad(self, params: Any) -> Any:
+        """The library's loss and gradient at prepared ``params``: raw outputs, unchecked."""
+
+    @abstractmethod
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        """``L`` and ``dL/dtheta`` (natural units) from :meth:`timed_grad`'s output."""
+
+    def solve(self, theta: np.ndarray) -> Solution:
+        """Solve at parameters ``theta`` (natural units, declaration order), checked."""
+        return self.check_solve(self.timed_solve(self.prepare(theta)))
+
     def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        """Return ``L(theta)`` and ``dL/dtheta`` in natural units."""
+        """Return ``L(theta)`` and ``dL/dtheta`` in natural units, checked."""
+        return self.check_grad(self.timed_grad(self.prepare(theta)))
 
     def progress_t(self) -> float | None:
         """The latest time the integrator reached, if the backend can tell."""

@@ -132,17 +132,25 @@ class JuliaCase(Case):
         except self._julia_error as e:
             raise SolverFailure(Status.ERROR, f"Julia error: {e}") from None
 
-    def solve(self, theta: np.ndarray) -> Solution:
-        p = np.ascontiguousarray(theta, dtype=np.float64)
-        y, retcode, t, stats, message = self._call(self._mod.solve_case, self._case, p)
+    def prepare(self, theta: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(theta, dtype=np.float64)
+
+    def timed_solve(self, params: np.ndarray) -> Any:
+        # One call into Julia; it returns Julia values, converted in check_solve.
+        return self._call(self._mod.solve_case, self._case, params)
+
+    def check_solve(self, raw: Any) -> Solution:
+        y, retcode, t, stats, message = raw
         counters = {k: int(v) for k, v in zip(STAT_KEYS, stats, strict=True) if int(v) >= 0}
         if str(retcode) not in SUCCESS_CODES:
             raise failure(str(retcode), float(t), self._t_end, self._solver, str(message))
         return Solution(y=np.array(y, dtype=np.float64).reshape(self._shape), stats=counters)
 
-    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        p = np.ascontiguousarray(theta, dtype=np.float64)
-        value, grad, retcode, t, message = self._call(self._mod.loss_and_grad_case, self._case, p)
+    def timed_grad(self, params: np.ndarray) -> Any:
+        return self._call(self._mod.loss_and_grad_case, self._case, params)
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        value, grad, retcode, t, message = raw
         if str(retcode) not in SUCCESS_CODES:
             raise failure(str(retcode), float(t), self._t_end, self._solver, str(message))
         g = np.array(grad, dtype=np.float64)

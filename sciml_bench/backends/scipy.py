@@ -7,6 +7,7 @@ exact sympy Jacobian is supplied, as a careful SciPy user would.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +36,10 @@ class ScipyCase(Case):
         self.p = problem
         self.o = options
 
-    def solve(self, theta: np.ndarray) -> Solution:
+    def timed_solve(self, params: np.ndarray) -> Any:
         from scipy.integrate import solve_ivp
+
+        theta = params
 
         p, o = self.p, self.o
         implicit = o.solver in ("LSODA", "BDF", "Radau")
@@ -66,6 +69,10 @@ class ScipyCase(Case):
             atol=o.atol,
             jac=(lambda t, y: self.jac(t, y, theta)) if implicit else None,
         )
+        return sol
+
+    def check_solve(self, raw: Any) -> Solution:
+        sol = raw
         if not sol.success:
             t_reached = float(sol.t[-1]) if sol.t.size else None
             raise SolverFailure(classify_message(sol.message), f"scipy: {sol.message}", t_reached)
@@ -75,7 +82,10 @@ class ScipyCase(Case):
         return Solution(y, {"rhs_evals": int(sol.nfev), "jac_evals": int(sol.njev),
                             "lu_decomps": int(sol.nlu)})
 
-    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+    def timed_grad(self, params: np.ndarray) -> Any:
+        raise NotImplementedError("scipy is the solve-only reference backend")
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
         raise NotImplementedError("scipy is the solve-only reference backend")
 
 

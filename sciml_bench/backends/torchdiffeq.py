@@ -4,16 +4,20 @@ torchdiffeq has no stiff solver, so dopri5 is its default for every problem;
 on stiff problems that is its result. Failures surface as ``AssertionError``
 text (no status codes), which is mapped onto statuses.
 
-The step bound is the problem's shared ``max_steps``, so a hopeless stiff solve
-ends as a quick ``max_steps`` row with how far in t it got, never a hang.
-torchdiffeq's own ``max_num_steps`` restarts at every save time (it would allow
-``n_save × max_steps``), so the bound is enforced here on the whole solve, as
-RHS evaluations: ``max_steps × evaluations per step`` of the method.
+The right-hand side is the generated ``RHS`` module (``sciml-bench codegen --target
+torch``): its parameter tensors are the problem's parameters, as a torch user holds
+them, so nothing is sliced per evaluation. Steps are counted by torchdiffeq's own step
+callbacks (``callback_accept_step`` / ``callback_reject_step``, once per step, not per
+RHS evaluation), which also enforce the step bound: the problem's shared ``max_steps``
+over the whole solve, accepted plus rejected (as Diffrax counts them). torchdiffeq's own
+``max_num_steps`` restarts at every save time (it would allow ``n_save × max_steps``).
+So a hopeless stiff solve ends as a quick ``max_steps`` row with how far in t it got,
+never a hang.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -28,44 +32,60 @@ _SOLVERS = {
     "bosh3": SolverInfo("bosh3", False, "Bogacki-Shampine 3(2)"),
     "adaptive_heun": SolverInfo("adaptive_heun", False, "Heun 2(1)"),
 }
-#: new RHS evaluations per step (FSAL methods reuse their last stage)
-EVALS_PER_STEP = {"dopri5": 6, "dopri8": 13, "bosh3": 3, "adaptive_heun": 2}
 _GRADIENTS = {
     "backprop": "backpropagation through odeint's operations",
     "adjoint": "odeint_adjoint: continuous adjoint, re-integrated backwards",
 }
+#: how the generated code runs, recorded in each row
+IDIOM = (
+    "RHS as a torch.nn.Module holding the parameters as its tensors (loaded once with "
+    "vector_to_parameters); odeint under torch.no_grad() for solves; "
+    "torch.autograd.grad(loss, module.parameters()) for gradients; steps counted by "
+    "torchdiffeq's step callbacks; timed call = odeint (+ loss and autograd.grad)"
+)
 
 
 class StepBound(AssertionError):
     """The whole-solve step bound was reached (an AssertionError, like torchdiffeq's)."""
 
 
-class _Tracked:
-    """The RHS, counting evaluations against the step bound and noting the latest t.
+class _Steps:
+    """Accepted and rejected steps, from torchdiffeq's step callbacks, against the bound.
 
-    ``t_seen`` is a Python float refreshed every 64 calls, so the progress thread
-    reads a float and never touches a tensor the solver is using.
+    ``t_seen`` is a Python float refreshed every 16 accepted steps, so the progress
+    thread reads a float and never touches a tensor the solver is using.
     """
 
-    def __init__(self, rhs: Callable[..., Any], theta: Any, max_evals: int):
-        self.rhs = rhs
-        self.theta = theta
-        self.max_evals = max_evals
-        self.nfe = 0
+    def __init__(self, max_steps: int):
+        self.max_steps = max_steps
+        self.accepted = 0
+        self.rejected = 0
         self.t: Any = None
         self.t_seen: float | None = None
 
-    def __call__(self, t: Any, y: Any) -> Any:
-        self.nfe += 1
-        self.t = t
-        if self.nfe & 63 == 1:
-            self.t_seen = float(t)
-        if self.nfe > self.max_evals:
+    def reset(self) -> None:
+        self.accepted = self.rejected = 0
+
+    def _bound(self) -> None:
+        if self.accepted + self.rejected > self.max_steps:
             raise StepBound(
-                f"max_num_steps exceeded over the whole solve: {self.nfe} RHS evaluations "
-                f"> the shared max_steps x evaluations per step = {self.max_evals}"
+                f"max_num_steps exceeded over the whole solve: {self.accepted} accepted + "
+                f"{self.rejected} rejected steps > the shared max_steps = {self.max_steps}"
             )
-        return self.rhs(t, y, self.theta)
+
+    def accept(self, t0: Any, y0: Any, dt: Any) -> None:
+        self.accepted += 1
+        self.t = t0
+        if self.accepted & 15 == 1:
+            self.t_seen = float(t0.detach())
+        self._bound()
+
+    def reject(self, t0: Any, y0: Any, dt: Any) -> None:
+        self.rejected += 1
+        self._bound()
+
+    def reached(self) -> float | None:
+        return float(self.t.detach()) if self.t is not None else None
 
 
 class TorchdiffeqCase(Case):
@@ -79,73 +99,99 @@ class TorchdiffeqCase(Case):
         self.odeint = (
             torchdiffeq.odeint_adjoint if options.gradient_method == "adjoint" else torchdiffeq.odeint
         )
-        self.adjoint = options.gradient_method == "adjoint"
-        self.rhs = load_python(problem.source["torch"])["rhs"]
         dt = torch.float64
         # every tensor is made on the named device: that is torch's pinning
         self.device = dev = torch.device(options.device)
         self.y0 = torch.as_tensor(problem.y0, dtype=dt, device=dev)  # torch's own error first
         if dev.type == "cuda":
             torch.cuda.reset_peak_memory_stats(dev)  # the case's peak, from its build on
+        self.module = load_python(problem.source["torch"])["RHS"](
+            torch.as_tensor(problem.theta0, dtype=dt)
+        ).to(dev)
+        self.params = tuple(self.module.parameters())
+        self.steps = _Steps(options.max_steps)
+        # torchdiffeq calls these on the function it is given (and *_adjoint in the
+        # adjoint's backward solve, which gets the same bound)
+        for name, fn in (("accept_step", self.steps.accept), ("reject_step", self.steps.reject)):
+            setattr(self.module, f"callback_{name}", fn)
+            setattr(self.module, f"callback_{name}_adjoint", fn)
         t0 = problem.t_span[0]
         ts = problem.t_save
         # odeint returns the state at t[0]; prepend t0 unless it is a save point
         self.skip_first = bool(ts[0] != t0)
         grid = np.concatenate([[t0], ts]) if self.skip_first else ts
         self.t = torch.as_tensor(grid, dtype=dt, device=dev)
-        self.W, self.O, self.C = (
+        W, O, C = (
             torch.as_tensor(a, dtype=dt, device=dev)
             for a in (problem.loss_W, problem.loss_O, problem.loss_C)
         )
+        # the loss Σ W (y - O)² + Σ C y, without terms that are identically zero
+        self._has_fit, self._has_linear = bool(np.any(problem.loss_W)), bool(np.any(problem.loss_C))
+        self.W, self.O, self.C = W, O, C
         self.kw = dict(rtol=options.rtol, atol=options.atol, method=options.solver)
-        self.max_evals = options.max_steps * EVALS_PER_STEP.get(options.solver, 6)
-        self.current: _Tracked | None = None
+        self.info = {"idiom": IDIOM}
         #: the device torch reports for the last solution (the read-back)
         self.last_device: Any = self.y0.device
 
-    def _run(self, theta: Any) -> tuple[Any, _Tracked]:
-        f = _Tracked(self.rhs, theta, self.max_evals)
-        self.current = f
-        kw = dict(self.kw)
-        if self.adjoint:
-            kw["adjoint_params"] = (theta,)
+    def _odeint(self) -> Any:
+        self.steps.reset()
         try:
-            ys = self.odeint(f, self.y0, self.t, **kw)
+            ys = self.odeint(self.module, self.y0, self.t, **self.kw)
         except AssertionError as e:
-            t_reached = float(f.t) if f.t is not None else None
-            raise SolverFailure(classify_message(str(e)), f"torchdiffeq: {e}", t_reached) from None
+            raise SolverFailure(
+                classify_message(str(e)), f"torchdiffeq: {e}", self.steps.reached()
+            ) from None
         self.last_device = ys.device
-        return (ys[1:] if self.skip_first else ys), f
+        return ys[1:] if self.skip_first else ys
 
     def progress_t(self) -> float | None:
-        f = self.current
-        return f.t_seen if f is not None else None
+        return self.steps.t_seen
 
-    def solve(self, theta: np.ndarray) -> Solution:
-        with self.torch.no_grad():
-            ys, f = self._run(
-                self.torch.as_tensor(theta, dtype=self.torch.float64, device=self.device)
+    def prepare(self, theta: np.ndarray) -> Any:
+        torch = self.torch
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(
+                torch.as_tensor(theta, dtype=torch.float64, device=self.device), self.params
             )
-        y = ys.cpu().numpy()  # the copy back to the host waits for the device
+        return self.module
+
+    def timed_solve(self, params: Any) -> Any:
+        with self.torch.no_grad():
+            ys = self._odeint()
         self.sync()
+        return ys
+
+    def check_solve(self, raw: Any) -> Solution:
+        y = raw.cpu().numpy()
         if not np.all(np.isfinite(y)):
             raise SolverFailure(Status.NONFINITE, "torchdiffeq: non-finite values in the solution")
-        return Solution(y, {"rhs_evals": f.nfe})
+        return Solution(y, {"steps": self.steps.accepted, "rejected_steps": self.steps.rejected})
 
-    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+    def timed_grad(self, params: Any) -> Any:
         torch = self.torch
-        th = torch.tensor(theta, dtype=torch.float64, device=self.device, requires_grad=True)
-        ys, f = self._run(th)
-        d = ys - self.O
-        loss = torch.sum(self.W * d * d) + torch.sum(self.C * ys)
-        f.nfe = 0  # the adjoint's backward solve gets the same bound
+        ys = self._odeint()
+        if self._has_fit:
+            d = ys - self.O
+            loss = torch.sum(self.W * d * d)
+            if self._has_linear:
+                loss = loss + torch.sum(self.C * ys)
+        else:
+            loss = torch.sum(self.C * ys)
+        self.steps.reset()  # the adjoint's backward solve gets the same bound
         try:
-            (grad,) = torch.autograd.grad(loss, th)
+            # a parameter the equations never read gets a zero, not an error
+            grads = torch.autograd.grad(
+                loss, self.params, allow_unused=True, materialize_grads=True
+            )
         except AssertionError as e:  # the adjoint's backward solve can fail too
             raise SolverFailure(classify_message(str(e)), f"torchdiffeq backward: {e}") from None
-        out = float(loss.detach()), grad.cpu().numpy()
         self.sync()
-        return out
+        return loss, grads
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        loss, grads = raw
+        g = self.torch.nn.utils.parameters_to_vector(grads)
+        return float(loss.detach()), g.cpu().numpy()  # the worker rejects a non-finite one
 
     def sync(self) -> None:
         """Wait for queued CUDA work: every timed call ends with it, before the clock is read."""

@@ -1,20 +1,26 @@
 """Code generation: sympy right-hand sides to native source for every target.
 
 One printer serves all targets; a target only chooses its array module, its
-power operator and its indexing. The generated text is exactly what a
+power operator and its indexing. For the array targets (torch, jax) a network whose
+inputs are one elementwise function of the whole state, and whose outputs are the
+whole right-hand side, is written on the state vector (``net(y**3)``), as a user of
+those libraries writes it, instead of component by component. The generated text is exactly what a
 backend runs (``sciml-bench codegen`` prints it), so fairness can be audited.
 
 Targets and what they define:
 
 - ``numpy``: ``rhs(t, y, p)`` and the exact sympy Jacobian ``jac(t, y, p)``
   (both complex-safe, for the complex-step reference);
-- ``torch``: ``rhs(t, y, p)`` on 1-D tensors;
-- ``jax``:   ``rhs(t, y, p)`` on 1-D arrays;
+- ``torch``: ``class RHS(torch.nn.Module)`` holding the parameters as its parameter
+  tensors (``RHS(p)``; ``forward(t, y)`` on 1-D tensors), as a torch user writes an ODE
+  function, and ``rhs(t, y, p)`` = ``RHS(p)(t, y)`` for one-off evaluations;
+- ``jax``:   ``rhs(t, y, p)`` on 1-D arrays, the parameters passed as Diffrax's ``args``;
 - ``julia``: in-place ``rhs!(du, u, p, t)``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,16 +118,75 @@ def _symbol_names(problem: Problem, target: _Target) -> dict[sympy.Symbol, str]:
     return names
 
 
-def _bindings(problem: Problem, target: _Target, y: str, p: str) -> list[str]:
-    """Bind states and mechanistic parameters to locals, then evaluate networks."""
+def _bindings(
+    problem: Problem, target: _Target, y: str, p: str, vector: _VectorNet | None = None
+) -> list[str]:
+    """Bind states and mechanistic parameters to locals, then evaluate networks.
+
+    torch reads each parameter from its module (``self.p_k``), never slicing a vector.
+    """
     b = target.index_base
+    module = target.module == "torch."
     lines = [f"s_{n} = {y}[{i + b}]" for i, n in enumerate(problem.state_names)]
-    lines += [f"p_{s.name} = {p}[{i + b}]" for i, s in enumerate(problem.param_symbols)]
+    lines += [
+        f"p_{s.name} = self.p_{s.name}" if module else f"p_{s.name} = {p}[{i + b}]"
+        for i, s in enumerate(problem.param_symbols)
+    ]
     names = _symbol_names(problem, target)
     printer = _Printer(target, names)
     for net in problem.networks:
-        lines += _network_forward(net, target, printer, p)[0]
+        lines += _network_forward(net, target, printer, p, vector)[0]
     return lines
+
+
+@dataclass(frozen=True)
+class _VectorNet:
+    """A network written on the state vector: ``x = input`` (source text on ``y``);
+    when ``output`` is set, the right-hand side is ``output`` (the last layer, scaled)."""
+
+    input: str
+    output: str | None
+
+
+def _vector_net(problem: Problem, target: _Target) -> _VectorNet | None:
+    """The vector form of the problem's one network, when its inputs are one elementwise
+    function g of the whole state (input k = g(state k)), or None."""
+    if len(problem.networks) != 1 or target.module not in ("torch.", "jnp."):
+        return None
+    net = problem.networks[0]
+    states = problem.state_symbols
+    if len(net.inputs) != len(states):
+        return None
+    v = sympy.Symbol("y", real=True)
+    forms = set()
+    for s, e in zip(states, net.inputs, strict=True):
+        if not e.free_symbols <= {s} or s not in e.free_symbols:
+            return None
+        forms.add(e.subs(s, v))
+    if len(forms) != 1:
+        return None
+    printer = _Printer(target, {v: "y"})
+    x = printer.doprint(forms.pop())
+    last = f"h_{net.name}_{len(net.slices())}"
+    output = None
+    scales = set(net.output_scale)
+    if list(problem.rhs) == net.outputs and len(scales) == 1:
+        (scale,) = scales
+        output = last if scale == 1.0 else f"{scale!r} * {last}"
+    return _VectorNet(x, output)
+
+
+def _drop_unused(lines: list[str]) -> list[str]:
+    """Drop state and parameter bindings that no later line reads."""
+    out = []
+    for i, ln in enumerate(lines):
+        name = ln.split(" = ", 1)[0]
+        if name.startswith(("s_", "p_")) and not any(
+            re.search(rf"\b{re.escape(name)}\b", later) for later in lines[i + 1:]
+        ):
+            continue
+        out.append(ln)
+    return out
 
 
 def _activation(kind: str, z: str, target: _Target) -> str:
@@ -135,19 +200,23 @@ def _activation(kind: str, z: str, target: _Target) -> str:
 
 
 def _network_forward(
-    net: Network, target: _Target, printer: _Printer, p: str
+    net: Network, target: _Target, printer: _Printer, p: str, vector: _VectorNet | None = None
 ) -> tuple[list[str], list[str]]:
     """Lines evaluating ``net``, and the names of each layer's activation output.
 
-    Python targets use ``W @ x``; Julia reads row-major ``W`` as the transpose
-    of a column-major reshape.
+    NumPy and JAX use ``W @ x`` on slices of the parameter vector; torch calls
+    ``torch.nn.functional.linear`` on the module's weight tensors; Julia reads
+    row-major ``W`` as the transpose of a column-major reshape.
     """
     n, b = net.name, target.index_base
     julia = target.pow_op == "^"
+    torch = target.module == "torch."
     comps = [printer.doprint(e) for e in net.inputs]
-    if julia:
+    if vector is not None:
+        lines = [f"x_{n} = {vector.input}"]
+    elif julia:
         lines = [f"x_{n} = [{', '.join(comps)}]"]
-    elif target.module == "torch.":
+    elif torch:
         comps = [
             c if e.free_symbols else f"torch.full_like(y[0], {c})"
             for c, e in zip(comps, net.inputs, strict=True)
@@ -164,6 +233,8 @@ def _network_forward(
             lines.append(f"W_{n}_{layer} = transpose(reshape({w}, {cols}, {rows}))")
             lines.append(f"b_{n}_{layer} = {p}[{ob + b}:{ob + rows}]")
             z = f"W_{n}_{layer} * {h} .+ b_{n}_{layer}"
+        elif torch:
+            z = f"torch.nn.functional.linear({h}, self.W_{n}_{layer}, self.b_{n}_{layer})"
         else:
             lines.append(f"W_{n}_{layer} = {p}[{ow}:{ow + rows * cols}].reshape({rows}, {cols})")
             lines.append(f"b_{n}_{layer} = {p}[{ob}:{ob + rows}]")
@@ -174,8 +245,9 @@ def _network_forward(
             acts.append(h)
         else:
             lines.append(f"{h} = {z}")
-    for k, out in enumerate(net.outputs):
-        lines.append(f"n_{out.name} = {net.output_scale[k]!r} * {h}[{k + b}]")
+    if vector is None or vector.output is None:
+        for k, out in enumerate(net.outputs):
+            lines.append(f"n_{out.name} = {net.output_scale[k]!r} * {h}[{k + b}]")
     return lines, acts
 
 
@@ -198,29 +270,69 @@ def _components(
 
 
 def python_source(problem: Problem, target: str) -> str:
-    """Source defining ``rhs(t, y, p)`` (and ``jac`` for NumPy) for a Python target."""
+    """Source defining ``rhs(t, y, p)`` (and ``jac`` for NumPy, ``RHS`` for torch)."""
     tg = _TARGETS[target]
     names = _symbol_names(problem, tg)
+    vector = _vector_net(problem, tg)
+    body = _bindings(problem, tg, "y", "p", vector)
+    if vector is not None and vector.output is not None:
+        body.append(f"return {vector.output}")
+    else:
+        repl, reduced = _cse(problem.rhs)
+        for sym, _ in repl:
+            names[sym] = sym.name
+        printer = _Printer(tg, names)
+        body += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
+        first = f"s_{problem.state_names[0]}"
+        comps = _components(reduced, printer, target, first)
+        body.append("return " + tg.stack.format(", ".join(comps)))
+    if target != "numpy":
+        body = _drop_unused(body)
     lines = [
         f"# Generated by sciml-bench from {problem.name!r} for {target}; do not edit.",
         tg.header,
         "",
         "",
-        "def rhs(t, y, p):",
     ]
-    body = _bindings(problem, tg, "y", "p")
-    repl, reduced = _cse(problem.rhs)
-    for sym, _ in repl:
-        names[sym] = sym.name
-    printer = _Printer(tg, names)
-    body += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
-    first = f"s_{problem.state_names[0]}"
-    comps = _components(reduced, printer, target, first)
-    body.append("return " + tg.stack.format(", ".join(comps)))
-    lines += ["    " + ln for ln in body]
+    if target == "torch":
+        return "\n".join(lines + _torch_module(problem, body)) + "\n"
+    lines += ["def rhs(t, y, p):", *["    " + ln for ln in body]]
     if target == "numpy":
         lines += ["", "", "def jac(t, y, p):", *_numpy_jac(problem)]
     return "\n".join(lines) + "\n"
+
+
+def _torch_module(problem: Problem, body: list[str]) -> list[str]:
+    """``class RHS(torch.nn.Module)``: one parameter tensor per named parameter and per
+    layer weight and bias, registered in the order of the parameter vector, so that
+    ``torch.nn.utils.vector_to_parameters`` and ``parameters_to_vector`` map onto it."""
+    init: list[tuple[int, str]] = [
+        (i, f"self.p_{s.name} = torch.nn.Parameter(p[{i}].clone())")
+        for i, s in enumerate(problem.param_symbols)
+    ]
+    for net in problem.networks:
+        for layer, (ow, rows, cols, ob) in enumerate(net.slices(), 1):
+            w = f"p[{ow}:{ow + rows * cols}].reshape({rows}, {cols})"
+            init.append((ow, f"self.W_{net.name}_{layer} = torch.nn.Parameter({w}.clone())"))
+            init.append((ob, f"self.b_{net.name}_{layer} = torch.nn.Parameter("
+                             f"p[{ob}:{ob + rows}].clone())"))
+    init.sort()
+    return [
+        "class RHS(torch.nn.Module):",
+        '    """The right-hand side; its parameter tensors are the problem\'s parameters."""',
+        "",
+        "    def __init__(self, p):",
+        "        super().__init__()",
+        *["        " + ln for _, ln in init],
+        "",
+        "    def forward(self, t, y):",
+        *["        " + ln for ln in body],
+        "",
+        "",
+        "def rhs(t, y, p):",
+        '    """One evaluation at parameters p; a solver holds one RHS module instead."""',
+        "    return RHS(p).requires_grad_(p.requires_grad)(t, y)",
+    ]
 
 
 def _numpy_jac(problem: Problem) -> list[str]:

@@ -164,48 +164,76 @@ def work(job: dict[str, Any], events: Events) -> None:
             report_failure(events, e, "first gradient")
             return
         events.emit(phase="first_grad", s=clock() - start)
-        if not (np.isfinite(loss) and np.all(np.isfinite(grad))):
+        bad = _nonfinite_grad(name, loss, grad)
+        if bad:
             # A NaN gradient from a "successful" solve is a failure, never a score.
-            events.emit(
-                status=Status.NONFINITE.value,
-                reason=f"{name}: non-finite loss or gradient (loss={loss:.6g}, "
-                f"{int(np.sum(~np.isfinite(grad)))} non-finite gradient component(s))",
-                during="first gradient",
-            )
+            events.emit(status=Status.NONFINITE.value, reason=bad, during="first gradient")
             return
         if full:
             events.emit(loss=loss, gradient=grad)
     events.emit(ttfg_s=clock() - t_spawn)
 
-    if full:
-        _steady(job, case, theta, backend.differentiable, events)
+    if full and not _steady(job, case, theta, backend.differentiable, events):
+        return
     _vram_report(meter, case, events)
     events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason="")
 
 
-def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Events) -> None:
-    """Warm-ups, then timed repeats, each kind bounded by a time budget."""
+def _nonfinite_grad(name: str, loss: float, grad: Any) -> str | None:
+    """Why a loss and gradient cannot be scored (a NaN or Inf in either), or None."""
+    import numpy as np
+
+    if np.isfinite(loss) and np.all(np.isfinite(grad)):
+        return None
+    return (
+        f"{name}: non-finite loss or gradient (loss={loss:.6g}, "
+        f"{int(np.sum(~np.isfinite(grad)))} non-finite gradient component(s))"
+    )
+
+
+def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Events) -> bool:
+    """Warm-ups, then timed repeats, each kind bounded by a time budget.
+
+    The clock holds the library's call only (``case.timed_*``); the checks
+    (``case.check_*``: status, step statistics, finiteness, conversion to NumPy) run
+    after it on every sample, so a failed sample is reported, never counted.
+    Returns False when a sample failed (its status is already reported).
+    """
     from sciml_bench.measure.clock import perf
+    from sciml_bench.measure.status import SolverFailure, Status
+
+    def check_grad(raw: Any) -> None:
+        loss, g = case.check_grad(raw)
+        bad = _nonfinite_grad(job["backend"], loss, g)
+        if bad:
+            raise SolverFailure(Status.NONFINITE, bad)
 
     repeats = int(job.get("repeats", 10))
     warmups = int(job.get("warmups", 1))
     budget = float(job.get("steady_budget_s", 20.0))
-    kinds = [("solve", lambda: case.solve(theta))]
+    params = case.prepare(theta)  # once, as a user holds parameters between calls
+    kinds = [("solve", case.timed_solve, case.check_solve)]
     if grad:
-        kinds.append(("grad", lambda: case.loss_and_grad(theta)))
-    for kind, fn in kinds:
-        for _ in range(warmups):
-            fn()
-        samples: list[float] = []
-        t_begin = perf()
-        while len(samples) < repeats:
-            start = perf()
-            fn()
-            samples.append(perf() - start)
-            if perf() - t_begin > budget and len(samples) >= 3:
-                break
+        kinds.append(("grad", case.timed_grad, check_grad))
+    for kind, timed, check in kinds:
+        try:
+            for _ in range(warmups):
+                check(timed(params))
+            samples: list[float] = []
+            t_begin = perf()
+            while len(samples) < repeats:
+                start = perf()
+                raw = timed(params)
+                elapsed = perf() - start
+                check(raw)  # outside the clock; raises before a failed sample is counted
+                samples.append(elapsed)
+                if perf() - t_begin > budget and len(samples) >= 3:
+                    break
+        except Exception as e:
+            report_failure(events, e, f"steady-state {kind}")
+            return False
         events.emit(samples=kind, values=samples)
-
+    return True
 
 
 def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
