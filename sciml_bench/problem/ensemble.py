@@ -82,3 +82,98 @@ class Ensemble:
             else:
                 arr[:, v.index] += xi[:, k]
         return Y0, TH
+
+
+@dataclass(frozen=True)
+class Batch:
+    """``n`` members as every backend receives them: plain arrays, drawn once.
+
+    Member ``m`` starts at ``y0[m]`` and has parameters ``θ_m = θ ⊙ scale[m] + shift[m]``
+    (``scale``/``shift`` are 1/0 for parameters that do not vary, network weights
+    included), so each backend differentiates the same linear map in its own framework.
+    ``observations`` (shape ``(n, n_save, n_state)``) are each member's data for a
+    ``fit`` loss, or ``None`` when every member shares the problem's ``O`` (a ``final``
+    loss). The loss of the batch is the mean of the members' losses,
+
+        L̄(θ) = (1/n) Σ_m [ Σ_ij W_ij (Y_mij − O_mij)² + Σ_ij C_ij Y_mij ].
+    """
+
+    y0: np.ndarray
+    scale: np.ndarray
+    shift: np.ndarray
+    observations: np.ndarray | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.y0.shape[0])
+
+    @property
+    def varies_parameters(self) -> bool:
+        """False when every member has the nominal θ (backends then share one θ)."""
+        return bool(np.any(self.scale != 1.0) or np.any(self.shift != 0.0))
+
+    def thetas(self, theta: np.ndarray) -> np.ndarray:
+        """``(n, n_params)`` member parameters at nominal ``theta``."""
+        return np.asarray(theta, float) * self.scale + self.shift
+
+    def head(self, k: int) -> Batch:
+        """The first ``k`` members (prefix-stable, like the draws)."""
+        obs = None if self.observations is None else self.observations[:k]
+        return Batch(self.y0[:k], self.scale[:k], self.shift[:k], obs)
+
+
+def batch(
+    ensemble: Ensemble,
+    y0: np.ndarray,
+    n_params: int,
+    n: int,
+    observations: np.ndarray | None = None,
+) -> Batch:
+    """The first ``n`` members of ``ensemble`` for a problem with ``n_params`` parameters
+    (named ones first, as the variations index them)."""
+    xi = ensemble.draws(n)
+    Y0 = np.broadcast_to(np.asarray(y0, float), (n, len(y0))).copy()
+    S = np.ones((n, n_params))
+    A = np.zeros((n, n_params))
+    for k, v in enumerate(ensemble.variations):
+        if v.target == "state":
+            if v.apply == "scale":
+                Y0[:, v.index] *= xi[:, k]
+            else:
+                Y0[:, v.index] += xi[:, k]
+        elif v.apply == "scale":
+            S[:, v.index] = xi[:, k]
+        else:
+            A[:, v.index] = xi[:, k]
+    obs = None if observations is None else np.asarray(observations, float)[:n]
+    return Batch(Y0, S, A, obs)
+
+
+def to_json(ensemble: Ensemble) -> dict[str, object]:
+    """The section as a worker receives it (the worker never imports the parser)."""
+    return {
+        "sizes": list(ensemble.sizes),
+        "seed": ensemble.seed,
+        "sample": ensemble.sample,
+        "semantics": list(ensemble.semantics),
+        "variations": [
+            {"name": v.name, "target": v.target, "index": v.index,
+             "distribution": v.distribution, "args": list(v.args), "apply": v.apply}
+            for v in ensemble.variations
+        ],
+    }  # fmt: skip
+
+
+def from_json(d: dict[str, object]) -> Ensemble:
+    vs = tuple(
+        Variation(v["name"], v["target"], int(v["index"]), v["distribution"],
+                  (float(v["args"][0]), float(v["args"][1])), v["apply"])
+        for v in d["variations"]  # type: ignore[union-attr]
+    )  # fmt: skip
+    return Ensemble(
+        sizes=tuple(int(x) for x in d["sizes"]),  # type: ignore[union-attr]
+        variations=vs,
+        seed=int(d["seed"]),  # type: ignore[arg-type]
+        sample=int(d["sample"]),  # type: ignore[arg-type]
+        semantics=tuple(d["semantics"]),  # type: ignore[arg-type]
+    )
