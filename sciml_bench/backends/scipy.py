@@ -7,10 +7,9 @@ exact sympy Jacobian is supplied, as a careful SciPy user would.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
-
-from typing import Any
 
 from sciml_bench.backends.base import (
     Availability,
