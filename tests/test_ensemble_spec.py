@@ -37,7 +37,7 @@ def _load(section: str) -> spec.Problem:
 
 
 def test_the_lorenz_ensemble_draws_as_declared() -> None:
-    p = spec.load(DATA / "ensemble-lorenz.toml")
+    p = spec.load("ensemble-lorenz")
     ens = p.ensemble
     assert ens is not None and ens.sizes == (1, 16, 256, 4096, 65536)
     Y0, TH = ens.members(np.asarray(p.y0), np.asarray(p.theta0), 4096)
