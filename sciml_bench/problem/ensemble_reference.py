@@ -125,8 +125,10 @@ def make_observations(problem: Problem, n: int) -> np.ndarray:
     out = np.empty((n, len(problem.t_save), problem.n_state))
     for lo in range(0, n, OBS_CHUNK):
         hi = min(n, lo + OBS_CHUNK)
-        b = ens.batch(problem.ensemble, np.asarray(problem.y0), len(theta), hi)
-        y0, P = b.y0[lo:hi], b.thetas(theta)[lo:hi]
+        # a stacked chunk is always whole (its error norm spans the chunk), so member
+        # m's data never depend on n; a loop solves each member alone anyway
+        b = ens.batch(problem.ensemble, np.asarray(problem.y0), len(theta), lo + OBS_CHUNK)
+        y0, P = b.y0[lo:], b.thetas(theta)[lo:]
         chunk = None
         # network layers would broadcast wrongly over a stacked state: those loop
         if not problem.stiff and not truth.networks:
@@ -134,7 +136,7 @@ def make_observations(problem: Problem, n: int) -> np.ndarray:
                              rtol, atol)  # fmt: skip
         if chunk is None:
             chunk = np.stack([solver.solve(P[m], y0=y0[m]) for m in range(hi - lo)])
-        out[lo:hi] = chunk
+        out[lo:hi] = chunk[: hi - lo]
     return out
 
 
