@@ -34,7 +34,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
 @pytest.mark.slow
 def test_every_backend_has_a_row_with_the_required_keys(run) -> None:
     records, _ = run
-    assert [r["backend"] for r in records] == ["scipy", "diffrax", "torchdiffeq", "julia"]
+    assert [r["backend"] for r in records] == [
+        "scipy", "diffrax", "torchdiffeq", "torchode", "julia"
+    ]
     for r in records:
         assert set(r) >= REQUIRED
 

@@ -17,6 +17,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "scipy": ("sciml_bench.backends.scipy", "ScipyBackend"),
     "diffrax": ("sciml_bench.backends.diffrax", "DiffraxBackend"),
     "torchdiffeq": ("sciml_bench.backends.torchdiffeq", "TorchdiffeqBackend"),
+    "torchode": ("sciml_bench.backends.torchode", "TorchodeBackend"),
     "julia": ("sciml_bench.backends.julia", "JuliaBackend"),
 }
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.ensemble import Batch
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,67 @@ class Case(ABC):
         return None
 
 
+@dataclass
+class EnsembleSolution:
+    """States of every member at the save times, shape ``(n, n_save, n_state)``, and the
+    counters the library reports: per member (length ``n``) for independent semantics,
+    one batch-wide value repeated for coupled ones, ``None`` where not reported."""
+
+    y: np.ndarray
+    steps: np.ndarray | None = None
+    rhs_evals: np.ndarray | None = None
+
+
+class EnsembleNotOffered(NotImplementedError):
+    """The backend has no ensemble of these semantics (or on this device)."""
+
+
+class EnsembleCase(ABC):
+    """``n`` members solved together, with one semantics:
+
+    - ``independent``: each member has its own adaptive steps;
+    - ``coupled``: the batch is one system under one error norm (one step size).
+
+    The worker times :meth:`solve_raw` and :meth:`grad_raw` alone (they return when the
+    result is computed, e.g. after ``block_until_ready``) and checks statuses and
+    finiteness outside the timed region with :meth:`check_solve` / :meth:`check_grad`,
+    which raise :class:`~sciml_bench.measure.status.SolverFailure`. The loss is the mean
+    of the members' losses (:class:`~sciml_bench.problem.ensemble.Batch`), differentiated
+    w.r.t. the nominal ``theta``.
+    """
+
+    semantics: str = ""
+    #: whether :meth:`grad_raw` exists (SciPy: solve only)
+    differentiable: bool = True
+
+    @abstractmethod
+    def solve_raw(self, theta: np.ndarray) -> Any:
+        """Solve every member; returns the library's raw result."""
+
+    @abstractmethod
+    def check_solve(self, raw: Any) -> EnsembleSolution:
+        """The raw solve as arrays; raises ``SolverFailure`` if any member failed."""
+
+    def grad_raw(self, theta: np.ndarray) -> Any:
+        raise EnsembleNotOffered("this ensemble case has no gradient")
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        """``(L̄, ∂L̄/∂θ)``; raises ``SolverFailure`` if a member's solve failed."""
+        raise EnsembleNotOffered("this ensemble case has no gradient")
+
+    def solve(self, theta: np.ndarray) -> EnsembleSolution:
+        return self.check_solve(self.solve_raw(theta))
+
+    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        return self.check_grad(self.grad_raw(theta))
+
+
+def failed_members(ok: np.ndarray) -> str:
+    """``"3 of 16 members (first: member 5)"`` for a per-member success mask."""
+    bad = np.flatnonzero(~np.asarray(ok, bool))
+    return f"{bad.size} of {np.size(ok)} members (first: member {int(bad[0])})"
+
+
 class Backend(ABC):
     """A differential-equation library under test."""
 
@@ -196,6 +258,28 @@ class Backend(ABC):
     @abstractmethod
     def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
         """Import the library, compile the problem and return a ready case."""
+
+    #: ensemble semantics offered, in display order (none by default)
+    ensemble_semantics: tuple[str, ...] = ()
+
+    def ensemble_solver(self, stiff: bool) -> str:
+        """The solver an ensemble uses (the single-trajectory default unless overridden)."""
+        return self.default_solver(stiff)
+
+    def build_ensemble(
+        self,
+        problem: CompiledProblem,
+        options: CaseOptions,
+        batch: Batch,
+        semantics: str,
+        device: str = "cpu",
+    ) -> EnsembleCase:
+        """Import the library and return ``batch`` as one ready ensemble case.
+
+        ``device`` is the hook for the device axis; every backend runs on the CPU today
+        and refuses anything else with :class:`EnsembleNotOffered`.
+        """
+        raise EnsembleNotOffered(f"{self.name}: ensembles not offered")
 
 
 def probe_cuda(name: str, timeout_s: float = 300.0) -> tuple[str, str] | None:

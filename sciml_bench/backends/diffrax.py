@@ -17,9 +17,21 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.backends.base import (
+    Availability,
+    Backend,
+    Case,
+    CaseOptions,
+    EnsembleCase,
+    EnsembleNotOffered,
+    EnsembleSolution,
+    Solution,
+    SolverInfo,
+    failed_members,
+)
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.ensemble import Batch
 
 _SOLVERS = {
     "Kvaerno5": SolverInfo("Kvaerno5", True, "ESDIRK, order 5"),
@@ -189,6 +201,114 @@ class DiffraxCase(Case):
         return float(value), np.asarray(grad)  # the worker rejects a non-finite one
 
 
+class DiffraxEnsembleCase(EnsembleCase):
+    """An ensemble in Diffrax, float64.
+
+    ``independent``: ``jax.vmap`` over ``diffeqsolve`` (each member its own step sizes
+    and result; the batched while-loop runs until the slowest member ends).
+    ``coupled``: one ``diffeqsolve`` on the stacked ``(n, n_state)`` state, the RHS
+    vmapped over members, so one RMS error norm and one step size govern the batch.
+    """
+
+    def __init__(
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
+    ):
+        import diffrax
+        import jax
+        import jax.numpy as jnp
+
+        from sciml_bench.problem.codegen import load_python
+
+        jax.config.update("jax_enable_x64", True)
+        self._dfx = diffrax
+        self.semantics = semantics
+        rhs = load_python(problem.source["jax"])["rhs"]
+        solver = getattr(diffrax, options.solver)()
+        ctrl = dict(STIFF_CONTROLLER) if _SOLVERS[options.solver].stiff else {}
+        controller = diffrax.PIDController(rtol=options.rtol, atol=options.atol, **ctrl)
+        adjoint = getattr(diffrax, options.gradient_method)()
+        t0, t1 = problem.t_span
+        saveat = diffrax.SaveAt(ts=jnp.asarray(problem.t_save))
+        Y0 = jnp.asarray(batch.y0)
+        S, A = jnp.asarray(batch.scale), jnp.asarray(batch.shift)
+        per_member = batch.varies_parameters  # else every member shares θ (no batched weights)
+        p_axis = 0 if per_member else None
+        W, C = jnp.asarray(problem.loss_W), jnp.asarray(problem.loss_C)
+        O = jnp.asarray(batch.observations if batch.observations is not None else problem.loss_O)
+        n = batch.n
+
+        def params(theta: Any) -> Any:
+            return theta * S + A if per_member else theta
+
+        def one(y0: Any, th: Any) -> Any:
+            sol = diffrax.diffeqsolve(
+                diffrax.ODETerm(lambda t, y, args: rhs(t, y, args)), solver, t0, t1, None,
+                y0, args=th, saveat=saveat, stepsize_controller=controller,
+                max_steps=options.max_steps, adjoint=adjoint, throw=False,
+            )  # fmt: skip
+            return sol.ys, sol.result._value, sol.stats["num_accepted_steps"]
+
+        if semantics == "independent":
+
+            def _solve(theta: Any) -> Any:
+                return jax.vmap(one, in_axes=(0, p_axis))(Y0, params(theta))
+
+        else:
+            batched = jax.vmap(rhs, in_axes=(None, 0, p_axis))
+
+            def _solve(theta: Any) -> Any:
+                sol = diffrax.diffeqsolve(
+                    diffrax.ODETerm(lambda t, y, args: batched(t, y, args)), solver, t0, t1,
+                    None, Y0, args=params(theta), saveat=saveat, stepsize_controller=controller,
+                    max_steps=options.max_steps, adjoint=adjoint, throw=False,
+                )  # fmt: skip
+                code = jnp.broadcast_to(sol.result._value, (n,))
+                steps = jnp.broadcast_to(sol.stats["num_accepted_steps"], (n,))
+                return jnp.swapaxes(sol.ys, 0, 1), code, steps
+
+        def _loss(theta: Any) -> Any:
+            ys, code, steps = _solve(theta)
+            d = ys - O
+            return (jnp.sum(W * d * d) + jnp.sum(C * ys)) / n, code
+
+        self._solve = jax.jit(_solve)
+        self._value_and_grad = jax.jit(jax.value_and_grad(_loss, has_aux=True))
+        self.info = {"semantics": semantics, "members": n, "shared_theta": not per_member}
+
+    def _check(self, code: Any) -> None:
+        code = np.asarray(code)
+        ok = code == int(self._dfx.RESULTS.successful._value)
+        if ok.all():
+            return
+        first = int(code[~ok][0])
+        status = Status.SOLVER_FAILURE
+        for attr, st in _RESULT_STATUS.items():
+            r = getattr(self._dfx.RESULTS, attr, None)
+            if r is not None and first == int(r._value):
+                status = st
+        raise SolverFailure(status, f"diffrax {self.semantics}: {status.value} in "
+                                    f"{failed_members(ok)}")  # fmt: skip
+
+    def solve_raw(self, theta: np.ndarray) -> Any:
+        return DiffraxCase._runtime(self._solve, theta)
+
+    def check_solve(self, raw: Any) -> EnsembleSolution:
+        ys, code, steps = raw
+        self._check(code)
+        ys = np.asarray(ys)
+        if not np.all(np.isfinite(ys)):
+            raise SolverFailure(Status.NONFINITE, "diffrax: non-finite values in the solution")
+        return EnsembleSolution(ys, steps=np.asarray(steps))
+
+    def grad_raw(self, theta: np.ndarray) -> Any:
+        return DiffraxCase._runtime(self._value_and_grad, theta)
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        (value, code), grad = raw
+        self._check(code)
+        return float(value), np.asarray(grad)
+
+
 class DiffraxBackend(Backend):
     name = "diffrax"
     packages = ("diffrax", "jax", "jaxlib", "equinox")
@@ -232,3 +352,13 @@ class DiffraxBackend(Backend):
 
     def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
         return DiffraxCase(problem, options)
+
+    ensemble_semantics = ("independent", "coupled")
+
+    def build_ensemble(
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str,
+        device: str = "cpu",
+    ) -> EnsembleCase:
+        if semantics not in self.ensemble_semantics or device != "cpu":
+            raise EnsembleNotOffered(f"diffrax: no {semantics} ensemble on {device}")
+        return DiffraxEnsembleCase(problem, options, batch, semantics)

@@ -11,9 +11,20 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.backends.base import (
+    Availability,
+    Backend,
+    Case,
+    CaseOptions,
+    EnsembleCase,
+    EnsembleNotOffered,
+    EnsembleSolution,
+    Solution,
+    SolverInfo,
+)
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.ensemble import Batch
 
 #: RHS evaluations allowed per step: explicit stages, or Newton iterations plus the
 #: finite-difference-free Jacobian's few extra calls for the implicit methods
@@ -36,7 +47,8 @@ class ScipyCase(Case):
         self.p = problem
         self.o = options
 
-    def timed_solve(self, params: np.ndarray) -> Any:
+    def timed_solve(self, params: np.ndarray, y0: np.ndarray | None = None) -> Any:
+        """Solve from ``y0`` (default: the problem's initial state)."""
         from scipy.integrate import solve_ivp
 
         theta = params
@@ -62,7 +74,7 @@ class ScipyCase(Case):
         sol = solve_ivp(
             f,
             p.t_span,
-            p.y0,
+            p.y0 if y0 is None else y0,
             method=o.solver,
             t_eval=p.t_save,
             rtol=o.rtol,
@@ -89,6 +101,33 @@ class ScipyCase(Case):
         raise NotImplementedError("scipy is the solve-only reference backend")
 
 
+class ScipyEnsembleCase(EnsembleCase):
+    """``independent``: a Python loop of ``solve_ivp`` over members, the CPU baseline.
+    It has no gradient; at large sizes it runs into the case budget and ends as a
+    ``budget_exceeded`` row, which is its honest result."""
+
+    semantics = "independent"
+    differentiable = False
+
+    def __init__(self, problem: CompiledProblem, options: CaseOptions, batch: Batch):
+        self.case = ScipyCase(problem, options)
+        self.y0 = batch.y0
+        self.batch = batch
+        self.info = {"semantics": "independent", "members": batch.n}
+
+    def solve_raw(self, theta: np.ndarray) -> Any:
+        P = self.batch.thetas(theta)
+        # a failing member raises SolverFailure here: the loop cannot go on past it
+        case = self.case
+        return [case.check_solve(case.timed_solve(P[m], self.y0[m])) for m in range(self.batch.n)]
+
+    def check_solve(self, raw: Any) -> EnsembleSolution:
+        return EnsembleSolution(
+            np.stack([s.y for s in raw]),
+            rhs_evals=np.array([s.stats["rhs_evals"] for s in raw]),
+        )
+
+
 class ScipyBackend(Backend):
     name = "scipy"
     packages = ("scipy", "numpy")
@@ -112,3 +151,14 @@ class ScipyBackend(Backend):
 
     def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
         return ScipyCase(problem, options)
+
+    ensemble_semantics = ("independent",)
+
+    def build_ensemble(
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str,
+        device: str = "cpu",
+    ) -> EnsembleCase:
+        if semantics != "independent" or device != "cpu":
+            raise EnsembleNotOffered(f"scipy: a loop over members on the CPU only, not {semantics} "
+                                     f"on {device}")  # fmt: skip
+        return ScipyEnsembleCase(problem, options, batch)

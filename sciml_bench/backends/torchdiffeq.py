@@ -17,14 +17,25 @@ never a hang.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.backends.base import (
+    Availability,
+    Backend,
+    Case,
+    CaseOptions,
+    EnsembleCase,
+    EnsembleNotOffered,
+    EnsembleSolution,
+    Solution,
+    SolverInfo,
+)
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.ensemble import Batch
 
 _SOLVERS = {
     "dopri5": SolverInfo("dopri5", False, "Dormand-Prince 5(4)"),
@@ -210,6 +221,75 @@ class TorchdiffeqCase(Case):
         return torch_alloc_peak_mb(self.torch) if self.device.type == "cuda" else None
 
 
+def batched_rhs(source: str, per_member: bool, batched_t: bool = False) -> Callable[..., Any]:
+    """The generated 1-D torch RHS vmapped over members, ``f(t, Y, P)`` with ``Y`` of shape
+    ``(n, n_state)`` and ``P`` either ``(n, n_params)`` or one shared ``θ`` (then network
+    layers stay plain matrix products). Shared by torchdiffeq and torchode."""
+    from torch.func import vmap
+
+    from sciml_bench.problem.codegen import load_python
+
+    rhs = load_python(source)["rhs"]
+    return vmap(rhs, in_dims=(0 if batched_t else None, 0, 0 if per_member else None))
+
+
+class TorchdiffeqEnsembleCase(EnsembleCase):
+    """``coupled``: odeint on the stacked ``(n, n_state)`` state, the RHS vmapped over
+    members: one error norm and one step size for the whole batch (torchdiffeq has no
+    per-member steps). The whole-solve step bound counts batch RHS evaluations."""
+
+    semantics = "coupled"
+
+    def __init__(self, problem: CompiledProblem, options: CaseOptions, batch: Batch):
+        import torch
+
+        self.base = TorchdiffeqCase(problem, options)
+        self.torch = torch
+        dt = torch.float64
+        self.per_member = batch.varies_parameters
+        self.base.rhs = batched_rhs(problem.source["torch"], self.per_member)
+        self.base.y0 = torch.as_tensor(batch.y0, dtype=dt)
+        self.S, self.A = (torch.as_tensor(a, dtype=dt) for a in (batch.scale, batch.shift))
+        if batch.observations is not None:
+            self.base.O = torch.as_tensor(batch.observations, dtype=dt)
+        self.n = batch.n
+        self.info = {"semantics": "coupled", "members": self.n, "shared_theta": not self.per_member}
+
+    def _params(self, th: Any) -> Any:
+        return th * self.S + self.A if self.per_member else th
+
+    def solve_raw(self, theta: np.ndarray) -> Any:
+        torch = self.torch
+        with torch.no_grad():
+            ys, f = self.base._run(self._params(torch.as_tensor(theta, dtype=torch.float64)))
+        return ys, f.nfe
+
+    def check_solve(self, raw: Any) -> EnsembleSolution:
+        ys, nfe = raw
+        y = ys.permute(1, 0, 2).numpy()
+        if not np.all(np.isfinite(y)):
+            raise SolverFailure(Status.NONFINITE, "torchdiffeq: non-finite values in the solution")
+        return EnsembleSolution(y, rhs_evals=np.full(self.n, nfe))
+
+    def grad_raw(self, theta: np.ndarray) -> Any:
+        torch, b = self.torch, self.base
+        th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
+        ys, f = b._run(self._params(th))
+        ys = ys.permute(1, 0, 2)
+        d = ys - b.O
+        loss = (torch.sum(b.W * d * d) + torch.sum(b.C * ys)) / self.n
+        f.nfe = 0
+        try:
+            (grad,) = torch.autograd.grad(loss, th)
+        except AssertionError as e:
+            raise SolverFailure(classify_message(str(e)), f"torchdiffeq backward: {e}") from None
+        return loss.detach(), grad
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        loss, grad = raw
+        return float(loss), grad.numpy()
+
+
 class TorchdiffeqBackend(Backend):
     name = "torchdiffeq"
     packages = ("torchdiffeq", "torch")
@@ -244,3 +324,13 @@ class TorchdiffeqBackend(Backend):
 
     def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
         return TorchdiffeqCase(problem, options)
+
+    ensemble_semantics = ("coupled",)
+
+    def build_ensemble(
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str,
+        device: str = "cpu",
+    ) -> EnsembleCase:
+        if semantics != "coupled" or device != "cpu":
+            raise EnsembleNotOffered(f"torchdiffeq: no {semantics} ensemble on {device}")
+        return TorchdiffeqEnsembleCase(problem, options, batch)

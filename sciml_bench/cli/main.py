@@ -168,6 +168,8 @@ def _comma_list(_ctx: click.Context, _param: click.Parameter, values: Sequence[s
 @click.option("--eval-every", type=click.IntRange(1, 10**6),
               help="CNN: evaluate every N steps for the accuracy curve [each epoch's end].")
 @click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON on stdout.")
+@click.option("--sizes", help="Ensembles: comma-separated member counts, overriding the "
+              "problem's [ensemble] sizes (quick: its sizes up to 64).")
 def run(**options: Any) -> None:
     """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend.
 
@@ -191,6 +193,11 @@ def run(**options: Any) -> None:
       sciml-bench run --problem-file my.toml --tolerances 1e-4,1e-6,1e-8
       sciml-bench run cnn --quick -b torch-eager -b jax
       sciml-bench run nonstiff-spiral-node --device cpu,cuda   CPU and GPU rows side by side
+      sciml-bench run ensemble-lorenz --sizes 1,16,256
+
+    A problem with an [ensemble] section runs one case per backend x semantics
+    (independent: per-member steps; coupled: one error norm) x ensemble size,
+    each in a fresh worker; after a size fails, larger sizes are skipped.
     """
     opts = RunOptions(**options)
     plan = _plan_run(opts)
@@ -238,6 +245,7 @@ class RunOptions:
     precisions: str | None = None
     target_accuracy: float | None = None
     eval_every: int | None = None
+    sizes: str | None = None
 
 
 @dataclass
@@ -252,6 +260,8 @@ class RunPlan:
     label: str
     #: concrete devices of the ODE cases (``cpu``, ``cuda``)
     devices: list[str]
+    #: ensemble member counts from --sizes (None: each problem's ladder)
+    sizes: list[int] | None = None
 
 
 def _plan_run(o: RunOptions) -> RunPlan:
@@ -288,8 +298,12 @@ def _plan_run(o: RunOptions) -> RunPlan:
         _load_problem(p, None) for p in problems
     ]
     rtols = _rtols(o.tolerances, o.sweep)
+    if o.sizes and not any(p.ensemble is not None for p in loaded):
+        raise UserError("--sizes applies to problems with an [ensemble] section, e.g. ensemble-lorenz")
     label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
-    return RunPlan(loaded, names, rtols, cnn_jobs, _settings(o, rtols), label, devices)
+    return RunPlan(
+        loaded, names, rtols, cnn_jobs, _settings(o, rtols), label, devices, _sizes(o.sizes)
+    )
 
 
 def _ode_devices(requests: list[str], names: list[str]) -> list[str]:
@@ -316,6 +330,34 @@ def _ode_devices(requests: list[str], names: list[str]) -> list[str]:
             if missing:
                 raise UserError(f"--device cuda: {missing[0]}; fix: {missing[1]}")
     return devices
+
+
+#: --quick runs the rungs of an ensemble ladder up to this many members
+QUICK_MAX_MEMBERS = 64
+
+
+def _sizes(text: str | None) -> list[int] | None:
+    """``--sizes 1,16,256`` as a strictly increasing list of member counts."""
+    from sciml_bench.problem.ensemble import MAX_MEMBERS
+
+    if not text:
+        return None
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--sizes {text!r}: give comma-separated member counts, e.g. 1,16,256") from None
+    if not vals or any(not 1 <= v <= MAX_MEMBERS for v in vals) or vals != sorted(set(vals)):
+        raise UserError(f"--sizes: member counts must be strictly increasing, in [1, {MAX_MEMBERS}]")
+    return vals
+
+
+def ensemble_sizes(ladder: Sequence[int], override: list[int] | None, quick: bool) -> list[int]:
+    """The rungs to run: --sizes, else the ladder (up to QUICK_MAX_MEMBERS with --quick)."""
+    if override:
+        return override
+    if quick:
+        return [n for n in ladder if n <= QUICK_MAX_MEMBERS] or [min(ladder)]
+    return list(ladder)
 
 
 def _check_offered(names: list[str], solvers: Sequence[str], gradients: Sequence[str]) -> None:
@@ -407,6 +449,9 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any) -> list[dict[str, Any]]:
 
     records: list[dict[str, Any]] = []
     for problem in plan.problems:
+        if problem.ensemble is not None:
+            records += _run_ensemble(problem, plan, o, writer)
+            continue
         click.echo(f"reference for {problem.name} ...", err=True)
         ref = reference.get(problem, refresh=o.refresh_reference)
         click.echo(_reference_line(ref), err=True)
@@ -432,6 +477,32 @@ def _interrupted(records: list[dict[str, Any]], message: str, signum: int, as_js
         click.echo(table(records))
     click.echo(message, err=True)
     sys.exit(exit_status(signal.Signals(signum)))
+
+
+def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> list[dict[str, Any]]:
+    """A problem with ``[ensemble]``: its observations and sample reference, then the
+    ladders (backend x semantics), rung by rung."""
+    from sciml_bench.problem import ensemble as ens
+    from sciml_bench.problem import ensemble_reference as er
+    from sciml_bench.problem import reference
+    from sciml_bench.run import runner
+
+    sizes = ensemble_sizes(problem.ensemble.sizes, plan.sizes, o.quick)
+    n_obs = max(max(sizes), problem.ensemble.sample)
+    click.echo(f"ensemble reference for {problem.name} ...", err=True)
+    obs_path = er.observations_path(problem, n_obs)
+    ref = er.get(problem, refresh=o.refresh_reference)
+    click.echo(_reference_line(ref), err=True)
+    obs0 = er.load_observations(obs_path, 1)
+    compiled = reference.compile_problem(problem, None, None if obs0 is None else obs0[0])
+    ladders = runner.plan_ensemble(
+        compiled, problem.ensemble.semantics, sizes, plan.backend_names, o.solvers,
+        o.gradients, o.max_steps,
+    )  # fmt: skip
+    return runner.run_ensemble(
+        compiled, ens.to_json(problem.ensemble), None if obs_path is None else str(obs_path),
+        ref.to_json(), ladders, writer, plan.settings,
+    )  # fmt: skip
 
 
 def _reference_line(ref: Any) -> str:

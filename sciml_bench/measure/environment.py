@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = (
-    "sciml-bench", "numpy", "scipy", "sympy", "h5py", "click", "torch", "torchdiffeq",
+    "sciml-bench", "numpy", "scipy", "sympy", "h5py", "click", "torch", "torchdiffeq", "torchode",
     "jax", "jaxlib", "diffrax", "equinox", "optax", "juliacall", "tensorflow",
     "nvidia-ml-py", "psutil",
 )

@@ -21,6 +21,10 @@ class Status(StrEnum):
     CRASHED = "crashed"
     UNAVAILABLE = "unavailable"
     ERROR = "error"
+    #: the worker ran out of memory (an ensemble rung too large for this machine)
+    OUT_OF_MEMORY = "out_of_memory"
+    #: not run: a smaller rung of the same ensemble ladder already failed
+    SKIPPED = "skipped"
 
     @property
     def is_solver_failure(self) -> bool:

@@ -107,11 +107,14 @@ class _Solver:
         self.rtol = rtol
         self.atol = atol
 
-    def solve(self, theta: np.ndarray, method: str | None = None) -> np.ndarray:
+    def solve(
+        self, theta: np.ndarray, method: str | None = None, y0: np.ndarray | None = None
+    ) -> np.ndarray:
+        """States at the save points from ``y0`` (default: the problem's)."""
         from scipy.integrate import solve_ivp
 
         p = self.problem
-        y0 = np.asarray(p.y0, dtype=np.result_type(theta, float))
+        y0 = np.asarray(p.y0 if y0 is None else y0, dtype=np.result_type(theta, float))
         sol = solve_ivp(
             lambda t, y: self.rhs(t, y, theta),
             p.t_span,
@@ -266,13 +269,14 @@ def _checksum(payload: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _read(path: Path) -> Reference | None:
+def _read(path: Path, cls: Any = Reference) -> Any:
+    """A checksummed cache entry as ``cls`` (a reference dataclass), or None on a miss."""
     try:
         doc = json.loads(path.read_text())
         payload = doc["reference"]
         if doc.get("sha256") != _checksum(payload):
             raise ValueError("checksum mismatch")
-        ref = Reference(**payload)
+        ref = cls(**payload)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -284,7 +288,7 @@ def _read(path: Path) -> Reference | None:
     return ref
 
 
-def _write(path: Path, ref: Reference) -> None:
+def _write(path: Path, ref: Any) -> None:
     payload = ref.to_json()
     payload["cached"] = False
     doc = {"sha256": _checksum(payload), "reference": payload}
@@ -317,9 +321,14 @@ def get(problem: Problem, refresh: bool = False, cache: Path | None = None) -> R
     return ref
 
 
-def compile_problem(problem: Problem, ref: Reference) -> CompiledProblem:
-    """The worker's view of ``problem``: arrays, loss and generated source."""
-    obs = None if ref.observations is None else np.asarray(ref.observations)
+def compile_problem(
+    problem: Problem, ref: Reference | None, observations: np.ndarray | None = None
+) -> CompiledProblem:
+    """The worker's view of ``problem``: arrays, loss and generated source. An ensemble
+    passes no single-trajectory reference but member 0's ``observations``."""
+    if ref is not None:
+        observations = None if ref.observations is None else np.asarray(ref.observations)
+    obs = observations
     W, O, C = loss_arrays(problem, obs)
     return CompiledProblem(
         name=problem.name,

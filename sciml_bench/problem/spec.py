@@ -27,6 +27,14 @@ import numpy as np
 import sympy
 
 from sciml_bench.problem import expr
+from sciml_bench.problem.ensemble import (
+    APPLY,
+    DISTRIBUTIONS,
+    MAX_MEMBERS,
+    SEMANTICS,
+    Ensemble,
+    Variation,
+)
 
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 #: names the generated code or the grammar itself uses
@@ -42,6 +50,7 @@ _SECTION_KEYS = {
     "solver": ("max_steps",),
     "loss": ("kind", "weights", "truth", "weighting", "truth_equations"),
     "reference": ("rtol", "atol", "method", "fd_step"),
+    "ensemble": ("sizes", "seed", "sample", "semantics", "vary"),
 }
 
 
@@ -146,6 +155,8 @@ class Problem:
     source: str = "<memory>"
     #: the parsed file, canonicalised: the content the reference cache is keyed on
     content: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: how the members of an ensemble differ (``[ensemble]``), if the file declares one
+    ensemble: Ensemble | None = None
 
     @property
     def n_state(self) -> int:
@@ -404,6 +415,7 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
         loss=loss,
         reference=_reference(r),
         networks=tuple(networks),
+        ensemble=_ensemble(r, states, params[:n_mech], theta0, log_params),
         n_mech_params=n_mech,
         source=source,
         content=_canonical(data),
@@ -412,7 +424,7 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
 
 _TOP_KEYS = (
     "name", "description", "stiff", "state", "parameters", "equations",
-    "time", "tolerances", "solver", "loss", "reference", "networks",
+    "time", "tolerances", "solver", "loss", "reference", "networks", "ensemble",
 )  # fmt: skip
 
 
@@ -630,6 +642,78 @@ def _networks(r: _Reader, symbols: Mapping[str, sympy.Symbol], offset: int) -> l
         offset += net.n_params
         nets.append(net)
     return nets
+
+
+def _ensemble(
+    r: _Reader, states: list[str], named: list[str], theta0: list[float], log: list[bool]
+) -> Ensemble | None:
+    """``[ensemble]``: the ladder of member counts and how members vary."""
+    if "ensemble" not in r.data:
+        return None
+    sizes_raw = r.get("ensemble.sizes")
+    if not isinstance(sizes_raw, list) or not sizes_raw:
+        raise r.fail("ensemble.sizes", "expected a non-empty array of member counts")
+    for i, n in enumerate(sizes_raw):
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_MEMBERS:
+            raise r.fail(
+                f"ensemble.sizes[{i}]",
+                f"expected an integer in [1, {MAX_MEMBERS}], got {_short_repr(n)}",
+            )
+    sizes = list(sizes_raw)
+    if sizes != sorted(set(sizes)):
+        raise r.fail("ensemble.sizes", "member counts must be strictly increasing")
+    sem = r.get("ensemble.semantics", list(SEMANTICS))
+    if not isinstance(sem, list) or not sem or any(x not in SEMANTICS for x in sem):
+        raise r.fail("ensemble.semantics", f"expected a non-empty array of {', '.join(SEMANTICS)}")
+    vary = r.table("ensemble.vary")
+    if not vary:
+        raise r.fail("ensemble.vary", "declare at least one state or named parameter to vary")
+    variations = [_variation(r, str(k), states, named, theta0, log) for k in vary]
+    return Ensemble(
+        sizes=tuple(sizes),
+        variations=tuple(variations),
+        seed=r.integer("ensemble.seed", 0, lo=0, hi=2**63 - 1),
+        sample=r.integer("ensemble.sample", 8, lo=1, hi=1000),
+        semantics=tuple(dict.fromkeys(sem)),
+    )
+
+
+def _variation(
+    r: _Reader, name: str, states: list[str], named: list[str], theta0: list[float],
+    log: list[bool],
+) -> Variation:
+    """One ``[ensemble.vary]`` entry: ``NAME = { normal = [mean, std] | uniform = [lo, hi],
+    apply = "scale" | "shift" }``."""
+    key = f"ensemble.vary.{name}"
+    if name in states:
+        target, index = "state", states.index(name)
+    elif name in named:
+        target, index = "parameter", named.index(name)
+    else:
+        raise r.fail(key, f"not a state or named parameter (known: {', '.join(states + named)})")
+    entry = r.table(key)
+    extra = set(entry) - {*DISTRIBUTIONS, "apply"}
+    if extra:
+        raise r.fail(key, f"unknown key(s) {sorted(extra)}; use normal or uniform, and apply")
+    given = [d for d in DISTRIBUTIONS if d in entry]
+    if len(given) != 1:
+        raise r.fail(key, "give exactly one distribution: normal = [mean, std] or uniform = [lo, hi]")
+    dist = given[0]
+    a, b = r.numbers(f"{key}.{dist}", length=2)
+    if dist == "normal" and b < 0:
+        raise r.fail(f"{key}.normal", f"the standard deviation must be >= 0, got {b}")
+    if dist == "uniform" and not a < b:
+        raise r.fail(f"{key}.uniform", f"expected low < high, got [{a}, {b}]")
+    apply = r.string(f"{key}.apply", "scale")
+    if apply not in APPLY:
+        raise r.fail(f"{key}.apply", f"use one of {', '.join(APPLY)}")
+    if target == "parameter" and log[index] and apply == "scale" and (dist == "normal" or a < 0):
+        raise r.fail(
+            key,
+            f"{name} is differentiated in log space, so its members must stay positive: "
+            "scale it by a uniform draw on a positive range",
+        )
+    return Variation(name, target, index, dist, (a, b), apply)
 
 
 def _canonical(data: Any) -> Any:

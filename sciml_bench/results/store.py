@@ -277,5 +277,9 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         samples = record.get(raw) or []
         out[key] = median(samples)
         out[f"{key[:-2]}_iqr"] = iqr(samples)
+    if record.get("kind") == "ensemble" and record.get("size"):
+        # member-solves (and member-gradients) per second, from the median call
+        for key, name in (("solve_s", "throughput"), ("grad_s", "grad_throughput")):
+            out[name] = record["size"] / out[key] if out.get(key) else None
     return out
 

@@ -48,6 +48,45 @@ def _ms(median: float | None, q: Sequence[float] | None) -> str:
     return s
 
 
+ENSEMBLE_COLUMNS = (
+    "backend", "solver", "semantics", "size", "status", "TTFG s", "solve ms [IQR]",
+    "grad ms [IQR]", "members/s", "steps min/med/max", "sol err", "grad err",
+)
+
+#: extra keys of an ensemble row in the machine-readable record
+ENSEMBLE_JSON_KEYS = (
+    "kind", "semantics", "size", "device", "throughput", "grad_throughput", "largest_ok_size",
+    "steps_min", "steps_median", "steps_max", "rhs_evals_min", "rhs_evals_median",
+    "rhs_evals_max", "sample", "solution_members_checked", "loss", "reference_loss",
+)
+
+
+def ensemble_row(r: dict[str, Any]) -> list[str]:
+    grad_err = _num(r.get("gradient_error"))
+    if r.get("gradient_tier"):
+        grad_err += f" {r['gradient_tier']}"
+    counts = "-"
+    for key, unit in (("steps", ""), ("rhs_evals", " f")):
+        if r.get(f"{key}_min") is not None:
+            counts = "/".join(f"{r[f'{key}_{s}']:.0f}" for s in ("min", "median", "max")) + unit
+            break
+    ttfg = r.get("ttfg_s")
+    return [
+        r.get("backend", ""),
+        r.get("solver", ""),
+        r.get("semantics", ""),
+        str(r.get("size") if r.get("size") is not None else "-"),
+        r.get("status", ""),
+        f"{ttfg:.2f}" if ttfg is not None else "-",
+        _ms(r.get("solve_s"), r.get("solve_iqr")),
+        _ms(r.get("grad_s"), r.get("grad_iqr")),
+        _num(r.get("throughput"), ".3g"),
+        counts,
+        _num(r.get("solution_error")),
+        grad_err,
+    ]
+
+
 CNN_COLUMNS = (
     "variant", "status", "device", "first step s", "warm-up s", "train s", "img/s", "accuracy",
     "RAM MB init/max", "VRAM MB init/max",
@@ -154,15 +193,19 @@ def table(records: Sequence[dict[str, Any]]) -> str:
         other = [r for r in recs if r.get("kind", "ode") != "ode"]
         if ode:
             out += [f"\n{name}", render(ODE_COLUMNS, [ode_row(r) for r in ode])]
+        ensemble = [r for r in other if r.get("kind") == "ensemble"]
+        if ensemble:
+            out += [f"\n{name}", render(ENSEMBLE_COLUMNS, [ensemble_row(r) for r in ensemble])]
         cnn = [r for r in other if r.get("kind") == "cnn"]
-        other = [r for r in other if r.get("kind") != "cnn"]
+        other = [r for r in other if r.get("kind") not in ("cnn", "ensemble")]
         if cnn:
             out += [f"\n{name}", render(CNN_COLUMNS, [cnn_row(r) for r in cnn])]
         if other:
             out += [f"\n{name}", generic_table(other)]
         notes = [r for r in recs if r.get("reason")]
         for r in notes:
-            label = " ".join(x for x in (r.get("backend"), r.get("solver")) if x)
+            label = " ".join(x for x in (r.get("backend"), r.get("solver"), r.get("semantics"),
+                                         f"n={r['size']}" if r.get("size") else "") if x)
             wrapped = textwrap.fill(
                 f"{label}: {r['status']}: {r['reason']}", width=100, subsequent_indent="    "
             )
@@ -194,5 +237,7 @@ def json_record(r: dict[str, Any]) -> dict[str, Any]:
     """The machine-readable record: the documented ODE keys, or a CNN row's scalars."""
     if r.get("kind") == "cnn":
         return {k: v for k, v in r.items() if not isinstance(v, dict)}
+    if r.get("kind") == "ensemble":
+        return {k: r.get(k) for k in (*JSON_KEYS, *ENSEMBLE_JSON_KEYS)}
     return {k: r.get(k) for k in JSON_KEYS}
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 KINDS: dict[str, str] = {
     "ode": "sciml_bench.run.ode",
     "cnn": "sciml_bench.cnn.job",
+    "ensemble": "sciml_bench.run.ensemble",
 }
 
 

@@ -80,11 +80,12 @@ def _vram_report(meter: Any, case: Any, events: Events) -> None:
                 alloc_peak_mb=case.alloc_peak_mb())
 
 
-def work(job: dict[str, Any], events: Events) -> None:
+def load_backend(job: dict[str, Any], events: Events) -> Any:
+    """The timed *import* phase of a worker: the job's backend, its library imported
+    (None, with an ``unavailable`` event, when Julia cannot be found)."""
     t_spawn = float(job["t_spawn"])
     name = job["backend"]
     detail: dict[str, float] = {}
-    meter = _vram_start(job)
     if name == "julia":
         # juliacall before numpy, torch or anything else (torch first crashes it);
         # julia_env is stdlib-only and configures juliacall so it never downloads Julia.
@@ -94,11 +95,11 @@ def work(job: dict[str, Any], events: Events) -> None:
             julia_env.import_juliacall()
         except julia_env.JuliaNotFound as e:
             events.emit(status="unavailable", reason=str(e), during="import")
-            return
+            return None
         detail["juliacall_init"] = julia_env.JULIACALL_IMPORT_S or 0.0
 
     from sciml_bench import backends
-    from sciml_bench.measure.clock import clock, peak_rss_mb
+    from sciml_bench.measure.clock import clock
 
     backend = backends.get(name)
     detail.update(backend.load())
@@ -106,10 +107,20 @@ def work(job: dict[str, Any], events: Events) -> None:
     events.emit(phase="import", s=now - t_spawn, detail=detail)
     if getattr(backend, "load_info", None):
         events.emit(backend_info=backend.load_info)
+    return backend
 
+
+def work(job: dict[str, Any], events: Events) -> None:
+    t_spawn = float(job["t_spawn"])
+    name = job["backend"]
+    meter = _vram_start(job)
+    backend = load_backend(job, events)
+    if backend is None:
+        return
     import numpy as np
 
     from sciml_bench.backends.base import CaseOptions
+    from sciml_bench.measure.clock import clock, peak_rss_mb
     from sciml_bench.measure.status import Status
     from sciml_bench.problem.compiled import CompiledProblem
 

@@ -363,3 +363,150 @@ def run_cnn(
             writer.add(rec)
             done.append(rec)
     return done
+
+
+@dataclass(frozen=True)
+class EnsembleSpec:
+    """One ladder: a backend and semantics, run at each size in turn."""
+
+    backend: str
+    semantics: str
+    solver: str
+    gradient_method: str
+    rtol: float
+    atol: float
+    max_steps: int
+    sizes: tuple[int, ...]
+    device: str = "cpu"
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend} {self.semantics} {self.solver} {self.gradient_method}"
+
+
+def plan_ensemble(
+    problem: CompiledProblem,
+    semantics: Sequence[str],
+    sizes: Sequence[int],
+    backend_names: Sequence[str],
+    solvers: Sequence[str] = (),
+    gradients: Sequence[str] = (),
+    max_steps: int | None = None,
+    device: str = "cpu",
+) -> list[EnsembleSpec]:
+    """One ladder per (backend, semantics, solver, gradient) offered; a backend that offers
+    none of ``semantics`` gets a ladder with no semantics (it becomes one status row)."""
+    out = []
+    for name in backend_names:
+        b = backends.get(name)
+        offered = b.solvers()
+        chosen = [s for s in solvers if s in offered] or [b.ensemble_solver(problem.stiff)]
+        grads = [g for g in gradients if g in b.gradient_methods] or [b.default_gradient(problem)]
+        sems = [s for s in b.ensemble_semantics if s in semantics] or [""]
+        for sem in sems:
+            for s in chosen:
+                for g in grads:
+                    out.append(EnsembleSpec(name, sem, s, g, problem.rtol, problem.atol,
+                                            max_steps or problem.max_steps, tuple(sizes), device))
+    return out
+
+
+def ensemble_job(
+    spec: EnsembleSpec, size: int, problem: CompiledProblem, ensemble: dict[str, Any],
+    observations: str | None, ref: dict[str, Any], settings: Settings,
+) -> dict[str, Any]:
+    """The job of one rung; ``device`` is carried for the device axis (CPU today)."""
+    return {
+        "kind": "ensemble",
+        "backend": spec.backend,
+        "semantics": spec.semantics,
+        "size": size,
+        "device": spec.device,
+        "problem": problem.to_json(),
+        "ensemble": ensemble,
+        "observations": observations,
+        "options": {
+            "solver": spec.solver, "gradient_method": spec.gradient_method, "rtol": spec.rtol,
+            "atol": spec.atol, "max_steps": spec.max_steps, "extra": {},
+        },
+        "repeats": settings.repeats,
+        "warmups": settings.warmups,
+        "steady_budget_s": settings.steady_budget_s,
+        "reference": ref,
+    }  # fmt: skip
+
+
+def _ensemble_row(spec: EnsembleSpec, problem: CompiledProblem, size: int | None, status: str,
+                  reason: str) -> dict[str, Any]:  # fmt: skip
+    return summarize({
+        "kind": "ensemble", "problem": problem.name, "backend": spec.backend,
+        "solver": spec.solver, "gradient_method": spec.gradient_method,
+        "semantics": spec.semantics, "size": size, "device": spec.device, "status": status,
+        "reason": reason,
+    })  # fmt: skip
+
+
+def run_ensemble(
+    problem: CompiledProblem,
+    ensemble: dict[str, Any],
+    observations: str | None,
+    ref: dict[str, Any],
+    ladders: Sequence[EnsembleSpec],
+    writer: ResultsWriter,
+    settings: Settings,
+    executor: Executor | None = None,
+    progress: Progress = _stderr,
+) -> list[dict[str, Any]]:
+    """Each ladder rung by rung, one fresh worker per rung, each row on disk as it ends.
+
+    After a rung fails (budget, memory, a failing member, ...) the larger rungs of that
+    ladder are not run: they get a ``skipped`` row saying why. Every row carries
+    ``largest_ok_size``, the largest rung of its ladder that completed so far.
+    """
+    executor = executor or LocalExecutor(threads=settings.threads)
+    done: list[dict[str, Any]] = []
+    availability: dict[str, Any] = {}
+    with _saved_on_interrupt(writer, done):
+        for i, spec in enumerate(ladders, 1):
+            if spec.backend not in availability:
+                availability[spec.backend] = backends.get(spec.backend).availability()
+            av = availability[spec.backend]
+            if not av.ok or not spec.semantics:
+                if not av.ok:
+                    reason = f"{av.reason}. Fix: {av.fix}" if av.fix else av.reason
+                else:
+                    reason = (f"{spec.backend} offers no ensemble with the semantics "
+                              f"{', '.join(ensemble['semantics'])}")  # fmt: skip
+                if not any(r["backend"] == spec.backend for r in done):
+                    rec = _ensemble_row(spec, problem, None, Status.UNAVAILABLE.value, reason)
+                    progress(f"[{i}/{len(ladders)}] {spec.backend}: unavailable ({reason})")
+                    writer.add(rec)
+                    done.append(rec)
+                continue
+            largest: int | None = None
+            failed: dict[str, Any] | None = None
+            for size in spec.sizes:
+                if failed is not None:
+                    rec = _ensemble_row(
+                        spec, problem, size, Status.SKIPPED.value,
+                        f"not run: size {failed['size']} already ended {failed['status']}",
+                    )  # fmt: skip
+                else:
+                    progress(f"[{i}/{len(ladders)}] {problem.name}: {spec.label} n={size}")
+                    job = ensemble_job(spec, size, problem, ensemble, observations, ref, settings)
+
+                    def on_event(e: dict[str, Any]) -> None:
+                        if "phase" in e:
+                            progress(f"      {e['phase']:<11} {e['s']:8.3f} s")
+
+                    outcome = executor.run(job, settings.budget_s, on_event)
+                    rec = kind_of(job).record(job, [ending(outcome, settings.budget_s)])
+                    progress(f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else ""))
+                    if rec["status"] == Status.OK.value:
+                        largest = size
+                    else:
+                        failed = rec
+                rec["largest_ok_size"] = largest
+                writer.add(rec)
+                done.append(rec)
+    return done

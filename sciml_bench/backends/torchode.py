@@ -1,0 +1,180 @@
+"""torchode (PyTorch), in float64: a batch-parallel solver with per-member step sizes.
+
+torchode solves a batch ``(n, n_state)`` with one step size, one error norm and one
+status per member (Lienen & Günnemann 2022), so an ensemble is ``independent``. A
+single trajectory is a batch of one. Gradients are ``AutoDiffAdjoint``
+(backpropagation through the solver). The ``-compile`` solvers wrap the solve in
+``torch.compile``; the first call pays the compilation, recorded in TTFG.
+torchode's README compiles the solver module (``torch.compile(solver).solve``), but
+attribute access on a compiled module reaches the original method uncompiled, so the
+bound ``solve`` method is what is compiled here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from sciml_bench.backends.base import (
+    Availability,
+    Backend,
+    Case,
+    CaseOptions,
+    EnsembleCase,
+    EnsembleNotOffered,
+    EnsembleSolution,
+    Solution,
+    SolverInfo,
+    failed_members,
+)
+from sciml_bench.measure.status import SolverFailure, Status
+from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.ensemble import Batch
+
+_SOLVERS = {
+    "dopri5": SolverInfo("dopri5", False, "Dormand-Prince 5(4), per-member steps"),
+    "tsit5": SolverInfo("tsit5", False, "Tsitouras 5(4), per-member steps"),
+    "dopri5-compile": SolverInfo("dopri5-compile", False, "dopri5 under torch.compile"),
+    "tsit5-compile": SolverInfo("tsit5-compile", False, "tsit5 under torch.compile"),
+}
+_GRADIENTS = {"AutoDiffAdjoint": "backpropagation through the solver's operations"}
+#: torchode's status codes (torchode.status_codes) -> ours
+_STATUS = {2: Status.DT_UNDERFLOW, 3: Status.MAX_STEPS, 4: Status.NONFINITE}
+
+
+class TorchodeEnsembleCase(EnsembleCase):
+    """``independent``: one torchode solve of the whole batch, per-member step sizes."""
+
+    semantics = "independent"
+
+    def __init__(self, problem: CompiledProblem, options: CaseOptions, batch: Batch):
+        import torch
+        import torchode
+
+        from sciml_bench.backends.torchdiffeq import batched_rhs
+
+        self.torch = torch
+        dt = torch.float64
+        n = batch.n
+        self.n = n
+        self.per_member = batch.varies_parameters
+        f = batched_rhs(problem.source["torch"], self.per_member, batched_t=True)
+        term = torchode.ODETerm(f, with_args=True)
+        base = options.solver.removesuffix("-compile")
+        method = {"dopri5": torchode.Dopri5, "tsit5": torchode.Tsit5}[base](term=term)
+        controller = torchode.IntegralController(atol=options.atol, rtol=options.rtol, term=term)
+        self.adjoint = torchode.AutoDiffAdjoint(method, controller, max_steps=options.max_steps)
+        self.solve_fn = self.adjoint.solve
+        if options.solver.endswith("-compile"):
+            self.solve_fn = torch.compile(self.adjoint.solve)
+        t0, t1 = problem.t_span
+        ts = torch.as_tensor(problem.t_save, dtype=dt)
+        self.ivp = torchode.InitialValueProblem(
+            y0=torch.as_tensor(batch.y0, dtype=dt),
+            t_start=torch.full((n,), t0, dtype=dt),
+            t_end=torch.full((n,), t1, dtype=dt),
+            t_eval=ts.expand(n, -1),
+        )
+        self.S, self.A = (torch.as_tensor(a, dtype=dt) for a in (batch.scale, batch.shift))
+        self.W, self.C = (torch.as_tensor(a, dtype=dt) for a in (problem.loss_W, problem.loss_C))
+        obs = batch.observations if batch.observations is not None else problem.loss_O
+        self.O = torch.as_tensor(obs, dtype=dt)
+        self.info = {"semantics": "independent", "members": n, "shared_theta": not self.per_member,
+                     "compiled": options.solver.endswith("-compile")}  # fmt: skip
+
+    def _params(self, th: Any) -> Any:
+        return th * self.S + self.A if self.per_member else th
+
+    def _solve(self, th: Any) -> Any:
+        return self.solve_fn(self.ivp, args=self._params(th))
+
+    def _check(self, status: Any) -> None:
+        code = status.numpy()
+        ok = code == 0
+        if ok.all():
+            return
+        st = _STATUS.get(int(code[~ok][0]), Status.SOLVER_FAILURE)
+        raise SolverFailure(st, f"torchode: {st.value} in {failed_members(ok)}")
+
+    def solve_raw(self, theta: np.ndarray) -> Any:
+        torch = self.torch
+        with torch.no_grad():
+            return self._solve(torch.as_tensor(theta, dtype=torch.float64))
+
+    def check_solve(self, raw: Any) -> EnsembleSolution:
+        self._check(raw.status)
+        y = raw.ys.numpy()
+        if not np.all(np.isfinite(y)):
+            raise SolverFailure(Status.NONFINITE, "torchode: non-finite values in the solution")
+        return EnsembleSolution(
+            y, steps=raw.stats["n_accepted"].numpy(), rhs_evals=raw.stats["n_f_evals"].numpy()
+        )
+
+    def grad_raw(self, theta: np.ndarray) -> Any:
+        torch = self.torch
+        th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
+        sol = self._solve(th)
+        d = sol.ys - self.O
+        loss = (torch.sum(self.W * d * d) + torch.sum(self.C * sol.ys)) / self.n
+        (grad,) = torch.autograd.grad(loss, th)
+        return loss.detach(), grad, sol.status
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        loss, grad, status = raw
+        self._check(status)
+        return float(loss), grad.numpy()
+
+
+class TorchodeCase(Case):
+    """A single trajectory: a batch of one member."""
+
+    def __init__(self, problem: CompiledProblem, options: CaseOptions):
+        one = Batch(problem.y0[None, :], np.ones((1, problem.n_params)),
+                    np.zeros((1, problem.n_params)))  # fmt: skip
+        self.ens = TorchodeEnsembleCase(problem, options, one)
+
+    def solve(self, theta: np.ndarray) -> Solution:
+        sol = self.ens.solve(theta)
+        stats = {}
+        if sol.steps is not None:
+            stats["steps"] = int(sol.steps[0])
+        if sol.rhs_evals is not None:
+            stats["rhs_evals"] = int(sol.rhs_evals[0])
+        return Solution(sol.y[0], stats)
+
+    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        return self.ens.loss_and_grad(theta)
+
+
+class TorchodeBackend(Backend):
+    name = "torchode"
+    packages = ("torchode", "torch")
+    extra = "torch"
+    modules = ("torch", "torchode")
+    gradient_methods: Mapping[str, str] = _GRADIENTS
+    ensemble_semantics = ("independent",)
+
+    def availability(self) -> Availability:
+        return Availability.of_modules("torch", "torchode", extra="torch")
+
+    def solvers(self) -> Mapping[str, SolverInfo]:
+        return _SOLVERS
+
+    def default_solver(self, stiff: bool) -> str:
+        return "dopri5"  # explicit only, like torchdiffeq: same method, comparable rows
+
+    def default_gradient(self, problem: CompiledProblem) -> str:
+        return "AutoDiffAdjoint"
+
+    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
+        return TorchodeCase(problem, options)
+
+    def build_ensemble(
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str,
+        device: str = "cpu",
+    ) -> EnsembleCase:
+        if semantics != "independent" or device != "cpu":
+            raise EnsembleNotOffered(f"torchode: no {semantics} ensemble on {device}")
+        return TorchodeEnsembleCase(problem, options, batch)
