@@ -138,24 +138,9 @@ class DiffraxCase(Case):
         raise SolverFailure(status, f"diffrax: {message}", t_reached)
 
     def _runtime(self, fn: Any, theta: Any) -> Any:
-        """Run a compiled call; a runtime error inside it (e.g. Equinox's check that a
-        linear solve stayed finite) is a solver failure with the library's message."""
-        import jax
-
-        try:
-            # the call ends when every output is ready on the device, before the clock is read
-            out = jax.block_until_ready(fn(theta))
-            self._last = out
-            return out
-        except Exception as e:
-            if "RuntimeError" not in type(e).__name__:
-                raise
-            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-            # JAX appends notes about its own frames; keep the library's message
-            useful = [ln for ln in lines if "JAX has removed its internal frames" not in ln
-                      and not ln.startswith("----")]
-            message = " ".join(useful[:3]) or type(e).__name__
-            raise SolverFailure(classify_message(message), f"diffrax: {message}") from None
+        out = run_compiled(fn, theta)
+        self._last = out  # what the device read-back inspects
+        return out
 
     def _device(self) -> Any:
         import jax
@@ -290,7 +275,7 @@ class DiffraxEnsembleCase(EnsembleCase):
                                     f"{failed_members(ok)}")  # fmt: skip
 
     def solve_raw(self, theta: np.ndarray) -> Any:
-        return DiffraxCase._runtime(self._solve, theta)
+        return run_compiled(self._solve, theta)
 
     def check_solve(self, raw: Any) -> EnsembleSolution:
         ys, code, steps = raw
@@ -301,12 +286,31 @@ class DiffraxEnsembleCase(EnsembleCase):
         return EnsembleSolution(ys, steps=np.asarray(steps))
 
     def grad_raw(self, theta: np.ndarray) -> Any:
-        return DiffraxCase._runtime(self._value_and_grad, theta)
+        return run_compiled(self._value_and_grad, theta)
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
         (value, code), grad = raw
         self._check(code)
         return float(value), np.asarray(grad)
+
+
+def run_compiled(fn: Any, theta: Any) -> Any:
+    """Run a compiled call; a runtime error inside it (e.g. Equinox's check that a
+    linear solve stayed finite) is a solver failure with the library's message."""
+    import jax
+
+    try:
+        # the call ends when every output is ready on the device, before the clock is read
+        return jax.block_until_ready(fn(theta))
+    except Exception as e:
+        if "RuntimeError" not in type(e).__name__:
+            raise
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        # JAX appends notes about its own frames; keep the library's message
+        useful = [ln for ln in lines if "JAX has removed its internal frames" not in ln
+                  and not ln.startswith("----")]
+        message = " ".join(useful[:3]) or type(e).__name__
+        raise SolverFailure(classify_message(message), f"diffrax: {message}") from None
 
 
 class DiffraxBackend(Backend):

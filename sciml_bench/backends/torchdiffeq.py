@@ -99,6 +99,14 @@ class _Steps:
         return float(self.t.detach()) if self.t is not None else None
 
 
+def attach_steps(func: Any, steps: _Steps) -> None:
+    """torchdiffeq calls these on the function it is given (and ``*_adjoint`` in the
+    adjoint's backward solve, which gets the same bound)."""
+    for name, fn in (("accept_step", steps.accept), ("reject_step", steps.reject)):
+        setattr(func, f"callback_{name}", fn)
+        setattr(func, f"callback_{name}_adjoint", fn)
+
+
 class TorchdiffeqCase(Case):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
         import torch
@@ -123,9 +131,7 @@ class TorchdiffeqCase(Case):
         self.steps = _Steps(options.max_steps)
         # torchdiffeq calls these on the function it is given (and *_adjoint in the
         # adjoint's backward solve, which gets the same bound)
-        for name, fn in (("accept_step", self.steps.accept), ("reject_step", self.steps.reject)):
-            setattr(self.module, f"callback_{name}", fn)
-            setattr(self.module, f"callback_{name}_adjoint", fn)
+        attach_steps(self.module, self.steps)
         t0 = problem.t_span[0]
         ts = problem.t_save
         # odeint returns the state at t[0]; prepend t0 unless it is a save point
@@ -145,9 +151,14 @@ class TorchdiffeqCase(Case):
         self.last_device: Any = self.y0.device
 
     def _odeint(self) -> Any:
+        return self.integrate(self.module)
+
+    def integrate(self, func: Any, **extra: Any) -> Any:
+        """``odeint`` of ``func`` (its step callbacks attached) from ``y0`` over the save
+        grid, under the shared step bound; a failure is a :class:`SolverFailure`."""
         self.steps.reset()
         try:
-            ys = self.odeint(self.module, self.y0, self.t, **self.kw)
+            ys = self.odeint(func, self.y0, self.t, **self.kw, **extra)
         except AssertionError as e:
             raise SolverFailure(
                 classify_message(str(e)), f"torchdiffeq: {e}", self.steps.reached()
@@ -236,22 +247,38 @@ def batched_rhs(source: str, per_member: bool, batched_t: bool = False) -> Calla
 class TorchdiffeqEnsembleCase(EnsembleCase):
     """``coupled``: odeint on the stacked ``(n, n_state)`` state, the RHS vmapped over
     members: one error norm and one step size for the whole batch (torchdiffeq has no
-    per-member steps). The whole-solve step bound counts batch RHS evaluations."""
+    per-member steps). The shared step bound counts the batch's steps."""
 
     semantics = "coupled"
 
     def __init__(self, problem: CompiledProblem, options: CaseOptions, batch: Batch):
         import torch
 
-        self.base = TorchdiffeqCase(problem, options)
+        self.base = b = TorchdiffeqCase(problem, options)
         self.torch = torch
         dt = torch.float64
         self.per_member = batch.varies_parameters
-        self.base.rhs = batched_rhs(problem.source["torch"], self.per_member)
-        self.base.y0 = torch.as_tensor(batch.y0, dtype=dt)
-        self.S, self.A = (torch.as_tensor(a, dtype=dt) for a in (batch.scale, batch.shift))
+        fn = batched_rhs(problem.source["torch"], self.per_member)
+
+        class BatchRHS(torch.nn.Module):
+            """The vmapped RHS at parameters ``p`` (set before each solve)."""
+
+            def __init__(self) -> None:
+                super().__init__()
+                self.p: Any = None
+
+            def forward(self, t: Any, y: Any) -> Any:
+                return fn(t, y, self.p)
+
+        self.func = BatchRHS()
+        attach_steps(self.func, b.steps)
+        b.y0 = torch.as_tensor(batch.y0, dtype=dt, device=b.device)
+        self.S, self.A = (
+            torch.as_tensor(a, dtype=dt, device=b.device) for a in (batch.scale, batch.shift)
+        )
         if batch.observations is not None:
-            self.base.O = torch.as_tensor(batch.observations, dtype=dt)
+            b.O = torch.as_tensor(batch.observations, dtype=dt, device=b.device)
+        self.adjoint = options.gradient_method == "adjoint"
         self.n = batch.n
         self.info = {"semantics": "coupled", "members": self.n, "shared_theta": not self.per_member}
 
@@ -259,35 +286,39 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
         return th * self.S + self.A if self.per_member else th
 
     def solve_raw(self, theta: np.ndarray) -> Any:
-        torch = self.torch
+        torch, b = self.torch, self.base
         with torch.no_grad():
-            ys, f = self.base._run(self._params(torch.as_tensor(theta, dtype=torch.float64)))
-        return ys, f.nfe
+            self.func.p = self._params(torch.as_tensor(theta, dtype=torch.float64, device=b.device))
+            ys = b.integrate(self.func)
+        b.sync()
+        return ys, b.steps.accepted, b.steps.rejected
 
     def check_solve(self, raw: Any) -> EnsembleSolution:
-        ys, nfe = raw
-        y = ys.permute(1, 0, 2).numpy()
+        ys, accepted, _ = raw
+        y = ys.permute(1, 0, 2).cpu().numpy()
         if not np.all(np.isfinite(y)):
             raise SolverFailure(Status.NONFINITE, "torchdiffeq: non-finite values in the solution")
-        return EnsembleSolution(y, rhs_evals=np.full(self.n, nfe))
+        return EnsembleSolution(y, steps=np.full(self.n, accepted))
 
     def grad_raw(self, theta: np.ndarray) -> Any:
         torch, b = self.torch, self.base
-        th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
-        ys, f = b._run(self._params(th))
+        th = torch.tensor(theta, dtype=torch.float64, device=b.device, requires_grad=True)
+        self.func.p = self._params(th)
+        ys = b.integrate(self.func, **({"adjoint_params": (th,)} if self.adjoint else {}))
         ys = ys.permute(1, 0, 2)
         d = ys - b.O
         loss = (torch.sum(b.W * d * d) + torch.sum(b.C * ys)) / self.n
-        f.nfe = 0
+        b.steps.reset()  # the adjoint's backward solve gets the same bound
         try:
             (grad,) = torch.autograd.grad(loss, th)
         except AssertionError as e:
             raise SolverFailure(classify_message(str(e)), f"torchdiffeq backward: {e}") from None
+        b.sync()
         return loss.detach(), grad
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
         loss, grad = raw
-        return float(loss), grad.numpy()
+        return float(loss), grad.cpu().numpy()
 
 
 class TorchdiffeqBackend(Backend):
