@@ -135,8 +135,11 @@ class TorchodeCase(Case):
                     np.zeros((1, problem.n_params)))  # fmt: skip
         self.ens = TorchodeEnsembleCase(problem, options, one)
 
-    def solve(self, theta: np.ndarray) -> Solution:
-        sol = self.ens.solve(theta)
+    def timed_solve(self, params: Any) -> Any:
+        return self.ens.solve_raw(params)
+
+    def check_solve(self, raw: Any) -> Solution:
+        sol = self.ens.check_solve(raw)
         stats = {}
         if sol.steps is not None:
             stats["steps"] = int(sol.steps[0])
@@ -144,8 +147,11 @@ class TorchodeCase(Case):
             stats["rhs_evals"] = int(sol.rhs_evals[0])
         return Solution(sol.y[0], stats)
 
-    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        return self.ens.loss_and_grad(theta)
+    def timed_grad(self, params: Any) -> Any:
+        return self.ens.grad_raw(params)
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        return self.ens.check_grad(raw)
 
 
 class TorchodeBackend(Backend):
