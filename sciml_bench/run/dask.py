@@ -31,6 +31,7 @@ from typing import Any
 
 from sciml_bench.run.executor import (
     Announce,
+    EngineLost,
     Finished,
     Interrupted,
     LocalExecutor,
@@ -52,7 +53,7 @@ class DaskUnavailable(RuntimeError):
     """The Dask extra is not installed, or the cluster cannot be used."""
 
 
-class SchedulerLost(RuntimeError):
+class SchedulerLost(EngineLost):
     """The scheduler went away mid-run; finished cases are saved."""
 
 

@@ -248,6 +248,10 @@ class LocalExecutor:
         return outcome
 
 
+class EngineLost(RuntimeError):
+    """The engine behind an executor (a Dask scheduler) went away: no case can finish."""
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C while a worker ran; carries what that worker had reported."""
 

@@ -23,6 +23,7 @@ from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.reference import Reference
 from sciml_bench.results.store import ResultsWriter, summarize
 from sciml_bench.run.executor import (
+    EngineLost,
     Executor,
     Finished,
     Interrupted,
@@ -337,9 +338,13 @@ def run(
 
 @contextlib.contextmanager
 def _saved_on_interrupt(writer: ResultsWriter, done: list[dict[str, Any]]) -> Iterator[None]:
-    """Turn Ctrl-C into :class:`Interrupt` once the file is marked interrupted."""
+    """Turn Ctrl-C, or the loss of the executor's engine, into :class:`Interrupt` once
+    the file is marked interrupted."""
     try:
         yield
+    except EngineLost as e:
+        writer.finish("interrupted")
+        raise Interrupt(f"{e}: {len(done)} completed case(s) are saved in {writer.path}") from None
     except (KeyboardInterrupt, Interrupted):
         writer.finish("interrupted")
         raise Interrupt(
