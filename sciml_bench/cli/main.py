@@ -374,6 +374,7 @@ def _execute(plan: RunPlan, o: RunOptions) -> tuple[list[dict[str, Any]], Any]:
     from sciml_bench.results.store import ResultsWriter, new_path
     from sciml_bench.run import runner
 
+    executor, close_executor = _open_executor(o)  # an engine it cannot reach leaves no file
     path = new_path(o.out, plan.label)
     try:
         writer = ResultsWriter(
@@ -387,7 +388,6 @@ def _execute(plan: RunPlan, o: RunOptions) -> tuple[list[dict[str, Any]], Any]:
         ) from None
     click.echo(f"results: {path}", err=True)
     records: list[dict[str, Any]] = []
-    executor, close_executor = _open_executor(o)
     try:
         for problem in plan.problems:
             click.echo(f"reference for {problem.name} ...", err=True)
