@@ -113,6 +113,40 @@ def _comma_list(_ctx: click.Context, _param: click.Parameter, values: Sequence[s
     return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
 
 
+def _dask_options(f: Any) -> Any:
+    """``run``'s options for running the cases on Dask (see README "Running on a cluster")."""
+    opts = [
+        click.option("--executor", type=click.Choice(["local", "dask"]), default="local",
+                     show_default=True, help="Run cases here, one by one, or on Dask workers."),
+        click.option("--scheduler", metavar="ADDRESS",
+                     help="Dask: a running scheduler (tcp://host:8786); default: start one."),
+        click.option("--cluster", type=click.Choice(["local", "slurm"]), default="local",
+                     show_default=True, help="Dask without --scheduler: a LocalCluster here, "
+                     "or Slurm jobs through dask-jobqueue."),
+        click.option("--workers", type=click.IntRange(1, 4096),
+                     help="Dask LocalCluster workers [one per core]."),
+        click.option("--per-worker", type=click.IntRange(1, 1024), default=1, show_default=True,
+                     help="Dask: cases one worker runs at once (more than 1 shares its cores)."),
+        click.option("--retries", type=click.IntRange(0, 100), default=0, show_default=True,
+                     help="Dask: re-run a case whose worker died, up to N times (recorded)."),
+        click.option("--slurm-jobs", type=click.IntRange(1, 10_000), default=1,
+                     show_default=True, help="Slurm: jobs, one Dask worker each."),
+        click.option("--slurm-cores", type=click.IntRange(1, 4096), default=4,
+                     show_default=True, help="Slurm: cores per job."),
+        click.option("--slurm-memory", default="8GB", show_default=True,
+                     help="Slurm: memory per job."),
+        click.option("--slurm-walltime", default="01:00:00", show_default=True,
+                     help="Slurm: walltime per job."),
+        click.option("--slurm-gpus", type=click.IntRange(0, 64), default=0, show_default=True,
+                     help="Slurm: GPUs per job (--gres=gpu:N)."),
+        click.option("--slurm-queue", help="Slurm: partition (-p)."),
+        click.option("--slurm-account", help="Slurm: account (-A)."),
+    ]  # fmt: skip
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
 @main.command()
 @click.argument("problems", nargs=-1)
 @click.option("--problem-file", "problem_files", multiple=True, type=click.Path(),
@@ -170,6 +204,7 @@ def _comma_list(_ctx: click.Context, _param: click.Parameter, values: Sequence[s
 @click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON on stdout.")
 @click.option("--sizes", help="Ensembles: comma-separated member counts, overriding the "
               "problem's [ensemble] sizes (quick: its sizes up to 64).")
+@_dask_options
 def run(**options: Any) -> None:
     """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend.
 
@@ -246,6 +281,19 @@ class RunOptions:
     target_accuracy: float | None = None
     eval_every: int | None = None
     sizes: str | None = None
+    executor: str = "local"
+    scheduler: str | None = None
+    cluster: str = "local"
+    workers: int | None = None
+    per_worker: int = 1
+    retries: int = 0
+    slurm_jobs: int = 1
+    slurm_cores: int = 4
+    slurm_memory: str = "8GB"
+    slurm_walltime: str = "01:00:00"
+    slurm_gpus: int = 0
+    slurm_queue: str | None = None
+    slurm_account: str | None = None
 
 
 @dataclass
@@ -300,6 +348,7 @@ def _plan_run(o: RunOptions) -> RunPlan:
     rtols = _rtols(o.tolerances, o.sweep)
     if o.sizes and not any(p.ensemble is not None for p in loaded):
         raise UserError("--sizes applies to problems with an [ensemble] section, e.g. ensemble-lorenz")
+    _check_dask(o)
     label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
     return RunPlan(
         loaded, names, rtols, cnn_jobs, _settings(o, rtols), label, devices, _sizes(o.sizes)
@@ -377,6 +426,51 @@ def _check_offered(names: list[str], solvers: Sequence[str], gradients: Sequence
                 )
 
 
+def _check_dask(o: RunOptions) -> None:
+    """The Dask options only with ``--executor dask``, and never contradicting each other."""
+    if o.executor != "dask":
+        given = [flag for flag, v in (
+            ("--scheduler", o.scheduler), ("--cluster slurm", o.cluster == "slurm"),
+            ("--workers", o.workers), ("--per-worker", o.per_worker != 1),
+            ("--retries", o.retries),
+        ) if v]  # fmt: skip
+        if given:
+            raise UserError(f"{given[0]} applies to --executor dask; add --executor dask")
+    if o.scheduler and (o.cluster == "slurm" or o.workers):
+        raise UserError(
+            "--scheduler connects to running workers: drop --cluster slurm and --workers"
+        )
+
+
+def _open_executor(o: RunOptions) -> tuple[Any, Any]:
+    """The executor of ``--executor`` (None: the runner's local one) and how to close it."""
+    if o.executor != "dask":
+        return None, lambda: None
+    import contextlib
+
+    from sciml_bench.run import dask as rd
+
+    opts = rd.DaskOptions(
+        o.scheduler, o.cluster, o.workers, o.per_worker, o.retries, o.threads,
+        rd.SlurmOptions(o.slurm_jobs, o.slurm_cores, o.slurm_memory, o.slurm_walltime,
+                        o.slurm_gpus, o.slurm_queue, o.slurm_account),
+    )  # fmt: skip
+    stack = contextlib.ExitStack()
+    try:
+        executor = stack.enter_context(rd.connect(opts))
+        click.echo(executor.check(), err=True)
+    except rd.DaskUnavailable as e:
+        stack.close()
+        raise UserError(str(e)) from None
+    except (OSError, TimeoutError) as e:
+        stack.close()
+        raise UserError(
+            f"cannot reach the Dask scheduler at {o.scheduler}: {e}; start one with "
+            "`dask scheduler`, or leave out --scheduler to start a local cluster"
+        ) from None
+    return executor, stack.close
+
+
 def _settings(o: RunOptions, rtols: list[float] | None) -> Any:
     from sciml_bench.run import runner
 
@@ -397,12 +491,20 @@ def _settings(o: RunOptions, rtols: list[float] | None) -> Any:
 
 def _execute(plan: RunPlan, o: RunOptions) -> tuple[list[dict[str, Any]], Any]:
     """Run the plan into one results file; every finished case is on disk as it ends."""
+    executor, close_executor = _open_executor(o)  # an engine it cannot reach leaves no file
+    try:
+        return _execute_on(plan, o, executor)
+    finally:
+        close_executor()
+
+
+def _execute_on(plan: RunPlan, o: RunOptions, executor: Any) -> tuple[list[dict[str, Any]], Any]:
     from sciml_bench.run import runner, signals
 
     writer = _writer(o, plan.label)
     try:
         with signals.stop_signals():  # SIGTERM and SIGHUP end the run as Ctrl-C does
-            records = _measure(plan, o, writer)
+            records = _measure(plan, o, writer, executor)
     except runner.Interrupt as e:
         _interrupted(writer.records, str(e), e.signum, o.as_json)
     except KeyboardInterrupt as e:  # outside a case, e.g. while building a reference
@@ -442,7 +544,7 @@ def _writer(o: RunOptions, label: str) -> Any:
     return writer
 
 
-def _measure(plan: RunPlan, o: RunOptions, writer: Any) -> list[dict[str, Any]]:
+def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[dict[str, Any]]:
     """Every problem's cases, then the CNN jobs, each record written as it ends."""
     from sciml_bench.problem import reference
     from sciml_bench.run import runner
@@ -460,9 +562,9 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any) -> list[dict[str, Any]]:
             compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps,
             plan.devices,
         )
-        records += runner.run(compiled, ref, cases, writer, plan.settings)
+        records += runner.run(compiled, ref, cases, writer, plan.settings, executor)
     if plan.cnn_jobs:
-        records += runner.run_cnn(plan.cnn_jobs, writer, plan.settings)
+        records += runner.run_cnn(plan.cnn_jobs, writer, plan.settings, executor)
     return records
 
 

@@ -89,8 +89,11 @@ def report(files: tuple[str, ...], out: str, metric: str) -> None:
     help="Significance level of the Mann-Whitney U test [0.01].",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--allow-mixed-hardware", is_flag=True,
+              help="Pair cases measured on different hardware (CPU, cores, GPU, driver).")
 def compare(
-    old: str, new: str, fail_above: float | None, alpha: float | None, as_json: bool
+    old: str, new: str, fail_above: float | None, alpha: float | None, as_json: bool,
+    allow_mixed_hardware: bool = False,
 ) -> None:
     """Compare two results files, OLD and NEW, case by case.
 
@@ -111,6 +114,14 @@ def compare(
 
     a, b = _runs((old, new))
     comp = cmp.compare(a.records, b.records, cmp.ALPHA if alpha is None else alpha)
+    mixed = cmp.mixed_hardware(comp)
+    if mixed and not allow_mixed_hardware:
+        cc = mixed[0]
+        raise BadInput(
+            f"{len(mixed)} matched case(s) ran on different hardware, e.g. {cc.key[0]} "
+            f"{cc.label}: {cc.old['hardware']} vs {cc.new['hardware']}; compare runs from "
+            "the same hardware, or pass --allow-mixed-hardware"
+        )
     if as_json:
         click.echo(json.dumps(cmp.to_json(comp, fail_above), indent=2, default=str))
     else:

@@ -88,6 +88,31 @@ def gpus() -> list[dict[str, Any]]:
         pynvml.nvmlShutdown()
 
 
+def fingerprint() -> dict[str, Any]:
+    """Where a case ran: host name and the hardware that decides its timings (CPU model,
+    core count, GPU model and driver). Two records compare fairly only when their
+    :func:`hardware_label` agree."""
+    import socket
+
+    g = gpus()
+    return {
+        "host": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "gpu_model": ", ".join(sorted({x["name"] for x in g})),
+        "gpu_driver": g[0]["driver"] if g else "",
+    }
+
+
+def hardware_label(fp: dict[str, Any]) -> str:
+    """The hardware of a :func:`fingerprint` as one string (the host name left out:
+    identical machines are the same hardware)."""
+    label = f"{fp.get('cpu_model', '?')} x{fp.get('cpu_count', '?')}"
+    if fp.get("gpu_model"):
+        label += f"; {fp['gpu_model']} (driver {fp.get('gpu_driver') or '?'})"
+    return label
+
+
 def capture(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     env: dict[str, Any] = {
         "python": sys.version.split()[0],

@@ -227,6 +227,16 @@ def compare(
     return Comparison(alpha, cases, only_old, only_new)
 
 
+def mixed_hardware(comp: Comparison) -> list[CaseComparison]:
+    """Matched cases whose OLD and NEW ran on different hardware (the records' ``hardware``
+    labels differ; a record without one, from an older file, is not judged)."""
+    return [
+        cc for cc in comp.cases
+        if cc.old.get("hardware") and cc.new.get("hardware")
+        and cc.old["hardware"] != cc.new["hardware"]
+    ]  # fmt: skip
+
+
 def fmt_time(s: float) -> str:
     """Seconds in the unit that gives three readable digits."""
     if not math.isfinite(s):

@@ -175,6 +175,12 @@ def environment_blocks(runs: Sequence[Run]) -> list[Block]:
         rows.append(["packages", ", ".join(f"{k} {v}" for k, v in pk.items()) or "-"])
         if env.get("caches"):
             rows.append(["caches", str(env["caches"])])
+        if env.get("machines"):  # where the cases ran (a Dask run: every distinct host)
+            from sciml_bench.measure.environment import hardware_label
+
+            rows.append(["machines", "; ".join(
+                f"{host}: {hardware_label(m)}" for host, m in env["machines"].items()
+            )])  # fmt: skip
         blocks.append(Table(["", "value"], rows))
     return blocks
 
@@ -208,20 +214,47 @@ def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2") -> list[Block]
             blocks += cnn_blocks(recs, out)
             continue
         blocks.append(Heading(2, name))
-        header = (("run",) if several else ()) + CASE_COLUMNS
-        rows = [([r["_run"]] if several else []) + case_row(r, metric_key) for r in recs]
-        blocks.append(Table(header, rows))
-        notes = failure_notes(recs)
-        if notes:
-            blocks += [Para("Failures and notes:"), Notes(notes)]
-        ok = [r for r in recs if r.get("kind", "ode") == "ode"]
-        for plot in (
-            plots.work_precision_figure(ok, metric),
-            plots.ttfg_figure(ok),
-            plots.steady_figure(ok),
-            plots.gradient_figure(ok),
-        ):
-            blocks.append(_figure(plot, out, _slug(name)))
+        groups = by_hardware(recs)
+        for hw, group in groups.items():
+            if len(groups) > 1:  # timings from different machines are never mixed
+                blocks.append(Heading(3, f"{name} on {hw}"))
+            prefix = _slug(name if len(groups) == 1 else f"{name}-{hw}")
+            blocks += _case_blocks(group, out, prefix, metric, metric_key, several)
+    return blocks
+
+
+def by_hardware(recs: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Records grouped by the hardware they ran on (``hardware`` of each record; rows
+    without one, e.g. ``unavailable`` rows or older files, join the first group)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in recs:
+        if r.get("hardware"):
+            groups.setdefault(str(r["hardware"]), [])
+    first = next(iter(groups), "")
+    for r in recs:
+        groups.setdefault(str(r.get("hardware") or first), []).append(r)
+    return groups
+
+
+def _case_blocks(
+    recs: list[dict[str, Any]], out: Path, prefix: str, metric: str, metric_key: str,
+    several: bool,
+) -> list[Block]:  # fmt: skip
+    """The table, failure notes and figures of one problem's cases on one machine."""
+    header = (("run",) if several else ()) + CASE_COLUMNS
+    rows = [([r["_run"]] if several else []) + case_row(r, metric_key) for r in recs]
+    blocks: list[Block] = [Table(header, rows)]
+    notes = failure_notes(recs)
+    if notes:
+        blocks += [Para("Failures and notes:"), Notes(notes)]
+    ok = [r for r in recs if r.get("kind", "ode") == "ode"]
+    for plot in (
+        plots.work_precision_figure(ok, metric),
+        plots.ttfg_figure(ok),
+        plots.steady_figure(ok),
+        plots.gradient_figure(ok),
+    ):
+        blocks.append(_figure(plot, out, prefix))
     return blocks
 
 

@@ -6,6 +6,11 @@ each job in a fresh subprocess, started as a user starts Python, in its own
 session so that its whole process group (compilers spawned by
 ``torch.compile`` included) is killed at the budget. A distributed engine can
 implement the same ``run`` without touching the worker.
+
+A run of many cases goes through :meth:`Executor.imap`: it maps a task function over
+the cases and yields each one as it finishes. ``LocalExecutor`` runs them one by
+one, in order; :mod:`sciml_bench.run.dask` runs them on Dask workers at once,
+each task still driving a ``LocalExecutor`` there.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,10 +43,40 @@ class Outcome:
     signal_name: str | None = field(default=None)
 
 
+#: the per-item event sink a task reports to: ``sink(process_index, event)``
+Sink = Callable[[int, dict[str, Any]], None]
+#: a task of :meth:`Executor.imap`: ``fn(item, local_executor, sink) -> value``
+TaskFn = Callable[[Any, "LocalExecutor", Sink], Any]
+#: called once per item as its progress starts to be reported, with where it runs
+#: ("" locally); returns the sink for its events
+Announce = Callable[[int, str], Sink]
+
+
+@dataclass
+class Finished:
+    """One item of :meth:`Executor.imap` that has finished, and where it ran."""
+
+    index: int
+    #: what the task returned; None when ``lost`` says why there is nothing
+    value: Any
+    #: the Dask worker's address ("" for a local run)
+    worker: str = ""
+    #: host name and hardware (see ``measure.environment.fingerprint``)
+    machine: dict[str, Any] = field(default_factory=dict)
+    lost: str = ""
+    #: reasons of earlier attempts that were lost and run again (``--retries``)
+    retried: list[str] = field(default_factory=list)
+
+
 class Executor(Protocol):
     def run(
         self, job: dict[str, Any], budget_s: float, on_event: Callable[[dict[str, Any]], None]
     ) -> Outcome: ...
+
+    def imap(self, fn: TaskFn, items: Sequence[Any], announce: Announce) -> Iterator[Finished]:
+        """``fn`` over ``items``, each yielded as it finishes (its events streamed to
+        ``announce``'s sink locally; a remote run's come back in its value)."""
+        ...
 
 
 def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
@@ -106,6 +141,20 @@ class LocalExecutor:
         self.python = python or sys.executable
         self.poll_s = poll_s
         self.threads = threads
+        #: polled with the budget: True stops the worker as Ctrl-C would (remote cancel)
+        self.stop: Callable[[], bool] | None = None
+        #: the worker dies with this process (set on Dask workers, whose death would
+        #: otherwise leave an orphaned case running on the machine)
+        self.die_with_parent = False
+
+    def imap(self, fn: TaskFn, items: Sequence[Any], announce: Announce) -> Iterator[Finished]:
+        """One item after the other, in order; the next starts once the caller has
+        taken (and saved) the previous one."""
+        from sciml_bench.measure.environment import fingerprint
+
+        machine = fingerprint()
+        for i, item in enumerate(items):
+            yield Finished(i, fn(item, self, announce(i, "")), machine=machine)
 
     def env(self, scratch: str, job: dict[str, Any] | None = None) -> dict[str, str]:
         """The worker's environment: thread budget, cold caches, and the job's device
@@ -129,6 +178,8 @@ class LocalExecutor:
         env["PYTHONUNBUFFERED"] = "1"
         # the job's device wins over a JAX_PLATFORMS the user's shell may have set
         env.update(device_env((job or {}).get("device")))
+        if self.die_with_parent:
+            env["SCIML_BENCH_DIE_WITH_PARENT"] = str(os.getpid())
         return env
 
     def run(
@@ -171,6 +222,10 @@ class LocalExecutor:
                             timed_out = True
                             kill_group(proc)
                             break
+                        if self.stop is not None and self.stop():
+                            interrupted = KeyboardInterrupt()  # a remote cancel, as Ctrl-C
+                            kill_group(proc)
+                            break
                 except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (run.signals)
                     interrupted = e
                     if proc is None:
@@ -198,6 +253,10 @@ class LocalExecutor:
         if interrupted is not None:
             raise Interrupted(outcome, signal_of(interrupted))
         return outcome
+
+
+class EngineLost(RuntimeError):
+    """The engine behind an executor (a Dask scheduler) went away: no case can finish."""
 
 
 class Interrupted(KeyboardInterrupt):

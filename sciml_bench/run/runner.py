@@ -24,7 +24,14 @@ from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.reference import Reference
 from sciml_bench.results.store import ResultsWriter, summarize
 from sciml_bench.results.table import fmt_rtol
-from sciml_bench.run.executor import Executor, LocalExecutor, Outcome
+from sciml_bench.run.executor import (
+    EngineLost,
+    Executor,
+    Finished,
+    LocalExecutor,
+    Outcome,
+    Sink,
+)
 from sciml_bench.run.jobs import Process, kind_of
 from sciml_bench.run.ode import PHASES
 from sciml_bench.run.signals import signal_of
@@ -195,6 +202,53 @@ def case_job(
     }
 
 
+@dataclass(frozen=True)
+class CaseTask:
+    """What one case's processes need, wherever they run: the job, the mode of each
+    process (``None``: a job without modes, e.g. a CNN variant) and the budget."""
+
+    job: dict[str, Any]
+    modes: tuple[str | None, ...]
+    budget_s: float
+
+
+def case_processes(task: CaseTask, executor: Executor, sink: Sink) -> list[Process]:
+    """Run a case's processes in turn, stopping at the first that does not end ``ok``
+    (solver failures are deterministic). Runs where the executor is: on a Dask worker
+    too, so that a case's cold processes share one machine."""
+    processes: list[Process] = []
+    for k, mode in enumerate(task.modes):
+        job = task.job if mode is None else {**task.job, "mode": mode}
+        try:
+            outcome = executor.run(job, task.budget_s, lambda e, k=k: sink(k, e))
+        except KeyboardInterrupt as e:  # Interrupted, or a signal between two processes
+            if processes:  # the finished ones are measurements: keep them, marked partial
+                e.partial = _partial(  # type: ignore[attr-defined]
+                    task.job, processes, len(task.modes), signal_of(e).name
+                )
+            raise
+        processes.append(ending(outcome, task.budget_s))
+        if processes[-1].status != Status.OK.value:
+            break
+    return processes
+
+
+def _modes(settings: Settings) -> tuple[str, ...]:
+    return tuple("full" if k == 0 else "cold" for k in range(max(1, settings.cold)))
+
+
+def _phase_lines(progress: Progress, task: CaseTask | None = None) -> Sink:
+    """The progress lines of a case's worker events."""
+
+    def sink(k: int, e: dict[str, Any]) -> None:
+        if "phase" in e:
+            progress(f"      process {k + 1}: {e['phase']:<11} {e['s']:8.3f} s")
+        elif "status" in e and e["status"] != "ok":
+            progress(f"      process {k + 1}: {e['status']}: {e.get('reason', '')[:100]}")
+
+    return sink
+
+
 def run_case(
     spec: CaseSpec,
     problem: CompiledProblem,
@@ -203,27 +257,71 @@ def run_case(
     executor: Executor,
     progress: Progress = _stderr,
 ) -> dict[str, Any]:
-    base_job = case_job(spec, problem, ref, settings)
-    processes: list[Process] = []
-    for k in range(max(1, settings.cold)):
-        mode = "full" if k == 0 else "cold"
+    task = CaseTask(case_job(spec, problem, ref, settings), _modes(settings), settings.budget_s)
+    processes = case_processes(task, executor, _phase_lines(progress))
+    return kind_of(task.job).record(task.job, processes)
 
-        def on_event(e: dict[str, Any], k: int = k) -> None:
-            if "phase" in e:
-                progress(f"      process {k + 1}: {e['phase']:<11} {e['s']:8.3f} s")
-            elif "status" in e and e["status"] != "ok":
-                progress(f"      process {k + 1}: {e['status']}: {e.get('reason', '')[:100]}")
 
-        try:
-            outcome = executor.run({**base_job, "mode": mode}, settings.budget_s, on_event)
-        except KeyboardInterrupt as e:  # Interrupted, or a signal between two processes
-            if processes:  # the finished ones are measurements: keep them, marked partial
-                e.partial = _partial(base_job, processes, settings.cold, signal_of(e).name)
-            raise
-        processes.append(ending(outcome, settings.budget_s))
-        if processes[-1].status != Status.OK.value:
-            break
-    return kind_of(base_job).record(base_job, processes)
+def _lost_record(task: CaseTask, fin: Finished) -> dict[str, Any]:
+    """The row of a case whose Dask worker died under it: ``crashed``, and where."""
+    host = fin.machine.get("host") or fin.worker or "unknown host"
+    lost = Process([], Status.CRASHED.value, f"{fin.lost} (host {host}, worker {fin.worker})")
+    return kind_of(task.job).record(task.job, [lost])
+
+
+def placed(rec: dict[str, Any], fin: Finished) -> dict[str, Any]:
+    """``rec`` with where it ran: host, hardware, Dask worker, retries (``--retries``)."""
+    from sciml_bench.measure.environment import hardware_label
+
+    out = {**rec, "host": fin.machine.get("host", ""), "retries": len(fin.retried)}
+    if fin.machine:
+        out["hardware"] = hardware_label(fin.machine)
+    if fin.worker:
+        out["dask_worker"] = fin.worker
+    if fin.retried:
+        out["retry_reasons"] = list(fin.retried)
+    return out
+
+
+def remember_machine(writer: ResultsWriter, fin: Finished) -> None:
+    """The environment block holds each distinct machine a case ran on."""
+    if fin.machine:
+        machines = writer.environment.setdefault("machines", {})
+        machines.setdefault(fin.machine.get("host", "?"), fin.machine)
+
+
+def stream(
+    tasks: Sequence[tuple[int, CaseTask]],
+    writer: ResultsWriter,
+    executor: Executor,
+    announce: Callable[[int, str], None],
+    progress: Progress,
+    lines: Callable[[Progress, CaseTask], Sink] = _phase_lines,
+    finish: Callable[[dict[str, Any]], dict[str, Any]] = lambda r: r,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Run ``tasks`` (case number, task) through ``executor.imap`` and write each record
+    as its case finishes: the one writer, on this process, whatever the executor.
+    ``lines`` turns a case's worker events into progress; ``finish`` completes a record."""
+
+    def start(j: int, where: str) -> Sink:
+        announce(tasks[j][0], where)
+        return lines(progress, tasks[j][1])
+
+    for fin in executor.imap(case_processes, [t for _, t in tasks], start):
+        i, task = tasks[fin.index]
+        if fin.lost:
+            rec = _lost_record(task, fin)
+        else:
+            if fin.worker:  # a remote case's events come back with it
+                sink = lines(progress, task)
+                for k, proc in enumerate(fin.value):
+                    for e in proc.events:
+                        sink(k, e)
+            rec = kind_of(task.job).record(task.job, fin.value)
+        rec = placed(finish(rec), fin)
+        remember_machine(writer, fin)
+        writer.add(rec)
+        yield i, rec
 
 
 def _partial(job: dict[str, Any], processes: list[Process], planned: int, by: str) -> dict[str, Any]:
@@ -243,45 +341,65 @@ def run(
     executor: Executor | None = None,
     progress: Progress = _stderr,
 ) -> list[dict[str, Any]]:
-    """Run every case, writing each record as soon as it exists.
+    """Run every case, writing each record as soon as it exists (locally in order; on
+    Dask as cases finish). The reference is built here, once, and travels in each job.
 
     Raises :class:`Interrupt` on Ctrl-C after marking the file interrupted.
     """
     executor = executor or LocalExecutor(threads=settings.threads)
     done: list[dict[str, Any]] = []
-    availability: dict[str, Any] = {}
-    with _saved_on_interrupt(writer, done):
-        for i, spec in enumerate(cases, 1):
-            if spec.backend not in availability:
-                availability[spec.backend] = backends.get(spec.backend).availability()
+    names = dict.fromkeys(c.backend for c in cases)
+    availability = {n: backends.get(n).availability() for n in names}
+    unavailable: dict[int, CaseSpec] = {}
+    tasks: list[tuple[int, CaseTask]] = []
+    for i, spec in enumerate(cases, 1):
+        if not availability[spec.backend].ok:
+            if spec.backend not in {s.backend for s in unavailable.values()}:
+                unavailable[i] = spec  # one unavailable row per backend is enough
+        else:
+            job = case_job(spec, problem, ref, settings)
+            tasks.append((i, CaseTask(job, _modes(settings), settings.budget_s)))
+
+    def unavailable_before(i: int) -> None:
+        for j in sorted(k for k in unavailable if k < i):
+            spec = unavailable.pop(j)
             av = availability[spec.backend]
-            if not av.ok:
-                if any(r["backend"] == spec.backend for r in done):
-                    continue  # one unavailable row per backend is enough
-                rec = unavailable_record(problem, spec.backend, av.reason, av.fix)
-                progress(f"[{i}/{len(cases)}] {spec.backend}: unavailable ({av.reason})")
-            else:
-                progress(f"[{i}/{len(cases)}] {problem.name}: {spec.label}")
-                try:
-                    rec = run_case(spec, problem, ref, settings, executor, progress)
-                except KeyboardInterrupt as e:
-                    partial = getattr(e, "partial", None)
-                    if partial is not None:
-                        writer.add(partial)
-                        done.append(partial)
-                    raise
-                progress(f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else ""))
+            rec = unavailable_record(problem, spec.backend, av.reason, av.fix)
+            progress(f"[{j}/{len(cases)}] {spec.backend}: unavailable ({av.reason})")
             writer.add(rec)
             done.append(rec)
+
+    def announce(i: int, where: str) -> None:
+        unavailable_before(i)
+        on = f"  on {where}" if where else ""
+        progress(f"[{i}/{len(cases)}] {problem.name}: {cases[i - 1].label}{on}")
+
+    with _saved_on_interrupt(writer, done):
+        try:
+            for _, rec in stream(tasks, writer, executor, announce, progress):
+                progress(
+                    f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else "")
+                )
+                done.append(rec)
+        except KeyboardInterrupt as e:
+            partial = getattr(e, "partial", None)
+            if partial is not None:
+                writer.add(partial)
+                done.append(partial)
+            raise
+        unavailable_before(len(cases) + 1)
     return done
 
 
 @contextlib.contextmanager
 def _saved_on_interrupt(writer: ResultsWriter, done: list[dict[str, Any]]) -> Iterator[None]:
-    """Turn Ctrl-C (or SIGTERM/SIGHUP, :mod:`sciml_bench.run.signals`) into
-    :class:`Interrupt` once the file is marked interrupted by that signal."""
+    """Turn Ctrl-C (or SIGTERM/SIGHUP, :mod:`sciml_bench.run.signals`), or the loss of
+    the executor's engine, into :class:`Interrupt` once the file is marked interrupted."""
     try:
         yield
+    except EngineLost as e:
+        writer.finish("interrupted")
+        raise Interrupt(f"{e}: {len(done)} completed case(s) are saved in {writer.path}") from None
     except KeyboardInterrupt as e:  # Interrupted and Stopped included
         sig = signal_of(e)
         writer.finish("interrupted", interrupted_by=sig.name)
@@ -342,26 +460,50 @@ def run_cnn(
     executor = executor or LocalExecutor(threads=settings.threads)
     done: list[dict[str, Any]] = []
     available = cnn.variants()
+
+    def title(i: int) -> str:
+        job = jobs[i - 1]
+        return f"[{i}/{len(jobs)}] cnn: {job['variant']} ({job['preset']}, device {job['device']})"
+
+    def unavailable_before(i: int) -> None:
+        for j, job in enumerate(jobs[: i - 1], 1):
+            if not available[job["variant"]].available and j not in written:
+                written.add(j)
+                progress(title(j))
+                rec = {**cnn.run_variant(job), "kind": "cnn"}  # the unavailable row
+                progress(f"      -> {rec.get('status')}: {rec.get('reason', '')}")
+                writer.add(rec)
+                done.append(rec)
+
+    def announce(i: int, where: str) -> None:
+        unavailable_before(i)
+        progress(title(i) + (f"  on {where}" if where else ""))
+
+    def lines(progress: Progress, task: CaseTask | None = None) -> Sink:
+        variant = task.job.get("variant", "") if task is not None else ""
+
+        def sink(k: int, e: dict[str, Any]) -> None:
+            line = cnn_progress(e, variant)
+            if line:
+                progress(line)
+
+        return sink
+
+    written: set[int] = set()
+    tasks = [
+        (i, CaseTask(job, (None,), settings.budget_s))
+        for i, job in enumerate(jobs, 1)
+        if available[job["variant"]].available
+    ]
     with _saved_on_interrupt(writer, done):
-        for i, job in enumerate(jobs, 1):
-            name = job["variant"]
-            progress(f"[{i}/{len(jobs)}] cnn: {name} ({job['preset']}, device {job['device']})")
-            if not available[name].available:
-                rec = cnn.run_variant(job)  # returns the unavailable row, imports nothing
-            else:
-
-                def on_event(e: dict[str, Any], name: str = name) -> None:
-                    line = cnn_progress(e, name)
-                    if line:
-                        progress(line)
-
-                outcome = executor.run(job, settings.budget_s, on_event)
-                rec = kind_of(job).record(job, [ending(outcome, settings.budget_s)])
-            rec = cnn.compare_precision({**rec, "kind": "cnn"}, done)
+        for _, rec in stream(
+            tasks, writer, executor, announce, progress, lines,
+            lambda r: cnn.compare_precision({**r, "kind": "cnn"}, done),
+        ):  # fmt: skip
             if rec.get("status") != "ok" or rec.get("reason"):
                 progress(f"      -> {rec.get('status')}: {rec.get('reason', '')}")
-            writer.add(rec)
             done.append(rec)
+        unavailable_before(len(jobs) + 1)
     return done
 
 

@@ -22,7 +22,8 @@ from sciml_bench.run.jobs import kind_of
 def _inject_fault(fault: str, events: Events) -> None:
     """Test hook: only fault-injection tests put ``_fault`` in a job.
 
-    ``sigkill`` and ``sigsegv`` kill this process by that signal; ``hang``
+    ``sigkill`` and ``sigsegv`` kill this process by that signal; ``kill_parent``
+    SIGKILLs the process that started it (a Dask worker dying mid-case) and hangs; ``hang``
     sleeps forever; ``spawn_grandchild_and_hang`` first starts a child that
     sleeps forever (as a compiler spawned by torch.compile would linger), and
     reports its pid, so a test can check that the budget kill reaches it.
@@ -33,13 +34,32 @@ def _inject_fault(fault: str, events: Events) -> None:
 
     if fault in ("sigkill", "sigsegv"):
         os.kill(os.getpid(), signal.SIGKILL if fault == "sigkill" else signal.SIGSEGV)
+    if fault == "kill_parent":
+        events.emit(case_pid=os.getpid())
+        os.kill(os.getppid(), signal.SIGKILL)
     if fault == "spawn_grandchild_and_hang":
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
         events.emit(grandchild_pid=child.pid)
-    if fault in ("hang", "spawn_grandchild_and_hang"):
+    if fault in ("hang", "spawn_grandchild_and_hang", "kill_parent"):
         while True:
             time.sleep(60)
     raise ValueError(f"unknown test fault {fault!r}")
+
+
+def _die_with_parent() -> None:
+    """On a Dask worker the executor names its own pid in ``SCIML_BENCH_DIE_WITH_PARENT``:
+    ask Linux to SIGKILL this process when that one dies (``PR_SET_PDEATHSIG``), so a
+    lost Dask worker leaves no orphaned case timing itself against the next one."""
+    parent = os.environ.get("SCIML_BENCH_DIE_WITH_PARENT")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != int(parent):  # it died before prctl took effect
+        os._exit(1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with open(argv[0]) as f:
         job = json.load(f)
+    _die_with_parent()
     events = Events(argv[1])
     events.emit(pid=os.getpid(), started=True)
     if "_fault" in job:
