@@ -172,6 +172,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     import numpy as np
 
     from sciml_bench.measure import metrics
+    from sciml_bench.measure.environment import cpu_model
     from sciml_bench.measure.status import Status
     from sciml_bench.problem.compiled import CompiledProblem
     from sciml_bench.results.store import summarize
@@ -191,6 +192,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
             phases[0, PHASES.index(e["phase"])] = e["s"]
             detail.update(e.get("detail") or {})
     samples = {e["samples"]: e["values"] for e in proc.events if "samples" in e}
+    on_cpu = job.get("device", "cpu") == "cpu"
     rec: dict[str, Any] = {
         "kind": "ensemble",
         "problem": problem.name,
@@ -199,7 +201,10 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "gradient_method": opts["gradient_method"],
         "semantics": job["semantics"],
         "size": int(job["size"]),
-        "device": job.get("device", "cpu"),
+        # ensembles run on the CPU only today: a ``cuda`` request is an ``unavailable`` row
+        "device": "cpu" if on_cpu else None,
+        "device_requested": job.get("device", "cpu"),
+        "device_name": cpu_model() if on_cpu else None,
         "dtype": "float64",
         "rtol": opts["rtol"],
         "atol": opts["atol"],
