@@ -121,3 +121,41 @@ def test_spiral_network_is_written_on_the_state_vector() -> None:
     assert "p[" not in forward and "y[" not in forward and "stack" not in forward
     jax_src = codegen.generate(p, "jax")
     assert "x_nn = y**3" in jax_src and "return h_nn_2" in jax_src and "y[" not in jax_src
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+@pytest.mark.parametrize("per_member", [False, True])
+def test_torch_batch_rhs_matches_the_one_member_rhs(name: str, per_member: bool) -> None:
+    """``rhs_batch`` on 7 members equals ``rhs`` member by member, with one shared θ
+    and with one θ per member (then network layers go through ``_dense``'s bmm)."""
+    torch = pytest.importorskip("torch")
+    p = spec.load(name)
+    ns = codegen.load_python(codegen.generate(p, "torch"))
+    pts = _random_points(p, 7, seed=1)
+    Y = torch.tensor(np.stack([y for y, _ in pts]))
+    P = torch.tensor(np.stack([th for _, th in pts])) if per_member else torch.tensor(pts[0][1])
+    t = torch.tensor(0.3, dtype=torch.float64)
+    got = ns["rhs_batch"](t, Y, P).numpy()
+    assert got.shape == (7, p.n_state)
+    for m in range(7):
+        ref = ns["rhs"](t, Y[m], P[m] if per_member else P).numpy()
+        scale = np.maximum(np.abs(ref), 1e-300)
+        assert np.max(np.abs(got[m] - ref) / scale) <= 1e-12
+
+
+def test_torch_batch_rhs_keeps_shared_and_constant_components_per_member() -> None:
+    """A component that reads no state (a constant, a shared parameter) still has one
+    value per member, so the components stack into (n, n_state)."""
+    torch = pytest.importorskip("torch")
+    p = spec.from_dict({
+        "name": "consts", "stiff": False,
+        "state": {"names": ["a", "b", "c"], "initial": [1.0, 2.0, 3.0]},
+        "parameters": {"k": 2.0},
+        "equations": {"a": "k", "b": "1.5", "c": "-a*k"},
+        "time": {"span": [0.0, 1.0], "save": {"linspace": [0.0, 1.0, 3]}},
+        "loss": {"kind": "final", "weights": [1.0, 1.0, 1.0]},
+    })  # fmt: skip
+    f = codegen.load_python(codegen.generate(p, "torch"))["rhs_batch"]
+    Y = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=torch.float64)
+    got = f(torch.tensor(0.0, dtype=torch.float64), Y, torch.tensor([2.0], dtype=torch.float64))
+    assert got.tolist() == [[2.0, 1.5, -2.0], [2.0, 1.5, -8.0]]

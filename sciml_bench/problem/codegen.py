@@ -13,8 +13,10 @@ Targets and what they define:
   (both complex-safe, for the complex-step reference);
 - ``torch``: ``class RHS(torch.nn.Module)`` holding the parameters as its parameter
   tensors (``RHS(p)``; ``forward(t, y)`` on 1-D tensors), as a torch user writes an ODE
-  function, and ``rhs(t, y, p)``, the same on a parameter vector (one-off evaluations,
-  and ensembles through ``torch.func.vmap``);
+  function, ``rhs(t, y, p)``, the same on a parameter vector (one-off evaluations), and
+  ``rhs_batch(t, Y, P)``, the same on a batch of states ``Y`` of shape ``(n, n_state)``
+  with one shared parameter vector or one per member (``P`` of shape ``(n, n_params)``),
+  written on columns as a torch user writes a batched vector field (ensembles);
 - ``jax``:   ``rhs(t, y, p)`` on 1-D arrays, the parameters passed as Diffrax's ``args``;
 - ``julia``: in-place ``rhs!(du, u, p, t)``.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import sympy
 from sympy.printing.precedence import PRECEDENCE, precedence
@@ -52,6 +54,21 @@ _TARGETS = {
 }
 
 _FUNC_NAMES = {"Abs": "abs"}
+
+#: which torch function is written: the module's ``forward``, ``rhs`` or ``rhs_batch``
+Form = Literal["module", "functional", "batched"]
+
+#: a dense layer on a batch, emitted into torch sources that have networks
+_TORCH_DENSE = '''
+
+def _dense(x, P, ow, rows, cols, ob):
+    """x Wᵀ + b for inputs x of shape (n, cols), W and b read from P: one shared
+    parameter vector (1-D) or one per member (n, n_params)."""
+    if P.dim() == 1:
+        W = P[ow:ow + rows * cols].reshape(rows, cols)
+        return torch.nn.functional.linear(x, W, P[ob:ob + rows])
+    W = P[:, ow:ow + rows * cols].reshape(-1, rows, cols)
+    return torch.bmm(W, x.unsqueeze(-1)).squeeze(-1) + P[:, ob:ob + rows]'''
 
 
 class _Printer(StrPrinter):
@@ -125,25 +142,28 @@ def _bindings(
     y: str,
     p: str,
     vector: _VectorNet | None = None,
-    functional: bool = False,
+    form: Form = "module",
 ) -> list[str]:
     """Bind states and mechanistic parameters to locals, then evaluate networks.
 
     torch's module reads each parameter from itself (``self.p_k``), never slicing a
-    vector; its ``functional`` twin (``rhs(t, y, p)``, which ``torch.func.vmap`` maps
-    over members) slices ``p`` as NumPy and JAX do.
+    vector; its ``functional`` twin (``rhs(t, y, p)``) slices ``p`` as NumPy and JAX do;
+    the ``batched`` one takes columns (``Y[..., k]``, ``P[..., k]``), so one shared
+    ``P`` broadcasts over the members and a per-member one lines up with them.
     """
     b = target.index_base
-    module = target.module == "torch." and not functional
-    lines = [f"s_{n} = {y}[{i + b}]" for i, n in enumerate(problem.state_names)]
+    torch = target.module == "torch."
+    module = torch and form == "module"
+    at = "..., " if torch and form == "batched" else ""
+    lines = [f"s_{n} = {y}[{at}{i + b}]" for i, n in enumerate(problem.state_names)]
     lines += [
-        f"p_{s.name} = self.p_{s.name}" if module else f"p_{s.name} = {p}[{i + b}]"
+        f"p_{s.name} = self.p_{s.name}" if module else f"p_{s.name} = {p}[{at}{i + b}]"
         for i, s in enumerate(problem.param_symbols)
     ]
     names = _symbol_names(problem, target)
     printer = _Printer(target, names)
     for net in problem.networks:
-        lines += _network_forward(net, target, printer, p, vector, functional)[0]
+        lines += _network_forward(net, target, printer, p, vector, form)[0]
     return lines
 
 
@@ -207,34 +227,44 @@ def _activation(kind: str, z: str, target: _Target) -> str:
     return z
 
 
+def _reads_state(e: sympy.Expr, printer: _Printer) -> bool:
+    return any(printer.doprint(s).startswith("s_") for s in e.free_symbols)
+
+
 def _network_forward(
     net: Network,
     target: _Target,
     printer: _Printer,
     p: str,
     vector: _VectorNet | None = None,
-    functional: bool = False,
+    form: Form = "module",
 ) -> tuple[list[str], list[str]]:
     """Lines evaluating ``net``, and the names of each layer's activation output.
 
     NumPy and JAX use ``W @ x`` on slices of the parameter vector; torch calls
-    ``torch.nn.functional.linear`` on the module's weight tensors; Julia reads
-    row-major ``W`` as the transpose of a column-major reshape.
+    ``torch.nn.functional.linear`` on the module's weight tensors (``_dense`` on a
+    batch); Julia reads row-major ``W`` as the transpose of a column-major reshape.
     """
     n, b = net.name, target.index_base
     julia = target.pow_op == "^"
     torch = target.module == "torch."
+    batched = torch and form == "batched"
+    at = "..., " if batched else ""
     comps = [printer.doprint(e) for e in net.inputs]
     if vector is not None:
         lines = [f"x_{n} = {vector.input}"]
     elif julia:
         lines = [f"x_{n} = [{', '.join(comps)}]"]
     elif torch:
+        # a component without the state is a constant (or, on a batch, one value shared by
+        # the members): give it the state's shape so the components stack
         comps = [
-            c if e.free_symbols else f"torch.full_like(y[0], {c})"
+            c if (_reads_state(e, printer) if batched else e.free_symbols)
+            else f"({c}) + torch.zeros_like(y[{at}0])"
             for c, e in zip(comps, net.inputs, strict=True)
         ]
-        lines = [f"x_{n} = torch.stack([{', '.join(comps)}])"]
+        dim = ", dim=-1" if batched else ""
+        lines = [f"x_{n} = torch.stack([{', '.join(comps)}]{dim})"]
     else:
         lines = [f"x_{n} = {target.stack.format(', '.join(comps))}"]
     h = f"x_{n}"
@@ -246,7 +276,9 @@ def _network_forward(
             lines.append(f"W_{n}_{layer} = transpose(reshape({w}, {cols}, {rows}))")
             lines.append(f"b_{n}_{layer} = {p}[{ob + b}:{ob + rows}]")
             z = f"W_{n}_{layer} * {h} .+ b_{n}_{layer}"
-        elif torch and not functional:
+        elif batched:
+            z = f"_dense({h}, {p}, {ow}, {rows}, {cols}, {ob})"
+        elif torch and form == "module":
             z = f"torch.nn.functional.linear({h}, self.W_{n}_{layer}, self.b_{n}_{layer})"
         else:
             lines.append(f"W_{n}_{layer} = {p}[{ow}:{ow + rows * cols}].reshape({rows}, {cols})")
@@ -260,7 +292,7 @@ def _network_forward(
             lines.append(f"{h} = {z}")
     if vector is None or vector.output is None:
         for k, out in enumerate(net.outputs):
-            lines.append(f"n_{out.name} = {net.output_scale[k]!r} * {h}[{k + b}]")
+            lines.append(f"n_{out.name} = {net.output_scale[k]!r} * {h}[{at}{k + b}]")
     return lines, acts
 
 
@@ -270,7 +302,8 @@ def _cse(exprs: Sequence[sympy.Expr]) -> tuple[list[tuple[sympy.Symbol, sympy.Ex
 
 
 def _components(
-    exprs: Sequence[sympy.Expr], printer: _Printer, target_name: str, like: str
+    exprs: Sequence[sympy.Expr], printer: _Printer, target_name: str, like: str,
+    batched: bool = False,
 ) -> list[str]:
     out = []
     for e in exprs:
@@ -278,6 +311,8 @@ def _components(
         if target_name == "torch" and not e.free_symbols:
             # torch.stack needs tensors; keep the dtype and device of the state
             s = f"torch.full_like({like}, {s})"
+        elif batched and not _reads_state(e, printer):
+            s = f"({s}) + torch.zeros_like({like})"  # a shared value, one per member
         out.append(s)
     return out
 
@@ -292,20 +327,24 @@ def python_source(problem: Problem, target: str) -> str:
         "",
     ]
     if target == "torch":
-        functional = _rhs_body(problem, target, functional=True)
-        return "\n".join(lines + _torch_module(problem, body, functional)) + "\n"
+        functional = _rhs_body(problem, target, "functional")
+        batched = _rhs_body(problem, target, "batched")
+        return "\n".join(lines + _torch_module(problem, body, functional, batched)) + "\n"
     lines += ["def rhs(t, y, p):", *["    " + ln for ln in body]]
     if target == "numpy":
         lines += ["", "", "def jac(t, y, p):", *_numpy_jac(problem)]
     return "\n".join(lines) + "\n"
 
 
-def _rhs_body(problem: Problem, target: str, functional: bool = False) -> list[str]:
+def _rhs_body(problem: Problem, target: str, form: Form = "module") -> list[str]:
     """The lines of the right-hand side's body, ending in its ``return``."""
     tg = _TARGETS[target]
+    batched = target == "torch" and form == "batched"
+    if batched:
+        tg = _Target(tg.module, tg.pow_op, tg.index_base, "torch.stack([{}], dim=-1)", tg.header)
     names = _symbol_names(problem, tg)
     vector = _vector_net(problem, tg)
-    body = _bindings(problem, tg, "y", "p", vector, functional)
+    body = _bindings(problem, tg, "y", "p", vector, form)
     if vector is not None and vector.output is not None:
         body.append(f"return {vector.output}")
     else:
@@ -314,13 +353,15 @@ def _rhs_body(problem: Problem, target: str, functional: bool = False) -> list[s
             names[sym] = sym.name
         printer = _Printer(tg, names)
         body += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
-        first = f"s_{problem.state_names[0]}"
-        comps = _components(reduced, printer, target, first)
+        first = "y[..., 0]" if batched else f"s_{problem.state_names[0]}"
+        comps = _components(reduced, printer, target, first, batched)
         body.append("return " + tg.stack.format(", ".join(comps)))
     return _drop_unused(body) if target != "numpy" else body
 
 
-def _torch_module(problem: Problem, body: list[str], functional: list[str]) -> list[str]:
+def _torch_module(
+    problem: Problem, body: list[str], functional: list[str], batched: list[str]
+) -> list[str]:
     """``class RHS(torch.nn.Module)``: one parameter tensor per named parameter and per
     layer weight and bias, registered in the order of the parameter vector, so that
     ``torch.nn.utils.vector_to_parameters`` and ``parameters_to_vector`` map onto it."""
@@ -348,10 +389,16 @@ def _torch_module(problem: Problem, body: list[str], functional: list[str]) -> l
         "",
         "",
         "def rhs(t, y, p):",
-        '    """The same right-hand side as a function of the parameter vector p: for one-off',
-        "    evaluations, and for ensembles (torch.func.vmap over members' parameters); a",
-        '    single-trajectory solver holds one RHS module instead."""',
+        '    """The same right-hand side as a function of the parameter vector p, for one-off',
+        '    evaluations; a single-trajectory solver holds one RHS module instead."""',
         *["    " + ln for ln in functional],
+        "",
+        "",
+        "def rhs_batch(t, y, p):",
+        '    """The right-hand side of a batch of members, y of shape (n, n_state): p is one',
+        '    shared parameter vector or one per member (n, n_params)."""',
+        *["    " + ln for ln in batched],
+        *([_TORCH_DENSE] if problem.networks else []),
     ]
 
 

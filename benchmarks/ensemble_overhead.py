@@ -1,0 +1,162 @@
+"""Ensembles: the harness overhead against bare scripts, and the spread between backends.
+
+Two figures, measured side by side in one run:
+
+1. **Harness overhead** on the Lorenz ensemble (``ensemble-lorenz``, ``--size`` members):
+   sciml-bench's steady solve and loss+gradient times divided by the same work in a bare
+   script written as a user of the library writes it (``_bare_ensemble_diffrax.py``,
+   independent and coupled; ``_bare_ensemble_torchdiffeq.py``, coupled). Suite and bare
+   runs are fresh processes, interleaved for ``--rounds`` rounds; a row's figure is the
+   median of all the suite's raw samples over the median of all the bare ones
+   (goal: <= 1.05).
+2. **Backend spread at the largest size**: ``sciml-bench run ensemble-lorenz
+   ensemble-spiral-node --sizes LADDER`` on ``--device``; per problem, the largest size
+   every backend x semantics completed, and the slowest row's loss+gradient time over the
+   fastest's there (solve time for a backend without a gradient is left out).
+
+    python benchmarks/ensemble_overhead.py                      # CPU: size 256, ladder 16,256
+    python benchmarks/ensemble_overhead.py --device cuda --ladder 1,256,4096,65536
+
+Prints one line per overhead row, ``worst overhead = X.XXX``, then one line per problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from sciml_bench.backends.diffrax import DiffraxBackend
+from sciml_bench.measure.device import device_env
+from sciml_bench.problem import ensemble as ens
+from sciml_bench.problem import reference, spec
+
+HERE = Path(__file__).resolve().parent
+PROBLEM = "ensemble-lorenz"
+KINDS = ("solve", "grad")
+#: (backend, semantics) rows with a bare twin
+ROWS = (("diffrax", "independent"), ("diffrax", "coupled"), ("torchdiffeq", "coupled"))
+
+
+def bare_config(size: int, solver: str, tmp: Path) -> Path:
+    """The suite's first ``size`` Lorenz members and settings, as plain JSON."""
+    problem = spec.load(PROBLEM)
+    assert problem.ensemble is not None
+    cp = reference.compile_problem(problem, None)
+    assert not np.any(cp.loss_W), "the bare twins write the final-state loss only"
+    b = ens.batch(problem.ensemble, cp.y0, len(cp.theta0), size)
+    cfg = {
+        "solver": solver, "rtol": cp.rtol, "atol": cp.atol, "max_steps": cp.max_steps,
+        "t0": cp.t_span[0], "t1": cp.t_span[1], "t_save": cp.t_save.tolist(),
+        "theta0": cp.theta0.tolist(), "C": cp.loss_C.tolist(),
+        "Y0": b.y0.tolist(), "S": b.scale.tolist(), "A": b.shift.tolist(),
+    }  # fmt: skip
+    path = tmp / f"{PROBLEM}-{solver}-{size}.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def run_suite(problems: list[str], sizes: str, device: str, repeats: int, out: Path,
+              backends: tuple[str, ...] = ()) -> list[dict]:
+    """Every record of one ``sciml-bench run`` (one fresh worker per case)."""
+    from sciml_bench.results import store
+
+    out.mkdir(parents=True)
+    subprocess.run(
+        [sys.executable, "-m", "sciml_bench.cli.main", "run", *problems,
+         *[a for b in backends for a in ("-b", b)], "--sizes", sizes, "--cold", "1",
+         "--repeats", str(repeats), "--device", device, "--out", str(out), "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    (path,) = out.glob("*.h5")
+    return list(store.read(path).records)
+
+
+def bare_samples(backend: str, cfg: Path, arg: str, repeats: int, device: str) -> dict:
+    env = {**os.environ, **device_env(device)}
+    r = subprocess.run(
+        [sys.executable, str(HERE / f"_bare_ensemble_{backend}.py"), str(cfg), arg, str(repeats)],
+        capture_output=True, text=True, check=True, env=env,
+    )  # fmt: skip
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def overhead(args: argparse.Namespace, tmp: Path) -> None:
+    configs = {
+        "diffrax": bare_config(args.size, DiffraxBackend().ensemble_solver(False), tmp),
+        "torchdiffeq": bare_config(args.size, "dopri5", tmp),
+    }
+    suite: dict[tuple[str, str, str], list[float]] = {}
+    bare: dict[tuple[str, str, str], list[float]] = {}
+    for rnd in range(args.rounds):
+        recs = run_suite([PROBLEM], str(args.size), args.device, args.repeats,
+                         tmp / f"r{rnd}", ("diffrax", "torchdiffeq"))  # fmt: skip
+        got = {(r["backend"], r["semantics"]): r for r in recs}
+        for backend, semantics in ROWS:
+            rec = got[backend, semantics]
+            assert rec["status"] == "ok", f"{backend} {semantics}: {rec['reason']}"
+            arg = semantics if backend == "diffrax" else args.device
+            alone = bare_samples(backend, configs[backend], arg, args.repeats, args.device)
+            for k in KINDS:
+                suite.setdefault((backend, semantics, k), []).extend(rec[f"{k}_samples"])
+                bare.setdefault((backend, semantics, k), []).extend(alone[k])
+        print(f"round {rnd + 1} of {args.rounds} done", file=sys.stderr, flush=True)
+    worst = 0.0
+    for key in sorted(suite):
+        b, sem, k = key
+        s, a = float(np.median(suite[key])), float(np.median(bare[key]))
+        worst = max(worst, s / a)
+        print(f"{b:<12} {sem:<12} {k:<5} n={args.size:<6} suite {s * 1e3:9.3f} ms / "
+              f"bare {a * 1e3:9.3f} ms = {s / a:.3f}  ({len(suite[key])} samples each)")
+    print(f"worst overhead = {worst:.3f}  ({PROBLEM}, {args.device})")
+
+
+def spread(args: argparse.Namespace, tmp: Path) -> None:
+    problems = [n for n in spec.available_problems() if spec.load(n).ensemble is not None]
+    recs = run_suite(problems, args.ladder, args.device, args.repeats, tmp / "ladder")
+    for problem in problems:
+        rows = [r for r in recs if r["problem"] == problem and r.get("grad_samples") is not None
+                and len(r["grad_samples"]) and r.get("device_requested", r.get("device"))
+                == args.device]  # fmt: skip
+        lines = {(r["backend"], r["semantics"], r.get("device")) for r in rows}
+        done = [n for n in sorted({r["size"] for r in rows})
+                if sum(r["size"] == n for r in rows) == len(lines)]
+        if not done:
+            print(f"{problem}: no size where every row completed")
+            continue
+        n = max(done)
+        t = {f"{r['backend']}/{r['semantics']}/{r.get('device')}": float(np.median(r["grad_samples"]))
+             for r in rows if r["size"] == n}  # fmt: skip
+        slow, fast = max(t, key=t.__getitem__), min(t, key=t.__getitem__)
+        print(f"{problem}: at n={n} on {args.device}, slowest {slow} {t[slow] * 1e3:.3g} ms / "
+              f"fastest {fast} {t[fast] * 1e3:.3g} ms = {t[slow] / t[fast]:.1f}x "
+              f"(loss+gradient, {len(t)} rows)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--size", type=int, default=256, help="members for the overhead rows")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--ladder", default=None,
+                    help="sizes for the spread figure [cpu: 16,256; cuda: 1,256,4096,65536]")
+    ap.add_argument("--skip-spread", action="store_true")
+    args = ap.parse_args()
+    if args.ladder is None:
+        args.ladder = "16,256" if args.device == "cpu" else "1,256,4096,65536"
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        overhead(args, tmp)
+        if not args.skip_spread:
+            spread(args, tmp)
+
+
+if __name__ == "__main__":
+    main()
