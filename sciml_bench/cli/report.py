@@ -54,7 +54,9 @@ def report(files: tuple[str, ...], out: str, metric: str) -> None:
     gradient as median [IQR], solution and gradient error; failures with their
     reasons), a work-precision diagram, time to first gradient by cold phase,
     steady-state distributions and gradient agreement; CNN runs get training
-    time, throughput and memory. Figures are also written as PNG and SVG.
+    time, throughput and memory. Ensemble problems get one row per backend x
+    semantics x device x size and a scaling figure (time per call against size,
+    crossovers marked). Figures are also written as PNG and SVG.
 
     \b
     Example:

@@ -1,9 +1,10 @@
 """Compare two results files: matched cases, ratios of medians, and whether a change is real.
 
-Cases are matched on (problem, backend, solver, gradient method, rtol, device):
-a case on the GPU is never paired with the same case on the CPU. For
-each timing (steady-state solve, steady-state gradient, time to first
-gradient across cold processes; CNN epochs) the ratio NEW/OLD of the medians
+Cases are matched on (problem, backend, solver, gradient method, rtol, device, and for
+ensembles semantics and size): a case on the GPU is never paired with the same case on
+the CPU, nor one ensemble size with another. For each timing (steady-state solve,
+steady-state gradient, time to first gradient across cold processes; CNN epochs) the
+ratio NEW/OLD of the medians
 is shown with a two-sided Mann–Whitney U test on the raw samples
 (``scipy.stats.mannwhitneyu``), which assumes neither normality nor equal
 spread. A change is *significant* when p < :data:`ALPHA` (0.01: with tens of
@@ -54,11 +55,13 @@ SLOWER, FASTER, SAME, TOO_FEW, CHANGED = (
 )  # fmt: skip
 
 
-def case_key(r: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
+def case_key(r: dict[str, Any]) -> tuple[str, str, str, str, str, str, str, str]:
     """What identifies a case across runs; rtol compared to 3 significant digits.
 
     The device is the one the row ran on (read back), else the one asked for, else
     ``?`` (a version-1 file from a machine with a GPU): unknown pairs only with unknown.
+    An ensemble row is also its semantics and size (both empty for other rows): the
+    rungs of a ladder are different cases.
     """
     rtol = r.get("rtol")
     rt = f"{rtol:.3g}" if isinstance(rtol, int | float) and math.isfinite(rtol) else "-"
@@ -69,6 +72,8 @@ def case_key(r: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
         str(r.get("gradient_method", "")),
         rt,
         str(r.get("device") or r.get("device_requested") or "?"),
+        str(r.get("semantics") or ""),
+        str(r["size"]) if r.get("size") is not None else "",
     )
 
 
@@ -129,7 +134,7 @@ def compare_samples(
 
 @dataclass
 class CaseComparison:
-    key: tuple[str, str, str, str, str, str]
+    key: tuple[str, str, str, str, str, str, str, str]
     old: dict[str, Any]
     new: dict[str, Any]
     changes: list[Change] = field(default_factory=list)
@@ -139,12 +144,13 @@ class CaseComparison:
 
     @property
     def label(self) -> str:
-        problem, backend, solver, grad, rtol, device = self.key
-        parts = [backend, solver, grad if grad not in ("", "none") else ""]
+        problem, backend, solver, grad, rtol, device, semantics, size = self.key
+        parts = [backend, solver, grad if grad not in ("", "none") else "", semantics]
         return (
             " ".join(p for p in parts if p)
             + (f" rtol={_fmt_rtol(rtol)}" if rtol != "-" else "")
             + f" on {device}"
+            + (f" n={size}" if size else "")
         )
 
 
@@ -316,7 +322,8 @@ def render(comp: Comparison, threshold: float | None = None) -> str:
     for title, recs in (("only in OLD", comp.only_old), ("only in NEW", comp.only_new)):
         if recs:
             out.append(f"\nCases {title} (not compared):")
-            out += [f"  {' '.join(x for x in case_key(r) if x not in ('', '-'))}" for r in recs]
+            keys = [(*case_key(r)[:-1], f"n={r['size']}" if r.get("size") else "") for r in recs]
+            out += [f"  {' '.join(x for x in k if x not in ('', '-'))}" for k in keys]
     return "\n".join(out)
 
 
@@ -331,6 +338,7 @@ def to_json(comp: Comparison, threshold: float | None = None) -> dict[str, Any]:
                 "problem": cc.key[0], "backend": cc.key[1], "solver": cc.key[2],
                 "gradient_method": cc.key[3], "rtol": cc.new.get("rtol"),
                 "device": cc.key[5],
+                **({"semantics": cc.key[6], "size": int(cc.key[7])} if cc.key[7] else {}),
                 "timings": [
                     {**c.__dict__, "min_p": min_p(c.n_old, c.n_new),
                      "significant": c.significant} for c in cc.changes

@@ -24,6 +24,9 @@ The figures:
   excluded), with the target accuracy and where each run reached it;
 - :func:`cnn_speed_figure`: CNN training throughput and batch-1 inference latency
   (p50, p99 whisker) per variant x precision x pipeline.
+
+Ensemble problems have their own figure, time per call against ensemble size, in
+:mod:`sciml_bench.results.scaling`.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ GitHub (figures linked as files next to it) and one self-contained HTML file
 (figures embedded as base64 PNG, no external CSS or scripts). Both hold the
 environment of every run and, per problem, a table of every case, failures
 included with their reasons, followed by the figures of :mod:`sciml_bench.results.plots`.
+An ensemble problem instead gets one row per ladder rung (backend x semantics x device x
+size), the ladders that stopped with their largest completed size, and the scaling figure
+and crossovers of :mod:`sciml_bench.results.scaling`.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sciml_bench.results import plots
+from sciml_bench.results import plots, scaling
 from sciml_bench.results.store import Run
-from sciml_bench.results.table import device_cell
+from sciml_bench.results.table import device_cell, member_counts
 
 CASE_COLUMNS = (
     "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s [IQR]", "solve ms [IQR]",
@@ -37,6 +40,13 @@ CNN_COLUMNS = (
     ("latency_p50_ms", "latency p50 ms"), ("latency_p99_ms", "latency p99 ms"),
     ("inference_ips", "inference images/s"),
 )  # fmt: skip
+ENSEMBLE_COLUMNS = (
+    "backend", "solver", "gradient", "semantics", "device", "size", "status", "solve ms [IQR]",
+    "grad ms [IQR]", "members/s", "µs/member", "steps min/med/max", "sol err", "grad err",
+    "TTFG s",
+)  # fmt: skip
+#: statuses that stop a ladder (``skipped`` rows follow them; ``unavailable`` never started)
+NOT_STOPS = ("ok", "skipped", "unavailable")
 FIGURE_FOLDER = "figures"
 
 
@@ -115,6 +125,74 @@ def case_row(r: dict[str, Any], metric_key: str) -> list[str]:
     ]
 
 
+def ensemble_row(r: dict[str, Any], metric_key: str) -> list[str]:
+    """One rung of a ladder; throughput is member-solves per second of the median solve."""
+    grad_err = _f(r.get("gradient_error"), ".2e")
+    if r.get("gradient_tier"):
+        grad_err += f" {r['gradient_tier']}"
+    status = str(r.get("status", "?"))
+    return [
+        str(r.get("backend", "")),
+        str(r.get("solver", "")),
+        str(r.get("gradient_method", "")),
+        str(r.get("semantics") or "-"),
+        _ensemble_device(r),
+        str(r["size"]) if r.get("size") is not None else "-",
+        status if status == "ok" else f"**{status}**",
+        _spread(r.get("solve_s"), r.get("solve_iqr"), 1e3),
+        _spread(r.get("grad_s"), r.get("grad_iqr"), 1e3),
+        _f(r.get("throughput"), ".3g"),
+        _f(scaling.per_member_us(r), ".3g"),
+        member_counts(r),
+        _f(r.get(metric_key), ".2e"),
+        grad_err,
+        _f(r.get("ttfg_s"), ".2f"),
+    ]
+
+
+def _ensemble_device(r: dict[str, Any]) -> str:
+    """Where the row ran; ``- (asked cuda)`` where it ran nowhere (an ``unavailable`` row)."""
+    if r.get("device"):
+        return str(r["device"])
+    return f"- (asked {r['device_requested']})" if r.get("device_requested") else "-"
+
+
+def _ensemble_order(r: dict[str, Any]) -> tuple[Any, ...]:
+    """Rows by backend, semantics, device (then solver and gradient method, which make a
+    ladder with them), size, and results file; a row without a size first."""
+    size = r.get("size")
+    return (
+        str(r.get("backend", "")), str(r.get("semantics", "")), scaling.device_of(r),
+        str(r.get("solver", "")), str(r.get("gradient_method", "")),
+        -1 if size is None else int(size), str(r.get("_run", "")),
+    )  # fmt: skip
+
+
+def ladder_stops(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One sentence per ladder that stopped (budget, memory, an error, a failing member):
+    where, why, its largest completed size and the larger sizes left unrun."""
+    ladders: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for r in records:
+        if scaling.is_ensemble(r) and r.get("size") is not None:
+            ladders.setdefault(scaling.line_key(r), []).append(r)
+    labels = scaling.line_labels(records)
+    out = []
+    for key, rs in ladders.items():
+        stops = sorted((r for r in rs if r.get("status") not in NOT_STOPS),
+                       key=lambda r: r["size"])  # fmt: skip
+        if not stops:
+            continue
+        first = stops[0]
+        ok = [r["size"] for r in rs if r.get("status") == "ok" and r["size"] < first["size"]]
+        text = f"{labels[key]}: stopped at size {first['size']} ({first['status']}); "
+        text += f"largest completed size {max(ok)}" if ok else "no size completed"
+        unrun = sorted(r["size"] for r in rs if r.get("status") == "skipped")
+        if unrun:
+            text += f"; not run: {', '.join(str(n) for n in unrun)}"
+        out.append(text)
+    return out
+
+
 def cnn_row(r: dict[str, Any]) -> list[str]:
     row = []
     for key, _ in CNN_COLUMNS:
@@ -136,8 +214,13 @@ def failure_notes(records: Sequence[dict[str, Any]]) -> list[str]:
     """One line per record that has a reason: failures, and notes on ok cases."""
     out = []
     for r in records:
+        if scaling.is_ensemble(r) and r.get("status") == "skipped":
+            continue  # said once per ladder by ladder_stops
         if r.get("reason") or r.get("status") != "ok":
-            label = plots.case_label(r, with_rtol=True)
+            if scaling.is_ensemble(r):
+                label = scaling.row_label(r)
+            else:
+                label = plots.case_label(r, with_rtol=True)
             out.append(f"{label}: {r.get('status')}: {r.get('reason') or '(no reason recorded)'}")
     return out
 
@@ -241,9 +324,14 @@ def _case_blocks(
     several: bool,
 ) -> list[Block]:  # fmt: skip
     """The table, failure notes and figures of one problem's cases on one machine."""
+    ens = [r for r in recs if scaling.is_ensemble(r)]
+    blocks: list[Block] = _ensemble_blocks(ens, out, prefix, metric_key, several) if ens else []
+    recs = [r for r in recs if not scaling.is_ensemble(r)]
+    if not recs:  # an ensemble problem: the single-trajectory figures do not apply
+        return blocks
     header = (("run",) if several else ()) + CASE_COLUMNS
     rows = [([r["_run"]] if several else []) + case_row(r, metric_key) for r in recs]
-    blocks: list[Block] = [Table(header, rows)]
+    blocks.append(Table(header, rows))
     notes = failure_notes(recs)
     if notes:
         blocks += [Para("Failures and notes:"), Notes(notes)]
@@ -255,6 +343,37 @@ def _case_blocks(
         plots.gradient_figure(ok),
     ):
         blocks.append(_figure(plot, out, prefix))
+    return blocks
+
+
+def _ensemble_blocks(
+    recs: list[dict[str, Any]], out: Path, prefix: str, metric_key: str, several: bool
+) -> list[Block]:
+    """An ensemble problem: one row per ladder rung, where ladders stopped, failures, and
+    the scaling figure with its crossovers in words."""
+    recs = sorted(recs, key=_ensemble_order)
+    header = (("run",) if several else ()) + ENSEMBLE_COLUMNS
+    rows = [([r["_run"]] if several else []) + ensemble_row(r, metric_key) for r in recs]
+    blocks: list[Block] = [
+        Para(
+            "Ensemble: one row per backend x semantics x device x size, each size in a fresh "
+            "worker. members/s: size / median solve; µs/member: median solve / size. "
+            "Steps per member (independent) or of the batch (coupled); `f` marks RHS "
+            "evaluations where steps are not reported. Errors over the first `sample` "
+            "members against the ensemble reference."
+        ),
+        Table(header, rows),
+    ]
+    stops = ladder_stops(recs)
+    if stops:
+        blocks += [Para("Ladders that stopped:"), Notes(stops)]
+    notes = failure_notes(recs)
+    if notes:
+        blocks += [Para("Failures and notes:"), Notes(notes)]
+    blocks.append(_figure(scaling.scaling_figure(recs), out, prefix))
+    texts = scaling.scaling_texts(recs)
+    if texts:
+        blocks.append(Notes(texts))
     return blocks
 
 

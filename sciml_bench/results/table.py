@@ -61,15 +61,19 @@ ENSEMBLE_JSON_KEYS = (
 )
 
 
+def member_counts(r: dict[str, Any]) -> str:
+    """Steps ``min/median/max`` over an ensemble's members, else RHS evaluations (`` f``)."""
+    for key, unit in (("steps", ""), ("rhs_evals", " f")):
+        if r.get(f"{key}_min") is not None:
+            return "/".join(f"{r[f'{key}_{s}']:.0f}" for s in ("min", "median", "max")) + unit
+    return "-"
+
+
 def ensemble_row(r: dict[str, Any]) -> list[str]:
     grad_err = _num(r.get("gradient_error"))
     if r.get("gradient_tier"):
         grad_err += f" {r['gradient_tier']}"
-    counts = "-"
-    for key, unit in (("steps", ""), ("rhs_evals", " f")):
-        if r.get(f"{key}_min") is not None:
-            counts = "/".join(f"{r[f'{key}_{s}']:.0f}" for s in ("min", "median", "max")) + unit
-            break
+    counts = member_counts(r)
     ttfg = r.get("ttfg_s")
     return [
         r.get("backend", ""),

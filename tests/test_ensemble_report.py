@@ -1,0 +1,229 @@
+"""The report and comparison of ensemble results: the ladder table, the scaling figure,
+crossovers, stopped ladders, and ``compare`` pairing rung with rung.
+
+The two results files in ``tests/data`` are real runs, made on the 2-core development
+machine (about 85 s and 15 s) with::
+
+    sciml-bench run ensemble-lorenz -b scipy,diffrax,torchdiffeq --sizes 1,4,16 --quick
+    sciml-bench run ensemble-lorenz -b torchdiffeq --sizes 1,64,1024,16384 --budget 6 --quick
+    sciml-bench run ensemble-lorenz -b julia,torchode --sizes 1,4 --quick
+
+The second ladder stopped: size 16384 ran past the 6 s budget. In the third, Julia is
+unavailable (not installed there).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sciml_bench.cli.main import main
+from sciml_bench.results import publish
+from sciml_bench.results.scaling import Crossover, crossover_text, crossovers, series
+from sciml_bench.results.store import read
+
+DATA = Path(__file__).parent / "data"
+MAIN = DATA / "results-ensemble-lorenz.h5"
+BUDGET = DATA / "results-ensemble-lorenz-budget.h5"
+UNAVAILABLE = DATA / "results-ensemble-lorenz-unavailable.h5"
+
+
+def _tables(blocks: list[publish.Block]) -> list[publish.Table]:
+    return [b for b in blocks if isinstance(b, publish.Table) and "size" in b.header]
+
+
+def _section(md: str, problem: str) -> str:
+    """The Markdown of one problem's section (up to the next level-2 heading)."""
+    start = md.index(f"## {problem}\n")
+    end = md.find("\n## ", start + 1)
+    return md[start : end if end >= 0 else len(md)]
+
+
+def test_table_has_one_row_per_rung_sorted(tmp_path: Path) -> None:
+    run = read(MAIN)
+    (table,) = _tables(publish.build([run], tmp_path))
+    assert tuple(table.header) == publish.ENSEMBLE_COLUMNS
+    col = {h: i for i, h in enumerate(table.header)}
+    keys = [(row[col["backend"]], row[col["semantics"]], row[col["size"]]) for row in table.rows]
+    expected = [
+        (b, s, str(n))
+        for b, s in (("diffrax", "coupled"), ("diffrax", "independent"),
+                     ("scipy", "independent"), ("torchdiffeq", "coupled"))
+        for n in (1, 4, 16)
+    ]  # fmt: skip
+    assert keys == expected  # one row per (backend, semantics, size), in that order
+    by_key = {(r["backend"], r["semantics"], str(r["size"])): r for r in run.records}
+    for row, key in zip(table.rows, keys, strict=True):
+        rec = by_key[key]
+        med = float(np.median(rec["solve_samples"]))  # from the raw samples, not summarize
+        assert row[col["members/s"]] == format(int(key[2]) / med, ".3g")
+        assert row[col["µs/member"]] == format(med / int(key[2]) * 1e6, ".3g")
+        assert row[col["device"]] == "cpu" and row[col["status"]] == "ok"
+        steps = row[col["steps min/med/max"]]
+        if key[0] == "scipy":  # SciPy reports RHS evaluations, not steps
+            assert steps.endswith(" f")
+        else:
+            lo, mid, hi = (float(x) for x in steps.split("/"))
+            assert lo <= mid <= hi
+    # diffrax computes a gradient, SciPy does not
+    assert all(r[col["grad ms [IQR]"]] == "-" for r in table.rows if r[col["backend"]] == "scipy")
+    assert all(r[col["grad err"]].endswith("pass") for r in table.rows if r[0] == "diffrax")
+
+
+def test_crossover_at_the_size_where_the_fastest_changes() -> None:
+    lines = {"A": {1: 1.0, 4: 2.0, 16: 8.0}, "B": {1: 2.0, 4: 3.0, 16: 4.0}}
+    found, last = crossovers(lines)
+    assert found == [Crossover(16, 4, ("B",), ("A",), True)]
+    assert last == ("B",)
+    assert crossover_text(lines) == "B overtakes A at 16"
+
+
+def test_crossovers_back_and_forth_in_order() -> None:
+    lines = {"A": {1: 1.0, 2: 3.0, 4: 1.0}, "B": {1: 2.0, 2: 2.0, 4: 2.0}}
+    found, last = crossovers(lines)
+    assert [(c.size, c.previous_size, c.leaders, c.overtaken) for c in found] == [
+        (2, 1, ("B",), ("A",)),
+        (4, 2, ("A",), ("B",)),
+    ]
+    assert last == ("A",)
+
+
+def test_no_crossover_names_the_line_fastest_throughout() -> None:
+    lines = {"A": {1: 1.0, 4096: 5.0}, "B": {1: 2.0, 16: 3.0, 4096: 9.0}}
+    assert crossovers(lines) == ([], ("A",))
+    assert crossover_text(lines) == "no crossover over sizes 1–4096: A fastest throughout"
+    assert crossover_text({}) == "no ok timing"
+    assert crossovers({}) == ([], ())
+
+
+def test_a_tie_keeps_the_lead() -> None:
+    # tied at 1 and 4, B alone at 16: B was already a joint leader, nothing crossed
+    tied = {"A": {1: 1.0, 4: 2.0, 16: 3.0}, "B": {1: 1.0, 4: 2.0, 16: 2.5}}
+    assert crossovers(tied) == ([], ("B",))
+    # A alone at 1, tied at 4 (A keeps the lead), B alone at 16: B overtakes A there
+    through = {"A": {1: 1.0, 4: 2.0, 16: 3.0}, "B": {1: 2.0, 4: 2.0, 16: 2.5}}
+    assert crossovers(through)[0] == [Crossover(16, 4, ("B",), ("A",), True)]
+    # within tie_rtol is a tie; without it, B's 1 % lead at 4 is a crossover
+    close = {"A": {1: 1.0, 4: 1.0}, "B": {1: 1.1, 4: 0.99}}
+    assert crossovers(close, tie_rtol=0.05) == ([], ("A",))
+    assert crossovers(close)[0] == [Crossover(4, 1, ("B",), ("A",), True)]
+    # two lines tied in overtaking a third
+    pair = {"A": {1: 1.0, 4: 3.0}, "B": {1: 2.0, 4: 2.0}, "C": {1: 3.0, 4: 2.0}}
+    (c,), _ = crossovers(pair)
+    assert c.leaders == ("B", "C") and c.text() == "B and C overtake A at 4"
+    assert crossover_text({"A": {1: 1.0, 8: 2.0}, "B": {1: 1.0, 8: 2.0}}) == (
+        "no crossover over sizes 1–8: A and B (tied) fastest throughout"
+    )
+
+
+def test_a_line_that_stops_is_not_said_to_be_overtaken() -> None:
+    lines = {"A": {1: 1.0, 4: 1.0}, "B": {1: 2.0, 4: 3.0, 16: 4.0}}
+    (c,), last = crossovers(lines)
+    assert (c.size, c.previous_size, c.measured, last) == (16, 4, False, ("B",))
+    assert c.text() == "B fastest from 16 (A measured only up to 4)"
+
+
+def test_a_gap_in_the_leading_ladder_is_passed_over() -> None:
+    # A was not run at 16 (a gap, not a stop): B alone there takes no lead from it
+    lines = {"A": {1: 1.0, 4096: 5.0}, "B": {1: 2.0, 16: 3.0, 4096: 4.0}}
+    found, last = crossovers(lines)
+    assert found == [Crossover(4096, 1, ("B",), ("A",), True)]
+    assert last == ("B",)
+
+
+def test_crossovers_of_the_real_run() -> None:
+    recs = read(MAIN).records
+    solve = series(recs, "solve_s")
+    assert set(solve) == {
+        "diffrax/cpu/coupled", "diffrax/cpu/independent", "scipy/cpu/independent",
+        "torchdiffeq/cpu/coupled",
+    }  # fmt: skip
+    assert "scipy/cpu/independent" not in series(recs, "grad_s")  # no gradient: no line
+    # diffrax independent is fastest alone (0.053 ms vs 0.103 ms coupled); from 4 members
+    # the coupled batch (one step sequence) wins: 0.222 ms vs 0.302 ms
+    assert crossovers(solve)[0] == [
+        Crossover(4, 1, ("diffrax/cpu/coupled",), ("diffrax/cpu/independent",), True)
+    ]
+
+
+def test_a_stopped_ladder_names_its_largest_completed_size(tmp_path: Path) -> None:
+    run = read(BUDGET)
+    stop = next(r for r in run.records if r["status"] != "ok")
+    assert (stop["size"], stop["status"]) == (16384, "budget_exceeded")
+    assert stop["largest_ok_size"] == 1024  # what the runner recorded agrees
+    assert publish.ladder_stops(run.records) == [
+        "torchdiffeq/cpu/coupled: stopped at size 16384 (budget_exceeded); "
+        "largest completed size 1024"
+    ]
+    assert publish.ladder_stops(read(MAIN).records) == []
+    md = publish.to_markdown(publish.build([run], tmp_path), tmp_path)
+    assert "largest completed size 1024" in md
+    assert "n=16384: budget_exceeded: killed after the 6 s budget" in md
+
+
+def test_an_unavailable_backend_is_a_row_and_a_note(tmp_path: Path) -> None:
+    blocks = publish.build([read(UNAVAILABLE)], tmp_path)
+    (table,) = _tables(blocks)
+    col = {h: i for i, h in enumerate(table.header)}
+    julia = [r for r in table.rows if r[col["backend"]] == "julia"]
+    assert [(r[col["size"]], r[col["status"]]) for r in julia] == [("-", "**unavailable**")]
+    assert [r[col["size"]] for r in table.rows if r[col["backend"]] == "torchode"] == ["1", "4"]
+    md = publish.to_markdown(blocks, tmp_path)
+    assert "- julia Tsit5 forward_diff on cpu: unavailable: julia executable not found" in md
+    assert "- julia/cpu: no line (unavailable)" in md
+    assert "Ladders that stopped" not in md  # a backend that never started stopped nothing
+    assert "no crossover over sizes 1–4: torchode/cpu/independent fastest throughout" in md
+
+
+def test_report_cli_draws_the_scaling_figure_only(tmp_path: Path) -> None:
+    out = tmp_path / "d"
+    res = CliRunner().invoke(main, ["report", str(MAIN), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    figures = sorted(p.name for p in (out / "figures").iterdir())
+    # no work-precision, TTFG, steady or gradient figures for an ensemble problem
+    assert figures == ["ensemble-lorenz-scaling.png", "ensemble-lorenz-scaling.svg"]
+    png = (out / "figures" / "ensemble-lorenz-scaling.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    section = _section((out / "report.md").read_text(encoding="utf-8"), "ensemble-lorenz")
+    assert "](figures/ensemble-lorenz-scaling.png)" in section
+    assert "not drawn" not in section
+    assert (
+        "Crossovers (solve time per call): diffrax/cpu/coupled overtakes "
+        "diffrax/cpu/independent at 4." in section
+    )
+    assert "Crossovers (gradient time per call):" in section
+    assert section.count("| ok |") == 12
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert page.count("data:image/png;base64,") == 1
+
+
+def test_two_files_in_one_report(tmp_path: Path) -> None:
+    runs = [read(MAIN), read(BUDGET)]
+    blocks = publish.build(runs, tmp_path)
+    (table,) = _tables(blocks)
+    assert table.header[0] == "run"
+    assert len(table.rows) == 12 + 4
+    # rows of one size from the two files sit together: torchdiffeq coupled n=1 (#1, #2)
+    tde = [(r[0], r[6]) for r in table.rows if r[1] == "torchdiffeq"]
+    assert tde[:2] == [("#1", "1"), ("#2", "1")]
+    md = publish.to_markdown(blocks, tmp_path)
+    assert "#2 torchdiffeq/cpu/coupled: stopped at size 16384" in md
+
+
+@pytest.mark.parametrize("other", [MAIN, BUDGET])
+def test_compare_pairs_rung_with_rung(other: Path) -> None:
+    res = CliRunner().invoke(main, ["compare", str(MAIN), str(other), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output[res.output.index("{") :])
+    pairs = sorted((c["backend"], c["semantics"], c["size"]) for c in data["cases"])
+    if other == MAIN:  # every rung pairs with itself, and only with itself
+        assert len(pairs) == 12 == len(set(pairs))
+        assert not data["only_old"] and not data["only_new"]
+        assert all(t["ratio"] == 1.0 for c in data["cases"] for t in c["timings"])
+    else:  # the only rung in both files: torchdiffeq coupled with 1 member
+        assert pairs == [("torchdiffeq", "coupled", 1)]
+        assert len(data["only_old"]) == 11 and len(data["only_new"]) == 3
