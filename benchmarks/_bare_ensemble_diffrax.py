@@ -51,15 +51,25 @@ def main() -> None:
     def solve(field, y0, p):
         # throw=False as in the suite, whose rows report a failed solve instead of raising
         return diffrax.diffeqsolve(
-            diffrax.ODETerm(field), solver, cfg["t0"], cfg["t1"], None, y0, args=p,
-            saveat=saveat, stepsize_controller=controller, max_steps=cfg["max_steps"],
+            diffrax.ODETerm(field),
+            solver,
+            cfg["t0"],
+            cfg["t1"],
+            None,
+            y0,
+            args=p,
+            saveat=saveat,
+            stepsize_controller=controller,
+            max_steps=cfg["max_steps"],
             throw=False,
         ).ys
 
     if semantics == "independent":
+
         def ys(th):
             return jax.vmap(lambda y0, p: solve(lorenz, y0, p))(Y0, th * S + A)
     else:
+
         def ys(th):
             return jnp.swapaxes(solve(lorenz_batch, Y0, th * S + A), 0, 1)
 

@@ -60,7 +60,7 @@ def main() -> None:
 
     def grad():
         func.zero_grad(set_to_none=True)
-        ys = torchdiffeq.odeint(func, Y0, t, **kw)[int(first):].permute(1, 0, 2)
+        ys = torchdiffeq.odeint(func, Y0, t, **kw)[int(first) :].permute(1, 0, 2)
         loss = torch.sum(C * ys) / n
         loss.backward()
         sync()

@@ -62,8 +62,14 @@ def bare_config(size: int, solver: str, tmp: Path) -> Path:
     return path
 
 
-def run_suite(problems: list[str], sizes: str, device: str, repeats: int, out: Path,
-              backends: tuple[str, ...] = ()) -> list[dict]:
+def run_suite(
+    problems: list[str],
+    sizes: str,
+    device: str,
+    repeats: int,
+    out: Path,
+    backends: tuple[str, ...] = (),
+) -> list[dict]:
     """Every record of one ``sciml-bench run`` (one fresh worker per case)."""
     from sciml_bench.results import store
 
@@ -112,8 +118,10 @@ def overhead(args: argparse.Namespace, tmp: Path) -> None:
         b, sem, k = key
         s, a = float(np.median(suite[key])), float(np.median(bare[key]))
         worst = max(worst, s / a)
-        print(f"{b:<12} {sem:<12} {k:<5} n={args.size:<6} suite {s * 1e3:9.3f} ms / "
-              f"bare {a * 1e3:9.3f} ms = {s / a:.3f}  ({len(suite[key])} samples each)")
+        print(
+            f"{b:<12} {sem:<12} {k:<5} n={args.size:<6} suite {s * 1e3:9.3f} ms / "
+            f"bare {a * 1e3:9.3f} ms = {s / a:.3f}  ({len(suite[key])} samples each)"
+        )
     print(f"worst overhead = {worst:.3f}  ({PROBLEM}, {args.device})")
 
 
@@ -125,8 +133,11 @@ def spread(args: argparse.Namespace, tmp: Path) -> None:
                 and len(r["grad_samples"]) and r.get("device_requested", r.get("device"))
                 == args.device]  # fmt: skip
         lines = {(r["backend"], r["semantics"], r.get("device")) for r in rows}
-        done = [n for n in sorted({r["size"] for r in rows})
-                if sum(r["size"] == n for r in rows) == len(lines)]
+        done = [
+            n
+            for n in sorted({r["size"] for r in rows})
+            if sum(r["size"] == n for r in rows) == len(lines)
+        ]
         if not done:
             print(f"{problem}: no size where every row completed")
             continue
@@ -134,9 +145,11 @@ def spread(args: argparse.Namespace, tmp: Path) -> None:
         t = {f"{r['backend']}/{r['semantics']}/{r.get('device')}": float(np.median(r["grad_samples"]))
              for r in rows if r["size"] == n}  # fmt: skip
         slow, fast = max(t, key=t.__getitem__), min(t, key=t.__getitem__)
-        print(f"{problem}: at n={n} on {args.device}, slowest {slow} {t[slow] * 1e3:.3g} ms / "
-              f"fastest {fast} {t[fast] * 1e3:.3g} ms = {t[slow] / t[fast]:.1f}x "
-              f"(loss+gradient, {len(t)} rows)")
+        print(
+            f"{problem}: at n={n} on {args.device}, slowest {slow} {t[slow] * 1e3:.3g} ms / "
+            f"fastest {fast} {t[fast] * 1e3:.3g} ms = {t[slow] / t[fast]:.1f}x "
+            f"(loss+gradient, {len(t)} rows)"
+        )
 
 
 def main() -> None:
@@ -145,8 +158,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    ap.add_argument("--ladder", default=None,
-                    help="sizes for the spread figure [cpu: 16,256; cuda: 1,256,4096,65536]")
+    ap.add_argument(
+        "--ladder",
+        default=None,
+        help="sizes for the spread figure [cpu: 16,256; cuda: 1,256,4096,65536]",
+    )
     ap.add_argument("--skip-spread", action="store_true")
     args = ap.parse_args()
     if args.ladder is None:
