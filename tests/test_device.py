@@ -112,7 +112,7 @@ def test_pinning_puts_jax_on_the_cpu_through_the_worker_environment(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq"])
+@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq", "torchode"])
 def test_cuda_without_a_gpu_is_an_error_row_never_a_cpu_run(decay, backend: str) -> None:
     _need(backend)
     if GPUS:
@@ -144,7 +144,7 @@ def test_a_cpu_only_backend_under_a_cuda_request_runs_on_the_cpu_and_says_so(dec
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq"])
+@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq", "torchode"])
 def test_the_cuda_probe_names_what_is_missing(backend: str) -> None:
     _need(backend)
     missing = probe_cuda(backend)
@@ -152,7 +152,7 @@ def test_the_cuda_probe_names_what_is_missing(backend: str) -> None:
         pytest.skip(f"{backend} has a working CUDA build here")
     assert missing is not None
     what, fix = missing
-    lib = {"diffrax": "jax", "torchdiffeq": "torch"}[backend]
+    lib = {"diffrax": "jax", "torchdiffeq": "torch", "torchode": "torch"}[backend]
     assert what.startswith(lib) and "--device cpu" in fix and "pip install" in fix
 
 
@@ -225,7 +225,7 @@ def _need_cuda(backend: str) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq"])
+@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq", "torchode"])
 def test_ode_case_on_the_gpu_reads_back_cuda_and_its_memory(decay, backend: str) -> None:
     _need_cuda(backend)
     rec = _record(decay, backend, "cuda")
