@@ -132,8 +132,13 @@ def run_table(out: Path) -> bool:
     from sciml_bench.results import store
 
     print("$ sciml-bench " + " ".join(RUN), flush=True)
-    r = subprocess.run([sys.executable, "-m", "sciml_bench.cli.main", *RUN, "--out", str(out)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    r = subprocess.run(
+        [sys.executable, "-m", "sciml_bench.cli.main", *RUN, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1800,
+    )
     print(r.stdout, flush=True)
     if r.returncode != 0:
         print(f"FAIL: exit status {r.returncode}\n{r.stderr[-3000:]}")
@@ -145,8 +150,13 @@ def run_table(out: Path) -> bool:
     bad = row_problems(records)
     for b in bad:
         print(f"FAIL: {b}")
-    ran = sorted({(r["backend"], r.get("device"), r["status"]) for r in records
-                  if r.get("kind", "ode") == "ode"})
+    ran = sorted(
+        {
+            (r["backend"], r.get("device"), r["status"])
+            for r in records
+            if r.get("kind", "ode") == "ode"
+        }
+    )
     print("rows (backend, device, status):", ran)
     print(f"results file: {path}")
     if not bad:
@@ -173,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
 
     found = gpus()
     if not found:
-        print("gpu_checks: no NVIDIA GPU visible (NVML sees none); run this on the GPU machine",
-              file=sys.stderr)
+        print(
+            "gpu_checks: no NVIDIA GPU visible (NVML sees none); run this on the GPU machine",
+            file=sys.stderr,
+        )
         return 2
     print(f"GPU: {found[0]['name']}, driver {found[0]['driver']}", flush=True)
     ok = True
@@ -185,8 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     if not a.skip_ensembles:
         ok &= run_ensembles(out)
     if not a.skip_tests:
-        ok &= pytest("-m", "gpu", "tests/test_device.py", "tests/test_ensemble_device.py",
-                     "tests/test_cnn.py")
+        ok &= pytest(
+            "-m",
+            "gpu",
+            "tests/test_device.py",
+            "tests/test_ensemble_device.py",
+            "tests/test_cnn.py",
+        )
     if not a.skip_fuzz:
         ok &= pytest("-s", "tests/test_fuzz.py")
     print("ALL GPU CHECKS PASSED" if ok else "SOME GPU CHECKS FAILED")

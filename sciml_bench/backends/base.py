@@ -314,8 +314,9 @@ def probe_cuda(name: str, timeout_s: float = 300.0) -> tuple[str, str] | None:
     )
     env = {**os.environ, **device_env("cuda")}
     try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           env=env, timeout=timeout_s)
+        r = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         return f"{name}: importing its library took over {timeout_s:g} s", "check the install"
     last = r.stdout.strip().splitlines()[-1:] if r.stdout.strip() else []

@@ -85,17 +85,31 @@ class DiffraxCase(Case):
 
         def _solve(theta: Any) -> Any:
             sol = diffrax.diffeqsolve(
-                term, solver, t0, t1, None, y0, args=theta, saveat=saveat,
-                stepsize_controller=controller, max_steps=options.max_steps,
-                adjoint=adjoint, throw=False,
+                term,
+                solver,
+                t0,
+                t1,
+                None,
+                y0,
+                args=theta,
+                saveat=saveat,
+                stepsize_controller=controller,
+                max_steps=options.max_steps,
+                adjoint=adjoint,
+                throw=False,
             )
             return sol.ys, _status(sol)
 
         def _status(sol: Any) -> Any:
             # [result code, accepted, rejected steps] in one small array: each extra output
             # of a compiled call costs microseconds of dispatch (here +25% on the spiral)
-            return jnp.stack([sol.result._value, sol.stats["num_accepted_steps"],
-                              sol.stats["num_rejected_steps"]]).astype(jnp.float64)
+            return jnp.stack(
+                [
+                    sol.result._value,
+                    sol.stats["num_accepted_steps"],
+                    sol.stats["num_rejected_steps"],
+                ]
+            ).astype(jnp.float64)
 
         def _solve_flat(theta: Any) -> Any:
             ys, status = _solve(theta)
@@ -113,8 +127,10 @@ class DiffraxCase(Case):
         self._shape = (len(problem.t_save), problem.n_state)
         #: Diffrax's results by integer code, so a check is plain Python (a comparison of
         #: RESULTS items is a JAX operation and a sync)
-        self._results = {int(item._value): (name, str(diffrax.RESULTS[item]))
-                         for name, item in diffrax.RESULTS._name_to_item.items()}
+        self._results = {
+            int(item._value): (name, str(diffrax.RESULTS[item]))
+            for name, item in diffrax.RESULTS._name_to_item.items()
+        }
         self.options = {"controller": {"rtol": options.rtol, "atol": options.atol, **ctrl}}
         #: what runs, for the result record
         self.info = {
@@ -339,8 +355,11 @@ def run_compiled(fn: Any, theta: Any) -> Any:
             raise
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
         # JAX appends notes about its own frames; keep the library's message
-        useful = [ln for ln in lines if "JAX has removed its internal frames" not in ln
-                  and not ln.startswith("----")]
+        useful = [
+            ln
+            for ln in lines
+            if "JAX has removed its internal frames" not in ln and not ln.startswith("----")
+        ]
         message = " ".join(useful[:3]) or type(e).__name__
         raise SolverFailure(classify_message(message), f"diffrax: {message}") from None
 

@@ -91,8 +91,9 @@ class ScipyCase(Case):
         y = sol.y.T
         if not np.all(np.isfinite(y)):
             raise SolverFailure(Status.NONFINITE, "scipy: non-finite values in the solution")
-        return Solution(y, {"rhs_evals": int(sol.nfev), "jac_evals": int(sol.njev),
-                            "lu_decomps": int(sol.nlu)})
+        return Solution(
+            y, {"rhs_evals": int(sol.nfev), "jac_evals": int(sol.njev), "lu_decomps": int(sol.nlu)}
+        )
 
     def timed_grad(self, params: np.ndarray) -> Any:
         raise NotImplementedError("scipy is the solve-only reference backend")

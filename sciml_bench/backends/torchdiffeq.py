@@ -116,7 +116,9 @@ class TorchdiffeqCase(Case):
 
         self.torch = torch
         self.odeint = (
-            torchdiffeq.odeint_adjoint if options.gradient_method == "adjoint" else torchdiffeq.odeint
+            torchdiffeq.odeint_adjoint
+            if options.gradient_method == "adjoint"
+            else torchdiffeq.odeint
         )
         dt = torch.float64
         # every tensor is made on the named device: that is torch's pinning
@@ -339,13 +341,18 @@ def torch_cuda_missing() -> tuple[str, str] | None:
     torchode share it)."""
     import torch
 
-    fix = "pip install torch --index-url https://download.pytorch.org/whl/cu126 " \
+    fix = (
+        "pip install torch --index-url https://download.pytorch.org/whl/cu126 "
         "(a CUDA build), or use --device cpu"
+    )
     if torch.version.cuda is None:
         return f"torch {torch.__version__} is a CPU-only build (torch.version.cuda is None)", fix
     if not torch.cuda.is_available():
-        return (f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU "
-                "(torch.cuda.is_available() is False: driver or CUDA_VISIBLE_DEVICES)", fix)
+        return (
+            f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU "
+            "(torch.cuda.is_available() is False: driver or CUDA_VISIBLE_DEVICES)",
+            fix,
+        )
     return None
 
 

@@ -165,8 +165,10 @@ def work(job: dict[str, Any], events: Events) -> None:
     vram_report(meter, case, events)
     if grad:
         try:
-            check = case if n == sample else backend.build_ensemble(
-                problem, options, full.head(sample), semantics
+            check = (
+                case
+                if n == sample
+                else backend.build_ensemble(problem, options, full.head(sample), semantics)
             )
             loss, g = check.loss_and_grad(theta)
         except Exception as e:

@@ -74,8 +74,11 @@ def vram_report(meter: Any, case: Any, events: Events) -> None:
         return
     vram, sampler = meter
     sampler.stop()
-    events.emit(vram_baseline_mb=vram.baseline_mb, vram_max_mb=vram.peak_mb(sampler),
-                alloc_peak_mb=case.alloc_peak_mb())
+    events.emit(
+        vram_baseline_mb=vram.baseline_mb,
+        vram_max_mb=vram.peak_mb(sampler),
+        alloc_peak_mb=case.alloc_peak_mb(),
+    )
 
 
 def device_columns(job: dict[str, Any], ev: dict[str, Any]) -> dict[str, Any]:
