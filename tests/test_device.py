@@ -45,8 +45,11 @@ def _record(decay, backend: str, device: str = "cpu", requested: str | None = No
     """One real worker of ``backend`` on the decay problem, asked for ``device``."""
     problem, ref = decay
     (case,) = runner.plan(problem, [backend])
-    job = {**runner.case_job(case, problem, ref, FAST), "device": device,
-           "device_requested": requested or device}
+    job = {
+        **runner.case_job(case, problem, ref, FAST),
+        "device": device,
+        "device_requested": requested or device,
+    }
     return runner.run_job_once(job, budget_s=120.0)
 
 
@@ -64,8 +67,10 @@ def test_requests_parse_and_auto_resolves_to_a_concrete_device() -> None:
     assert device.parse("cpu, CUDA,cpu", "cpu") == ["cpu", "cuda"]
     with pytest.raises(device.DeviceError, match="choose cpu, cuda, auto"):
         device.parse("tpu", "cpu")
-    assert device.resolve(["auto"], 0) == (["cpu"], "--device auto: running on cpu "
-                                           "(NVML sees no GPU)")
+    assert device.resolve(["auto"], 0) == (
+        ["cpu"],
+        "--device auto: running on cpu (NVML sees no GPU)",
+    )
     assert device.resolve(["auto", "cpu"], 2)[0] == ["cuda", "cpu"]
     with pytest.raises(device.DeviceError, match="no NVIDIA GPU is visible"):
         device.resolve(["cpu", "cuda"], 0)
@@ -83,12 +88,21 @@ def test_pinning_is_in_the_environment_every_executor_builds(tmp_path: Path) -> 
 def test_a_cuda_only_request_keeps_cpu_only_backends_and_says_so(decay) -> None:
     problem, _ = decay
     names = ["scipy", "diffrax", "torchdiffeq"]
-    side = [(c.backend, c.device, c.device_requested)
-            for c in runner.plan(problem, names, devices=["cpu", "cuda"])]
-    assert side == [("scipy", "cpu", "cpu"), ("diffrax", "cpu", "cpu"), ("diffrax", "cuda", "cuda"),
-                    ("torchdiffeq", "cpu", "cpu"), ("torchdiffeq", "cuda", "cuda")]
-    only = [(c.backend, c.device, c.device_requested)
-            for c in runner.plan(problem, names, devices=["cuda"])]
+    side = [
+        (c.backend, c.device, c.device_requested)
+        for c in runner.plan(problem, names, devices=["cpu", "cuda"])
+    ]
+    assert side == [
+        ("scipy", "cpu", "cpu"),
+        ("diffrax", "cpu", "cpu"),
+        ("diffrax", "cuda", "cuda"),
+        ("torchdiffeq", "cpu", "cpu"),
+        ("torchdiffeq", "cuda", "cuda"),
+    ]
+    only = [
+        (c.backend, c.device, c.device_requested)
+        for c in runner.plan(problem, names, devices=["cuda"])
+    ]
     assert only[0] == ("scipy", "cpu", "cuda")
 
 
@@ -112,7 +126,7 @@ def test_pinning_puts_jax_on_the_cpu_through_the_worker_environment(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq"])
+@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq", "torchode"])
 def test_cuda_without_a_gpu_is_an_error_row_never_a_cpu_run(decay, backend: str) -> None:
     _need(backend)
     if GPUS:
@@ -144,7 +158,7 @@ def test_a_cpu_only_backend_under_a_cuda_request_runs_on_the_cpu_and_says_so(dec
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq"])
+@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq", "torchode"])
 def test_the_cuda_probe_names_what_is_missing(backend: str) -> None:
     _need(backend)
     missing = probe_cuda(backend)
@@ -152,7 +166,7 @@ def test_the_cuda_probe_names_what_is_missing(backend: str) -> None:
         pytest.skip(f"{backend} has a working CUDA build here")
     assert missing is not None
     what, fix = missing
-    lib = {"diffrax": "jax", "torchdiffeq": "torch"}[backend]
+    lib = {"diffrax": "jax", "torchdiffeq": "torch", "torchode": "torch"}[backend]
     assert what.startswith(lib) and "--device cpu" in fix and "pip install" in fix
 
 
@@ -162,9 +176,25 @@ def test_the_cuda_probe_names_what_is_missing(backend: str) -> None:
 @pytest.mark.slow
 def test_table_and_json_carry_the_device(tmp_path: Path) -> None:
     cli = [sys.executable, "-m", "sciml_bench.cli.main"]
-    r = subprocess.run([*cli, "run", "--problem-file", str(DECAY), "-b", "scipy", "--quick",
-                        "--json", "--device", "auto", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            *cli,
+            "run",
+            "--problem-file",
+            str(DECAY),
+            "-b",
+            "scipy",
+            "--quick",
+            "--json",
+            "--device",
+            "auto",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"--device auto: running on {'cuda' if GPUS else 'cpu'}" in r.stderr
     (rec,) = json.loads(r.stdout)
@@ -199,9 +229,16 @@ def test_version_1_files_still_read(tmp_path: Path) -> None:
 
 
 def test_compare_refuses_to_pair_cases_across_devices() -> None:
-    base = {"kind": "ode", "problem": "p", "backend": "diffrax", "solver": "Tsit5",
-            "gradient_method": "RecursiveCheckpointAdjoint", "rtol": 1e-6, "status": "ok",
-            "solve_samples": [1e-3] * 5}
+    base = {
+        "kind": "ode",
+        "problem": "p",
+        "backend": "diffrax",
+        "solver": "Tsit5",
+        "gradient_method": "RecursiveCheckpointAdjoint",
+        "rtol": 1e-6,
+        "status": "ok",
+        "solve_samples": [1e-3] * 5,
+    }
     cpu, gpu = {**base, "device": "cpu"}, {**base, "device": "cuda", "solve_samples": [9e-3] * 5}
     comp = cmp.compare([cpu], [gpu])
     assert not comp.cases and comp.only_old == [cpu] and comp.only_new == [gpu]
@@ -225,7 +262,7 @@ def _need_cuda(backend: str) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq"])
+@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq", "torchode"])
 def test_ode_case_on_the_gpu_reads_back_cuda_and_its_memory(decay, backend: str) -> None:
     _need_cuda(backend)
     rec = _record(decay, backend, "cuda")
@@ -242,4 +279,3 @@ def test_the_default_keeps_jax_on_the_cpu_of_a_gpu_machine(decay) -> None:
     rec = _record(decay, "diffrax", "cpu")
     assert rec["status"] == "ok" and rec["device"] == "cpu", rec["reason"]
     assert "vram_max_mb" not in rec
-

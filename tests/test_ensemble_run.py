@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sciml_bench.measure.environment import cpu_model
 from sciml_bench.problem import ensemble as ens
 from sciml_bench.problem import ensemble_reference as er
 from sciml_bench.problem import reference, spec
@@ -149,6 +150,9 @@ def test_every_backend_and_semantics_at_a_small_size(tmp_path: Path) -> None:
     for key, r in recs.items():
         assert r["status"] == "ok", (key, r["reason"])
         assert r["size"] == 4 and r["largest_ok_size"] == 4 and r["kind"] == "ensemble"
+        # read back from the library's arrays, as ODE rows (no GPU reading on the CPU)
+        assert (r["device"], r["device_requested"]) == ("cpu", "cpu"), key
+        assert r["device_name"] == cpu_model() and "vram_max_mb" not in r, key
         assert r["solution_error"] < 1e-4, key
         assert r["solution_members_checked"] == 3
         assert r["throughput"] == pytest.approx(4 / r["solve_s"])

@@ -155,7 +155,7 @@ class EnsembleSolution:
 
 
 class EnsembleNotOffered(NotImplementedError):
-    """The backend has no ensemble of these semantics (or on this device)."""
+    """The backend has no ensemble of these semantics."""
 
 
 class EnsembleCase(ABC):
@@ -164,27 +164,36 @@ class EnsembleCase(ABC):
     - ``independent``: each member has its own adaptive steps;
     - ``coupled``: the batch is one system under one error norm (one step size).
 
-    The worker times :meth:`solve_raw` and :meth:`grad_raw` alone (they return when the
-    result is computed, e.g. after ``block_until_ready``) and checks statuses and
-    finiteness outside the timed region with :meth:`check_solve` / :meth:`check_grad`,
-    which raise :class:`~sciml_bench.measure.status.SolverFailure`. The loss is the mean
-    of the members' losses (:class:`~sciml_bench.problem.ensemble.Batch`), differentiated
-    w.r.t. the nominal ``theta``.
+    The worker times :meth:`solve_raw` and :meth:`grad_raw` alone, on parameters made
+    once by :meth:`prepare` (on the case's device, as for :class:`Case`). They return
+    when the result is computed on the device (JAX: ``block_until_ready``; torch on
+    CUDA: ``torch.cuda.synchronize``), and the worker checks statuses and finiteness and
+    copies to the host outside the timed region with :meth:`check_solve` /
+    :meth:`check_grad`, which raise :class:`~sciml_bench.measure.status.SolverFailure`.
+    The loss is the mean of the members' losses
+    (:class:`~sciml_bench.problem.ensemble.Batch`), differentiated w.r.t. the nominal
+    ``theta``. The device is ``options.device`` (``cpu`` or ``cuda``); the worker reads
+    back where the library put the arrays with :meth:`placement`.
     """
 
     semantics: str = ""
     #: whether :meth:`grad_raw` exists (SciPy: solve only)
     differentiable: bool = True
 
+    def prepare(self, theta: np.ndarray) -> Any:
+        """The nominal ``theta`` in the library's own form on the case's device, made once
+        before the timed calls (default: ``theta`` itself, for host-only libraries)."""
+        return theta
+
     @abstractmethod
-    def solve_raw(self, theta: np.ndarray) -> Any:
-        """Solve every member; returns the library's raw result."""
+    def solve_raw(self, params: Any) -> Any:
+        """Solve every member at prepared ``params``; returns the library's raw result."""
 
     @abstractmethod
     def check_solve(self, raw: Any) -> EnsembleSolution:
         """The raw solve as arrays; raises ``SolverFailure`` if any member failed."""
 
-    def grad_raw(self, theta: np.ndarray) -> Any:
+    def grad_raw(self, params: Any) -> Any:
         raise EnsembleNotOffered("this ensemble case has no gradient")
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
@@ -192,10 +201,21 @@ class EnsembleCase(ABC):
         raise EnsembleNotOffered("this ensemble case has no gradient")
 
     def solve(self, theta: np.ndarray) -> EnsembleSolution:
-        return self.check_solve(self.solve_raw(theta))
+        return self.check_solve(self.solve_raw(self.prepare(theta)))
 
     def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        return self.check_grad(self.grad_raw(theta))
+        return self.check_grad(self.grad_raw(self.prepare(theta)))
+
+    def placement(self) -> tuple[str, str | None]:
+        """``(device, name)`` as the library reports it, read back from the last result's
+        arrays (before any, from those made at build); as :meth:`Case.placement`."""
+        from sciml_bench.measure.environment import cpu_model
+
+        return "cpu", cpu_model()
+
+    def alloc_peak_mb(self) -> float | None:
+        """The framework allocator's device-memory peak (MiB) since the build, on a GPU."""
+        return None
 
 
 def failed_members(ok: np.ndarray) -> str:
@@ -267,17 +287,11 @@ class Backend(ABC):
         return self.default_solver(stiff)
 
     def build_ensemble(
-        self,
-        problem: CompiledProblem,
-        options: CaseOptions,
-        batch: Batch,
-        semantics: str,
-        device: str = "cpu",
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
     ) -> EnsembleCase:
-        """Import the library and return ``batch`` as one ready ensemble case.
-
-        ``device`` is the hook for the device axis; every backend runs on the CPU today
-        and refuses anything else with :class:`EnsembleNotOffered`.
+        """Import the library and return ``batch`` as one ready ensemble case on
+        ``options.device`` (one of :attr:`devices`; the worker runs a CPU-only backend
+        asked for ``cuda`` on the CPU). Semantics not offered: :class:`EnsembleNotOffered`.
         """
         raise EnsembleNotOffered(f"{self.name}: ensembles not offered")
 
@@ -300,8 +314,9 @@ def probe_cuda(name: str, timeout_s: float = 300.0) -> tuple[str, str] | None:
     )
     env = {**os.environ, **device_env("cuda")}
     try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           env=env, timeout=timeout_s)
+        r = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         return f"{name}: importing its library took over {timeout_s:g} s", "check the install"
     last = r.stdout.strip().splitlines()[-1:] if r.stdout.strip() else []

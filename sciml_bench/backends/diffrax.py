@@ -85,17 +85,31 @@ class DiffraxCase(Case):
 
         def _solve(theta: Any) -> Any:
             sol = diffrax.diffeqsolve(
-                term, solver, t0, t1, None, y0, args=theta, saveat=saveat,
-                stepsize_controller=controller, max_steps=options.max_steps,
-                adjoint=adjoint, throw=False,
+                term,
+                solver,
+                t0,
+                t1,
+                None,
+                y0,
+                args=theta,
+                saveat=saveat,
+                stepsize_controller=controller,
+                max_steps=options.max_steps,
+                adjoint=adjoint,
+                throw=False,
             )
             return sol.ys, _status(sol)
 
         def _status(sol: Any) -> Any:
             # [result code, accepted, rejected steps] in one small array: each extra output
             # of a compiled call costs microseconds of dispatch (here +25% on the spiral)
-            return jnp.stack([sol.result._value, sol.stats["num_accepted_steps"],
-                              sol.stats["num_rejected_steps"]]).astype(jnp.float64)
+            return jnp.stack(
+                [
+                    sol.result._value,
+                    sol.stats["num_accepted_steps"],
+                    sol.stats["num_rejected_steps"],
+                ]
+            ).astype(jnp.float64)
 
         def _solve_flat(theta: Any) -> Any:
             ys, status = _solve(theta)
@@ -113,8 +127,10 @@ class DiffraxCase(Case):
         self._shape = (len(problem.t_save), problem.n_state)
         #: Diffrax's results by integer code, so a check is plain Python (a comparison of
         #: RESULTS items is a JAX operation and a sync)
-        self._results = {int(item._value): (name, str(diffrax.RESULTS[item]))
-                         for name, item in diffrax.RESULTS._name_to_item.items()}
+        self._results = {
+            int(item._value): (name, str(diffrax.RESULTS[item]))
+            for name, item in diffrax.RESULTS._name_to_item.items()
+        }
         self.options = {"controller": {"rtol": options.rtol, "atol": options.atol, **ctrl}}
         #: what runs, for the result record
         self.info = {
@@ -142,23 +158,11 @@ class DiffraxCase(Case):
         self._last = out  # what the device read-back inspects
         return out
 
-    def _device(self) -> Any:
-        import jax
-
-        return next(iter(jax.tree_util.tree_leaves(self._last)[0].devices()))
-
     def placement(self) -> tuple[str, str | None]:
-        from sciml_bench.measure.device import normalize
-
-        dev = self._device()
-        where = normalize(dev.platform)
-        return (where, dev.device_kind) if where != "cpu" else super().placement()
+        return jax_placement(jax_device(self._last))
 
     def alloc_peak_mb(self) -> float | None:
-        from sciml_bench.measure.memory import jax_alloc_peak_mb
-
-        dev = self._device()
-        return jax_alloc_peak_mb(dev) if dev.platform != "cpu" else None
+        return jax_alloc_peak(jax_device(self._last))
 
     def prepare(self, theta: np.ndarray) -> Any:
         return self._jnp.asarray(theta)  # a device array, made once, as a JAX user holds it
@@ -186,6 +190,30 @@ class DiffraxCase(Case):
         return float(value), np.asarray(grad)  # the worker rejects a non-finite one
 
 
+def jax_device(tree: Any) -> Any:
+    """The device of the first array in ``tree`` (a result, or arrays made at build)."""
+    import jax
+
+    return next(iter(jax.tree_util.tree_leaves(tree)[0].devices()))
+
+
+def jax_placement(dev: Any) -> tuple[str, str | None]:
+    """``(cpu|cuda, name)`` of a JAX device: its platform and the GPU's ``device_kind``
+    (e.g. ``NVIDIA H100 80GB HBM3``), or the CPU model."""
+    from sciml_bench.measure.device import normalize
+    from sciml_bench.measure.environment import cpu_model
+
+    where = normalize(dev.platform)
+    return (where, dev.device_kind) if where != "cpu" else ("cpu", cpu_model())
+
+
+def jax_alloc_peak(dev: Any) -> float | None:
+    """XLA's allocator peak (MiB) on a JAX device; None on the CPU."""
+    from sciml_bench.measure.memory import jax_alloc_peak_mb
+
+    return jax_alloc_peak_mb(dev) if dev.platform != "cpu" else None
+
+
 class DiffraxEnsembleCase(EnsembleCase):
     """An ensemble in Diffrax, float64.
 
@@ -193,6 +221,11 @@ class DiffraxEnsembleCase(EnsembleCase):
     and result; the batched while-loop runs until the slowest member ends).
     ``coupled``: one ``diffeqsolve`` on the stacked ``(n, n_state)`` state, the RHS
     vmapped over members, so one RMS error norm and one step size govern the batch.
+
+    On ``cuda`` nothing here names the device: the worker is pinned
+    (``JAX_PLATFORMS=cuda,cpu``, :func:`~sciml_bench.measure.device.device_env`), so the
+    arrays made at build and every compiled call are on the GPU, and the read-back
+    (:meth:`placement`) says where they really were.
     """
 
     def __init__(
@@ -259,6 +292,10 @@ class DiffraxEnsembleCase(EnsembleCase):
         self._solve = jax.jit(_solve)
         self._value_and_grad = jax.jit(jax.value_and_grad(_loss, has_aux=True))
         self.info = {"semantics": semantics, "members": n, "shared_theta": not per_member}
+        self._jnp = jnp
+        #: the device of the last checked result (at first, of the batch's y0): read in
+        #: the checks, outside the clock, and without holding a result alive
+        self._device: Any = jax_device(Y0)
 
     def _check(self, code: Any) -> None:
         code = np.asarray(code)
@@ -274,24 +311,35 @@ class DiffraxEnsembleCase(EnsembleCase):
         raise SolverFailure(status, f"diffrax {self.semantics}: {status.value} in "
                                     f"{failed_members(ok)}")  # fmt: skip
 
-    def solve_raw(self, theta: np.ndarray) -> Any:
-        return run_compiled(self._solve, theta)
+    def prepare(self, theta: np.ndarray) -> Any:
+        return self._jnp.asarray(theta)  # a device array, made once, as a JAX user holds it
+
+    def solve_raw(self, params: Any) -> Any:
+        return run_compiled(self._solve, params)
 
     def check_solve(self, raw: Any) -> EnsembleSolution:
         ys, code, steps = raw
+        self._device = jax_device(ys)
         self._check(code)
         ys = np.asarray(ys)
         if not np.all(np.isfinite(ys)):
             raise SolverFailure(Status.NONFINITE, "diffrax: non-finite values in the solution")
         return EnsembleSolution(ys, steps=np.asarray(steps))
 
-    def grad_raw(self, theta: np.ndarray) -> Any:
-        return run_compiled(self._value_and_grad, theta)
+    def grad_raw(self, params: Any) -> Any:
+        return run_compiled(self._value_and_grad, params)
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
         (value, code), grad = raw
+        self._device = jax_device(grad)
         self._check(code)
         return float(value), np.asarray(grad)
+
+    def placement(self) -> tuple[str, str | None]:
+        return jax_placement(self._device)
+
+    def alloc_peak_mb(self) -> float | None:
+        return jax_alloc_peak(self._device)
 
 
 def run_compiled(fn: Any, theta: Any) -> Any:
@@ -307,8 +355,11 @@ def run_compiled(fn: Any, theta: Any) -> Any:
             raise
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
         # JAX appends notes about its own frames; keep the library's message
-        useful = [ln for ln in lines if "JAX has removed its internal frames" not in ln
-                  and not ln.startswith("----")]
+        useful = [
+            ln
+            for ln in lines
+            if "JAX has removed its internal frames" not in ln and not ln.startswith("----")
+        ]
         message = " ".join(useful[:3]) or type(e).__name__
         raise SolverFailure(classify_message(message), f"diffrax: {message}") from None
 
@@ -331,7 +382,7 @@ class DiffraxBackend(Backend):
             why = " ".join(str(e).split())[:160] or type(e).__name__
             return f"jax {jax.__version__} has no CUDA backend ({why})", fix
         if dev.platform != "gpu":
-            return f"jax {jax.__version__} found no GPU (its first device is {dev})", fix
+            return _no_gpu(jax.__version__, dev), fix
         return None
 
     def availability(self) -> Availability:
@@ -360,9 +411,21 @@ class DiffraxBackend(Backend):
     ensemble_semantics = ("independent", "coupled")
 
     def build_ensemble(
-        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str,
-        device: str = "cpu",
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
     ) -> EnsembleCase:
-        if semantics not in self.ensemble_semantics or device != "cpu":
-            raise EnsembleNotOffered(f"diffrax: no {semantics} ensemble on {device}")
+        if semantics not in self.ensemble_semantics:
+            raise EnsembleNotOffered(f"diffrax: no {semantics} ensemble")
         return DiffraxEnsembleCase(problem, options, batch, semantics)
+
+
+def _no_gpu(version: str, first: Any) -> str:
+    """What is missing when a JAX pinned to ``cuda,cpu`` starts on the CPU: JAX skips a
+    platform it has no plugin for, so name whether a CUDA plugin is installed at all."""
+    from importlib import metadata
+
+    plugins = sorted({d.metadata["Name"] for d in metadata.distributions()
+                      if (d.metadata["Name"] or "").lower().startswith("jax-cuda")})  # fmt: skip
+    if not plugins:
+        return (f"jax {version} has no CUDA backend (no jax-cuda plugin is installed: a "
+                f"CPU-only jaxlib; its first device is {first})")  # fmt: skip
+    return f"jax {version} found no GPU ({', '.join(plugins)} installed; first device {first})"

@@ -91,8 +91,9 @@ class ScipyCase(Case):
         y = sol.y.T
         if not np.all(np.isfinite(y)):
             raise SolverFailure(Status.NONFINITE, "scipy: non-finite values in the solution")
-        return Solution(y, {"rhs_evals": int(sol.nfev), "jac_evals": int(sol.njev),
-                            "lu_decomps": int(sol.nlu)})
+        return Solution(
+            y, {"rhs_evals": int(sol.nfev), "jac_evals": int(sol.njev), "lu_decomps": int(sol.nlu)}
+        )
 
     def timed_grad(self, params: np.ndarray) -> Any:
         raise NotImplementedError("scipy is the solve-only reference backend")
@@ -104,7 +105,8 @@ class ScipyCase(Case):
 class ScipyEnsembleCase(EnsembleCase):
     """``independent``: a Python loop of ``solve_ivp`` over members, the CPU baseline.
     It has no gradient; at large sizes it runs into the case budget and ends as a
-    ``budget_exceeded`` row, which is its honest result."""
+    ``budget_exceeded`` row, which is its honest result. CPU only, as every SciPy case:
+    asked for ``cuda``, the worker builds it on the CPU and the row says so."""
 
     semantics = "independent"
     differentiable = False
@@ -115,8 +117,8 @@ class ScipyEnsembleCase(EnsembleCase):
         self.batch = batch
         self.info = {"semantics": "independent", "members": batch.n}
 
-    def solve_raw(self, theta: np.ndarray) -> Any:
-        P = self.batch.thetas(theta)
+    def solve_raw(self, params: np.ndarray) -> Any:
+        P = self.batch.thetas(params)
         # a failing member raises SolverFailure here: the loop cannot go on past it
         case = self.case
         return [case.check_solve(case.timed_solve(P[m], self.y0[m])) for m in range(self.batch.n)]
@@ -155,10 +157,8 @@ class ScipyBackend(Backend):
     ensemble_semantics = ("independent",)
 
     def build_ensemble(
-        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str,
-        device: str = "cpu",
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
     ) -> EnsembleCase:
-        if semantics != "independent" or device != "cpu":
-            raise EnsembleNotOffered(f"scipy: a loop over members on the CPU only, not {semantics} "
-                                     f"on {device}")  # fmt: skip
+        if semantics != "independent":
+            raise EnsembleNotOffered(f"scipy: a loop over members (independent), not {semantics}")
         return ScipyEnsembleCase(problem, options, batch)

@@ -116,7 +116,9 @@ class TorchdiffeqCase(Case):
 
         self.torch = torch
         self.odeint = (
-            torchdiffeq.odeint_adjoint if options.gradient_method == "adjoint" else torchdiffeq.odeint
+            torchdiffeq.odeint_adjoint
+            if options.gradient_method == "adjoint"
+            else torchdiffeq.odeint
         )
         dt = torch.float64
         # every tensor is made on the named device: that is torch's pinning
@@ -247,7 +249,10 @@ def batched_rhs(source: str, per_member: bool, batched_t: bool = False) -> Calla
 class TorchdiffeqEnsembleCase(EnsembleCase):
     """``coupled``: odeint on the stacked ``(n, n_state)`` state, the RHS vmapped over
     members: one error norm and one step size for the whole batch (torchdiffeq has no
-    per-member steps). The shared step bound counts the batch's steps."""
+    per-member steps). The shared step bound counts the batch's steps.
+
+    Every tensor is made on ``options.device`` (the single case's rule); the timed calls
+    end with ``torch.cuda.synchronize`` there, and the checks copy to the host."""
 
     semantics = "coupled"
 
@@ -285,10 +290,14 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
     def _params(self, th: Any) -> Any:
         return th * self.S + self.A if self.per_member else th
 
-    def solve_raw(self, theta: np.ndarray) -> Any:
+    def prepare(self, theta: np.ndarray) -> Any:
+        torch = self.torch
+        return torch.as_tensor(theta, dtype=torch.float64, device=self.base.device)
+
+    def solve_raw(self, params: Any) -> Any:
         torch, b = self.torch, self.base
         with torch.no_grad():
-            self.func.p = self._params(torch.as_tensor(theta, dtype=torch.float64, device=b.device))
+            self.func.p = self._params(params)
             ys = b.integrate(self.func)
         b.sync()
         return ys, b.steps.accepted, b.steps.rejected
@@ -300,9 +309,9 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
             raise SolverFailure(Status.NONFINITE, "torchdiffeq: non-finite values in the solution")
         return EnsembleSolution(y, steps=np.full(self.n, accepted))
 
-    def grad_raw(self, theta: np.ndarray) -> Any:
+    def grad_raw(self, params: Any) -> Any:
         torch, b = self.torch, self.base
-        th = torch.tensor(theta, dtype=torch.float64, device=b.device, requires_grad=True)
+        th = params.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
         self.func.p = self._params(th)
         ys = b.integrate(self.func, **({"adjoint_params": (th,)} if self.adjoint else {}))
         ys = ys.permute(1, 0, 2)
@@ -320,6 +329,32 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
         loss, grad = raw
         return float(loss), grad.cpu().numpy()
 
+    def placement(self) -> tuple[str, str | None]:
+        return self.base.placement()  # the device of the last solution torchdiffeq returned
+
+    def alloc_peak_mb(self) -> float | None:
+        return self.base.alloc_peak_mb()
+
+
+def torch_cuda_missing() -> tuple[str, str] | None:
+    """What keeps torch off the GPU here, with the fix, or ``None`` (torchdiffeq and
+    torchode share it)."""
+    import torch
+
+    fix = (
+        "pip install torch --index-url https://download.pytorch.org/whl/cu126 "
+        "(a CUDA build), or use --device cpu"
+    )
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU-only build (torch.version.cuda is None)", fix
+    if not torch.cuda.is_available():
+        return (
+            f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU "
+            "(torch.cuda.is_available() is False: driver or CUDA_VISIBLE_DEVICES)",
+            fix,
+        )
+    return None
+
 
 class TorchdiffeqBackend(Backend):
     name = "torchdiffeq"
@@ -330,16 +365,7 @@ class TorchdiffeqBackend(Backend):
     devices = ("cpu", "cuda")
 
     def cuda_missing(self) -> tuple[str, str] | None:
-        import torch
-
-        fix = "pip install torch --index-url https://download.pytorch.org/whl/cu126 " \
-            "(a CUDA build), or use --device cpu"
-        if torch.version.cuda is None:
-            return f"torch {torch.__version__} is a CPU-only build (torch.version.cuda is None)", fix
-        if not torch.cuda.is_available():
-            return (f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU "
-                    "(torch.cuda.is_available() is False: driver or CUDA_VISIBLE_DEVICES)", fix)
-        return None
+        return torch_cuda_missing()
 
     def availability(self) -> Availability:
         return Availability.of_modules("torch", "torchdiffeq", extra="torch")
@@ -359,9 +385,8 @@ class TorchdiffeqBackend(Backend):
     ensemble_semantics = ("coupled",)
 
     def build_ensemble(
-        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str,
-        device: str = "cpu",
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
     ) -> EnsembleCase:
-        if semantics != "coupled" or device != "cpu":
-            raise EnsembleNotOffered(f"torchdiffeq: no {semantics} ensemble on {device}")
+        if semantics != "coupled":
+            raise EnsembleNotOffered(f"torchdiffeq: no {semantics} ensemble (coupled only)")
         return TorchdiffeqEnsembleCase(problem, options, batch)

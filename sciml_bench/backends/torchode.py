@@ -8,6 +8,12 @@ single trajectory is a batch of one. Gradients are ``AutoDiffAdjoint``
 torchode's README compiles the solver module (``torch.compile(solver).solve``), but
 attribute access on a compiled module reaches the original method uncompiled, so the
 bound ``solve`` method is what is compiled here.
+
+On ``cuda`` every tensor of the problem (``y0``, the time grids, the members' maps and
+the loss arrays) is made on the GPU; torchode then works where ``y0`` is (its tableau
+and controller state follow ``problem.device``). The timed calls end with
+``torch.cuda.synchronize``; statuses, counters and solutions reach the host in the
+checks, after the clock.
 """
 
 from __future__ import annotations
@@ -57,6 +63,11 @@ class TorchodeEnsembleCase(EnsembleCase):
 
         self.torch = torch
         dt = torch.float64
+        # every tensor is made on the named device: that is torch's pinning
+        self.device = dev = torch.device(options.device)
+        y0 = torch.as_tensor(batch.y0, dtype=dt, device=dev)  # torch's own error first
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)  # the case's peak, from its build on
         n = batch.n
         self.n = n
         self.per_member = batch.varies_parameters
@@ -70,17 +81,22 @@ class TorchodeEnsembleCase(EnsembleCase):
         if options.solver.endswith("-compile"):
             self.solve_fn = torch.compile(self.adjoint.solve)
         t0, t1 = problem.t_span
-        ts = torch.as_tensor(problem.t_save, dtype=dt)
+        ts = torch.as_tensor(problem.t_save, dtype=dt, device=dev)
         self.ivp = torchode.InitialValueProblem(
-            y0=torch.as_tensor(batch.y0, dtype=dt),
-            t_start=torch.full((n,), t0, dtype=dt),
-            t_end=torch.full((n,), t1, dtype=dt),
+            y0=y0,
+            t_start=torch.full((n,), t0, dtype=dt, device=dev),
+            t_end=torch.full((n,), t1, dtype=dt, device=dev),
             t_eval=ts.expand(n, -1),
         )
-        self.S, self.A = (torch.as_tensor(a, dtype=dt) for a in (batch.scale, batch.shift))
-        self.W, self.C = (torch.as_tensor(a, dtype=dt) for a in (problem.loss_W, problem.loss_C))
-        obs = batch.observations if batch.observations is not None else problem.loss_O
-        self.O = torch.as_tensor(obs, dtype=dt)
+
+        def on(a: np.ndarray) -> Any:
+            return torch.as_tensor(a, dtype=dt, device=dev)
+
+        self.S, self.A = on(batch.scale), on(batch.shift)
+        self.W, self.C = on(problem.loss_W), on(problem.loss_C)
+        self.O = on(batch.observations if batch.observations is not None else problem.loss_O)
+        #: the device torch reports for the last solution (the read-back)
+        self.last_device: Any = y0.device
         self.info = {"semantics": "independent", "members": n, "shared_theta": not self.per_member,
                      "compiled": options.solver.endswith("-compile")}  # fmt: skip
 
@@ -91,40 +107,63 @@ class TorchodeEnsembleCase(EnsembleCase):
         return self.solve_fn(self.ivp, args=self._params(th))
 
     def _check(self, status: Any) -> None:
-        code = status.numpy()
+        code = status.cpu().numpy()
         ok = code == 0
         if ok.all():
             return
         st = _STATUS.get(int(code[~ok][0]), Status.SOLVER_FAILURE)
         raise SolverFailure(st, f"torchode: {st.value} in {failed_members(ok)}")
 
-    def solve_raw(self, theta: np.ndarray) -> Any:
+    def sync(self) -> None:
+        """Wait for queued CUDA work: every timed call ends with it, before the clock is read."""
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def prepare(self, theta: np.ndarray) -> Any:
         torch = self.torch
-        with torch.no_grad():
-            return self._solve(torch.as_tensor(theta, dtype=torch.float64))
+        return torch.as_tensor(theta, dtype=torch.float64, device=self.device)
+
+    def solve_raw(self, params: Any) -> Any:
+        with self.torch.no_grad():
+            sol = self._solve(params)
+        self.sync()
+        return sol
 
     def check_solve(self, raw: Any) -> EnsembleSolution:
+        self.last_device = raw.ys.device
         self._check(raw.status)
-        y = raw.ys.numpy()
+        y = raw.ys.cpu().numpy()
         if not np.all(np.isfinite(y)):
             raise SolverFailure(Status.NONFINITE, "torchode: non-finite values in the solution")
-        return EnsembleSolution(
-            y, steps=raw.stats["n_accepted"].numpy(), rhs_evals=raw.stats["n_f_evals"].numpy()
-        )
+        return EnsembleSolution(y, steps=raw.stats["n_accepted"].cpu().numpy(),
+                                rhs_evals=raw.stats["n_f_evals"].cpu().numpy())  # fmt: skip
 
-    def grad_raw(self, theta: np.ndarray) -> Any:
+    def grad_raw(self, params: Any) -> Any:
         torch = self.torch
-        th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
+        th = params.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
         sol = self._solve(th)
         d = sol.ys - self.O
         loss = (torch.sum(self.W * d * d) + torch.sum(self.C * sol.ys)) / self.n
         (grad,) = torch.autograd.grad(loss, th)
+        self.sync()
         return loss.detach(), grad, sol.status
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
         loss, grad, status = raw
+        self.last_device = grad.device
         self._check(status)
-        return float(loss), grad.numpy()
+        return float(loss), grad.cpu().numpy()
+
+    def placement(self) -> tuple[str, str | None]:
+        dev = self.last_device
+        if dev.type == "cuda":
+            return "cuda", self.torch.cuda.get_device_name(dev)
+        return super().placement() if dev.type == "cpu" else (dev.type, None)
+
+    def alloc_peak_mb(self) -> float | None:
+        from sciml_bench.measure.memory import torch_alloc_peak_mb
+
+        return torch_alloc_peak_mb(self.torch) if self.device.type == "cuda" else None
 
 
 class TorchodeCase(Case):
@@ -134,6 +173,9 @@ class TorchodeCase(Case):
         one = Batch(problem.y0[None, :], np.ones((1, problem.n_params)),
                     np.zeros((1, problem.n_params)))  # fmt: skip
         self.ens = TorchodeEnsembleCase(problem, options, one)
+
+    def prepare(self, theta: np.ndarray) -> Any:
+        return self.ens.prepare(theta)
 
     def timed_solve(self, params: Any) -> Any:
         return self.ens.solve_raw(params)
@@ -153,6 +195,12 @@ class TorchodeCase(Case):
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
         return self.ens.check_grad(raw)
 
+    def placement(self) -> tuple[str, str | None]:
+        return self.ens.placement()
+
+    def alloc_peak_mb(self) -> float | None:
+        return self.ens.alloc_peak_mb()
+
 
 class TorchodeBackend(Backend):
     name = "torchode"
@@ -161,6 +209,12 @@ class TorchodeBackend(Backend):
     modules = ("torch", "torchode")
     gradient_methods: Mapping[str, str] = _GRADIENTS
     ensemble_semantics = ("independent",)
+    devices = ("cpu", "cuda")
+
+    def cuda_missing(self) -> tuple[str, str] | None:
+        from sciml_bench.backends.torchdiffeq import torch_cuda_missing
+
+        return torch_cuda_missing()
 
     def availability(self) -> Availability:
         return Availability.of_modules("torch", "torchode", extra="torch")
@@ -178,9 +232,8 @@ class TorchodeBackend(Backend):
         return TorchodeCase(problem, options)
 
     def build_ensemble(
-        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str,
-        device: str = "cpu",
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
     ) -> EnsembleCase:
-        if semantics != "independent" or device != "cpu":
-            raise EnsembleNotOffered(f"torchode: no {semantics} ensemble on {device}")
+        if semantics != "independent":
+            raise EnsembleNotOffered(f"torchode: no {semantics} ensemble (independent only)")
         return TorchodeEnsembleCase(problem, options, batch)

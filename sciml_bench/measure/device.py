@@ -84,6 +84,13 @@ def normalize(platform: str) -> str:
     return "cuda" if p in ("gpu", "cuda") else p
 
 
+def mismatch(backend: str, after: str, wanted: str, reported: str, name: str | None) -> str:
+    """The reason of an ``error`` row whose library put the arrays on another device than
+    the one its worker was pinned to, naming both."""
+    return (f"{backend}: device mismatch after {after}: asked for {wanted}, "
+            f"the library reports {reported} ({name or 'unnamed'})")  # fmt: skip
+
+
 def cpu_only_note(backend: str) -> str:
     """The reason a CPU-only backend's row gives when a GPU was asked for."""
     return f"{backend} runs only on the CPU; it ran there although --device cuda was asked for"

@@ -9,7 +9,15 @@ backend and measures, like the ODE kind:
   which return once the result is computed); statuses and finiteness are checked on
   the warm-up and on the last sample, outside the timed region;
 - steps and RHS evaluations per member (min/median/max) where the library reports them;
-- peak RSS.
+- peak RSS, and on a GPU the device-memory peaks (NVML over a baseline, the allocator's).
+
+The device: the job's ``device`` (``cpu`` or ``cuda``) pins the worker (the executor's
+:func:`~sciml_bench.measure.device.device_env`, as for ODE jobs) and the case is built
+there (``options.device``). A CPU-only backend (SciPy) asked for ``cuda`` is built on the
+CPU and its row says so; a backend that can use the GPU but cannot here (a CPU-only torch
+build, a JAX without a CUDA backend) is an ``error`` row naming what is missing. Where the
+library really put the arrays is read back after build and after the first solve; a
+device other than the one the case was built for is an ``error`` naming both.
 
 Accuracy, against the ensemble reference (:mod:`sciml_bench.problem.ensemble_reference`):
 the solution error of the first ``min(size, sample)`` members of the full solve, and the
@@ -25,21 +33,39 @@ from typing import Any
 
 from sciml_bench.run.events import report_failure
 from sciml_bench.run.jobs import Events, Process
-from sciml_bench.run.ode import PHASES, load_backend
+from sciml_bench.run.ode import (
+    PHASES,
+    device_columns,
+    load_backend,
+    placed,
+    vram_report,
+    vram_start,
+    with_device_note,
+)
 
 #: failure text that means the worker ran out of memory (XLA, torch, Python)
 OOM_MARKERS = ("MemoryError", "RESOURCE_EXHAUSTED", "Out of memory", "out of memory",
                "can't allocate memory")  # fmt: skip
 
 
-def _options(job: dict[str, Any]) -> Any:
+def _options(job: dict[str, Any], device: str) -> Any:
     from sciml_bench.backends.base import CaseOptions
 
     o = job["options"]
     return CaseOptions(
         solver=o["solver"], gradient_method=o["gradient_method"], rtol=float(o["rtol"]),
         atol=float(o["atol"]), max_steps=int(o["max_steps"]), extra=o.get("extra", {}),
+        device=device,
     )  # fmt: skip
+
+
+def run_device(job: dict[str, Any]) -> str:
+    """Where the worker builds the case: the job's device where the backend offers it,
+    else the CPU (SciPy asked for ``cuda``). Cheap: reads the backend's class only."""
+    from sciml_bench import backends
+
+    asked = job.get("device", "cpu")
+    return asked if asked in backends.get(job["backend"]).devices else "cpu"
 
 
 def _spread(a: Any) -> dict[str, float] | None:
@@ -52,9 +78,14 @@ def _spread(a: Any) -> dict[str, float] | None:
 
 
 def work(job: dict[str, Any], events: Events) -> None:
+    meter = vram_start(job.get("device"))  # NVML's baseline before the framework starts
     backend = load_backend(job, events)
     if backend is None:
         return
+    where = run_device(job)
+    if where != "cuda" and meter is not None:  # a CPU-only backend: no GPU reading
+        meter[1].stop()
+        meter = None
     import numpy as np
 
     from sciml_bench.backends.base import EnsembleNotOffered
@@ -65,16 +96,23 @@ def work(job: dict[str, Any], events: Events) -> None:
     from sciml_bench.problem.ensemble_reference import load_observations
 
     t_spawn = float(job["t_spawn"])
+    name = job["backend"]
     start = clock()
+    if where == "cuda":  # inside the build phase: starting CUDA is part of building there
+        missing = backend.cuda_missing()
+        if missing:
+            events.emit(status=Status.ERROR.value, during="build",
+                        reason=f"{name}: --device cuda: {missing[0]}. Fix: {missing[1]}")  # fmt: skip
+            return
     problem = CompiledProblem.from_json(job["problem"])
     ensemble = ens.from_json(job["ensemble"])
     n, sample = int(job["size"]), ensemble.sample
-    semantics, device = job["semantics"], job.get("device", "cpu")
+    semantics = job["semantics"]
     obs = load_observations(job.get("observations"), max(n, sample))
     full = ens.batch(ensemble, problem.y0, problem.n_params, max(n, sample), obs)
-    options = _options(job)
+    options = _options(job, where)
     try:
-        case = backend.build_ensemble(problem, options, full.head(n), semantics, device)
+        case = backend.build_ensemble(problem, options, full.head(n), semantics)
     except EnsembleNotOffered as e:
         events.emit(status=Status.UNAVAILABLE.value, reason=str(e), during="build")
         return
@@ -82,17 +120,23 @@ def work(job: dict[str, Any], events: Events) -> None:
         report_failure(events, e, "build")
         return
     events.emit(phase="build", s=clock() - start)
+    if not placed(case, where, name, events, "build"):
+        return
     if getattr(case, "info", None):
         events.emit(case_info=case.info)
     theta = np.asarray(problem.theta0, dtype=np.float64)
 
     start = clock()
     try:
-        sol = case.check_solve(case.solve_raw(theta))
+        # θ on the device once, as a user holds parameters between calls (as ODE cases)
+        params = case.prepare(theta)
+        sol = case.check_solve(case.solve_raw(params))
     except Exception as e:
         report_failure(events, e, "first solve")
         return
     events.emit(phase="first_solve", s=clock() - start)
+    if not placed(case, where, name, events, "first solve"):
+        return
     k = min(n, sample)
     events.emit(y=sol.y[:k], steps=_spread(sol.steps), rhs_evals=_spread(sol.rhs_evals))
     del sol
@@ -101,7 +145,7 @@ def work(job: dict[str, Any], events: Events) -> None:
     if grad:
         start = clock()
         try:
-            loss, g = case.check_grad(case.grad_raw(theta))
+            loss, g = case.check_grad(case.grad_raw(params))
         except Exception as e:
             report_failure(events, e, "first gradient")
             return
@@ -113,14 +157,18 @@ def work(job: dict[str, Any], events: Events) -> None:
     events.emit(ttfg_s=clock() - t_spawn)
 
     try:
-        _steady(job, case, theta, grad, events)
+        _steady(job, case, params, grad, events)
     except Exception as e:
         report_failure(events, e, "steady state")
         return
+    # the peaks of this case, before the sample check below builds another one
+    vram_report(meter, case, events)
     if grad:
         try:
-            check = case if n == sample else backend.build_ensemble(
-                problem, options, full.head(sample), semantics, device
+            check = (
+                case
+                if n == sample
+                else backend.build_ensemble(problem, options, full.head(sample), semantics)
             )
             loss, g = check.loss_and_grad(theta)
         except Exception as e:
@@ -130,8 +178,10 @@ def work(job: dict[str, Any], events: Events) -> None:
     events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason="")
 
 
-def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Events) -> None:
-    """Warm-ups, then timed repeats of the raw call alone, within the steady budget."""
+def _steady(job: dict[str, Any], case: Any, params: Any, grad: bool, events: Events) -> None:
+    """Warm-ups, then timed repeats of the raw call alone on the prepared ``params``,
+    within the steady budget. The raw calls return once the device's work is done
+    (synchronised, blocked until ready); the checks and host copies come after."""
     from sciml_bench.measure.clock import perf
 
     repeats = int(job.get("repeats", 10))
@@ -142,13 +192,13 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
         kinds.append(("grad", case.grad_raw, case.check_grad))
     for kind, run, check in kinds:
         for _ in range(warmups):
-            check(run(theta))
+            check(run(params))
         samples: list[float] = []
         t_begin = perf()
         raw = None
         while len(samples) < repeats:
             start = perf()
-            raw = run(theta)
+            raw = run(params)
             samples.append(perf() - start)
             if perf() - t_begin > budget and len(samples) >= 3:
                 break
@@ -172,7 +222,6 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     import numpy as np
 
     from sciml_bench.measure import metrics
-    from sciml_bench.measure.environment import cpu_model
     from sciml_bench.measure.status import Status
     from sciml_bench.problem.compiled import CompiledProblem
     from sciml_bench.results.store import summarize
@@ -192,7 +241,6 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
             phases[0, PHASES.index(e["phase"])] = e["s"]
             detail.update(e.get("detail") or {})
     samples = {e["samples"]: e["values"] for e in proc.events if "samples" in e}
-    on_cpu = job.get("device", "cpu") == "cpu"
     rec: dict[str, Any] = {
         "kind": "ensemble",
         "problem": problem.name,
@@ -201,10 +249,8 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "gradient_method": opts["gradient_method"],
         "semantics": job["semantics"],
         "size": int(job["size"]),
-        # ensembles run on the CPU only today: a ``cuda`` request is an ``unavailable`` row
-        "device": "cpu" if on_cpu else None,
-        "device_requested": job.get("device", "cpu"),
-        "device_name": cpu_model() if on_cpu else None,
+        # what the library reported (read back); what was asked; the GPU or CPU model
+        **device_columns(job, ev),
         "dtype": "float64",
         "rtol": opts["rtol"],
         "atol": opts["atol"],
@@ -255,4 +301,5 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         rec["gradient_error"] = gerr["max_rel"]
         rec["gradient_cosine"] = gerr["cosine"]
         rec["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])
+    rec = with_device_note(rec, run_device(job))
     return summarize({k: v for k, v in rec.items() if v is not None})

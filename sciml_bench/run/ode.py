@@ -37,9 +37,11 @@ def _watch_progress(case: Any, events: Events, stop: threading.Event) -> None:
             last = t
 
 
-def _placed(case: Any, job: dict[str, Any], events: Events, after: str) -> bool:
-    """Read back where the library put the case's arrays and record it; a device other
-    than the one the worker was pinned to is an ``error`` naming both."""
+def placed(case: Any, wanted: str, backend: str, events: Events, after: str) -> bool:
+    """Read back where the library put the case's arrays (``case.placement()``, an ODE or
+    an ensemble case) and record it; a device other than ``wanted``, the one the worker
+    was pinned to, is an ``error`` naming both. Shared by every ODE-like job kind."""
+    from sciml_bench.measure.device import mismatch
     from sciml_bench.measure.status import Status
 
     try:
@@ -48,21 +50,17 @@ def _placed(case: Any, job: dict[str, Any], events: Events, after: str) -> bool:
         report_failure(events, e, f"device read-back after {after}")
         return False
     events.emit(device=device, device_name=name)
-    wanted = job.get("device", "cpu")
     if device != wanted:
-        events.emit(
-            status=Status.ERROR.value,
-            reason=f"{job['backend']}: device mismatch after {after}: asked for {wanted}, "
-            f"the library reports {device} ({name or 'unnamed'})",
-            during=after,
-        )
+        events.emit(status=Status.ERROR.value, during=after,
+                    reason=mismatch(backend, after, wanted, device, name))  # fmt: skip
         return False
     return True
 
 
-def _vram_start(job: dict[str, Any]) -> Any:
-    """On a GPU, NVML's baseline (read before the framework starts) and a sampler."""
-    if job.get("device") != "cuda":
+def vram_start(device: str | None) -> Any:
+    """On a GPU (``device == "cuda"``), NVML's baseline, read before the framework starts,
+    and a sampler; else None."""
+    if device != "cuda":
         return None
     from sciml_bench.measure.memory import VramBaseline
 
@@ -70,14 +68,41 @@ def _vram_start(job: dict[str, Any]) -> Any:
     return (vram, vram.sampler()) if vram is not None else None
 
 
-def _vram_report(meter: Any, case: Any, events: Events) -> None:
+def vram_report(meter: Any, case: Any, events: Events) -> None:
     """The case's device-memory peak: NVML relative to the baseline, and the allocator's."""
     if meter is None:
         return
     vram, sampler = meter
     sampler.stop()
-    events.emit(vram_baseline_mb=vram.baseline_mb, vram_max_mb=vram.peak_mb(sampler),
-                alloc_peak_mb=case.alloc_peak_mb())
+    events.emit(
+        vram_baseline_mb=vram.baseline_mb,
+        vram_max_mb=vram.peak_mb(sampler),
+        alloc_peak_mb=case.alloc_peak_mb(),
+    )
+
+
+def device_columns(job: dict[str, Any], ev: dict[str, Any]) -> dict[str, Any]:
+    """A record's device keys from its job and worker events: what the library reported
+    (read back), what was asked, the GPU or CPU model, and the device-memory peaks."""
+    return {
+        "device": ev.get("device"),
+        "device_requested": job.get("device_requested", job.get("device", "cpu")),
+        "device_name": ev.get("device_name"),
+        "vram_baseline_mb": ev.get("vram_baseline_mb"),
+        "vram_max_mb": ev.get("vram_max_mb"),
+        "alloc_peak_mb": ev.get("alloc_peak_mb"),
+    }
+
+
+def with_device_note(rec: dict[str, Any], ran: str) -> dict[str, Any]:
+    """``rec`` (with :func:`device_columns`), its reason saying so when a CPU-only backend
+    ran on the CPU (``ran``, where the worker ran it) although ``cuda`` was asked for."""
+    from sciml_bench.measure.device import cpu_only_note
+
+    if rec["device_requested"] != ran:
+        note = cpu_only_note(rec["backend"])
+        rec["reason"] = f"{rec['reason']}; {note}" if rec.get("reason") else note
+    return rec
 
 
 def load_backend(job: dict[str, Any], events: Events) -> Any:
@@ -113,7 +138,7 @@ def load_backend(job: dict[str, Any], events: Events) -> Any:
 def work(job: dict[str, Any], events: Events) -> None:
     t_spawn = float(job["t_spawn"])
     name = job["backend"]
-    meter = _vram_start(job)
+    meter = vram_start(job.get("device"))
     backend = load_backend(job, events)
     if backend is None:
         return
@@ -142,7 +167,8 @@ def work(job: dict[str, Any], events: Events) -> None:
         report_failure(events, e, "build")
         return
     events.emit(phase="build", s=clock() - start)
-    if not _placed(case, job, events, "build"):
+    wanted = job.get("device", "cpu")
+    if not placed(case, wanted, name, events, "build"):
         return
     if getattr(case, "info", None):
         events.emit(case_info=case.info)
@@ -161,7 +187,7 @@ def work(job: dict[str, Any], events: Events) -> None:
         stop.set()
         watcher.join(timeout=2.0)  # never leave it inside the library while we move on
     events.emit(phase="first_solve", s=clock() - start)
-    if not _placed(case, job, events, "first solve"):
+    if not placed(case, wanted, name, events, "first solve"):
         return
     full = job.get("mode", "full") == "full"
     if full:
@@ -186,7 +212,7 @@ def work(job: dict[str, Any], events: Events) -> None:
 
     if full and not _steady(job, case, theta, backend.differentiable, events):
         return
-    _vram_report(meter, case, events)
+    vram_report(meter, case, events)
     events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason="")
 
 
@@ -287,12 +313,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "gradient_method": opts["gradient_method"],
         "dtype": "float64",
         # what the library reported (read back); what was asked; the GPU or CPU model
-        "device": ev.get("device"),
-        "device_requested": job.get("device_requested", job.get("device", "cpu")),
-        "device_name": ev.get("device_name"),
-        "vram_baseline_mb": ev.get("vram_baseline_mb"),
-        "vram_max_mb": ev.get("vram_max_mb"),
-        "alloc_peak_mb": ev.get("alloc_peak_mb"),
+        **device_columns(job, ev),
         "rtol": opts["rtol"],
         "atol": opts["atol"],
         "max_steps": opts["max_steps"],
@@ -342,9 +363,5 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         rec["gradient_error"] = gerr["max_rel"]
         rec["gradient_cosine"] = gerr["cosine"]
         rec["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])
-    if rec["device_requested"] != job.get("device", "cpu"):
-        from sciml_bench.measure.device import cpu_only_note
-
-        note = cpu_only_note(job["backend"])
-        rec["reason"] = f"{reason}; {note}" if reason else note
+    rec = with_device_note(rec, job.get("device", "cpu"))
     return summarize({k: v for k, v in rec.items() if v is not None})
