@@ -234,21 +234,20 @@ class TorchdiffeqCase(Case):
         return torch_alloc_peak_mb(self.torch) if self.device.type == "cuda" else None
 
 
-def batched_rhs(source: str, per_member: bool, batched_t: bool = False) -> Callable[..., Any]:
-    """The generated 1-D torch RHS vmapped over members, ``f(t, Y, P)`` with ``Y`` of shape
-    ``(n, n_state)`` and ``P`` either ``(n, n_params)`` or one shared ``θ`` (then network
-    layers stay plain matrix products). Shared by torchdiffeq and torchode."""
-    from torch.func import vmap
-
+def batched_rhs(source: str) -> Callable[..., Any]:
+    """The generated batched torch RHS, ``f(t, Y, P)`` with ``Y`` of shape ``(n, n_state)``
+    and ``P`` either ``(n, n_params)`` or one shared ``θ``; ``t`` a scalar or one time per
+    member. Written on columns, as a torch user writes a batched vector field:
+    ``torch.func.vmap`` over the one-member RHS cost up to 2x on small systems
+    (``benchmarks/ensemble_overhead.py``). Shared by torchdiffeq and torchode."""
     from sciml_bench.problem.codegen import load_python
 
-    rhs = load_python(source)["rhs"]
-    return vmap(rhs, in_dims=(0 if batched_t else None, 0, 0 if per_member else None))
+    return load_python(source)["rhs_batch"]  # type: ignore[no-any-return]
 
 
 class TorchdiffeqEnsembleCase(EnsembleCase):
-    """``coupled``: odeint on the stacked ``(n, n_state)`` state, the RHS vmapped over
-    members: one error norm and one step size for the whole batch (torchdiffeq has no
+    """``coupled``: odeint on the stacked ``(n, n_state)`` state, the batched RHS
+    (:func:`batched_rhs`): one error norm and one step size for the whole batch (torchdiffeq has no
     per-member steps). The shared step bound counts the batch's steps.
 
     Every tensor is made on ``options.device`` (the single case's rule); the timed calls
@@ -263,10 +262,10 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
         self.torch = torch
         dt = torch.float64
         self.per_member = batch.varies_parameters
-        fn = batched_rhs(problem.source["torch"], self.per_member)
+        fn = batched_rhs(problem.source["torch"])
 
         class BatchRHS(torch.nn.Module):
-            """The vmapped RHS at parameters ``p`` (set before each solve)."""
+            """The batched RHS at parameters ``p`` (set before each solve)."""
 
             def __init__(self) -> None:
                 super().__init__()

@@ -71,7 +71,7 @@ class TorchodeEnsembleCase(EnsembleCase):
         n = batch.n
         self.n = n
         self.per_member = batch.varies_parameters
-        f = batched_rhs(problem.source["torch"], self.per_member, batched_t=True)
+        f = batched_rhs(problem.source["torch"])
         term = torchode.ODETerm(f, with_args=True)
         base = options.solver.removesuffix("-compile")
         method = {"dopri5": torchode.Dopri5, "tsit5": torchode.Tsit5}[base](term=term)
