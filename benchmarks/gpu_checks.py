@@ -10,7 +10,7 @@
    the GPU rows carry the GPU's name and a device-memory peak.
 2. ``sciml-bench run ensemble-lorenz ensemble-spiral-node --device cpu,cuda --sizes
    1,256,4096,65536 --quick --budget 90``: every ensemble ladder on both devices, each
-   row printed with its device (the ensemble table has no device column), then the same
+   row printed with its device (asked and reported), then the same
    check: the GPU-capable ensembles (Diffrax both semantics, torchdiffeq coupled,
    torchode independent) asked for ``cuda`` say ``cuda``, with the GPU's name and a
    memory peak when ok; SciPy's loop says ``cpu`` under either request. A large CPU rung

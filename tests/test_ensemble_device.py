@@ -85,13 +85,27 @@ def _record(decay: tuple, backend: str, semantics: str, device: str, size: int =
     ``job``'s keys overridden), run in one real worker pinned as the runner pins it."""
     problem, compiled, ref = decay
     (ladder,) = runner.plan_ensemble(compiled, (semantics,), [size], [backend], solvers,
-                                     device=device)  # fmt: skip
+                                     devices=(device,))  # fmt: skip
     made = runner.ensemble_job(ladder, size, compiled, ens.to_json(problem.ensemble), None,
                                ref.to_json(), FAST)  # fmt: skip
     return runner.run_job_once({**made, **(job or {})}, 300.0)
 
 
 # --- on this machine: no GPU, or no CUDA build ----------------------------------------
+
+
+def test_ladders_follow_the_single_case_device_rule(decay: tuple) -> None:
+    """``--device cpu,cuda``: a GPU-capable backend gets a ladder per device; SciPy runs
+    once, on the CPU; under ``cuda`` alone SciPy runs on the CPU and says cuda was asked."""
+    _, compiled, _ = decay
+    both = runner.plan_ensemble(compiled, ("independent",), [4], ["diffrax", "scipy"],
+                                devices=("cpu", "cuda"))  # fmt: skip
+    got = [(s.backend, s.device, s.device_requested) for s in both]
+    assert got == [("diffrax", "cpu", "cpu"), ("diffrax", "cuda", "cuda"), ("scipy", "cpu", "cpu")]
+    (alone,) = runner.plan_ensemble(compiled, ("independent",), [4], ["scipy"], devices=("cuda",))
+    assert (alone.device, alone.device_requested) == ("cpu", "cuda")
+    job = runner.ensemble_job(alone, 4, compiled, {}, None, {}, FAST)
+    assert (job["device"], job["device_requested"]) == ("cpu", "cuda")
 
 
 def test_the_worker_runs_a_cpu_only_backend_on_the_cpu() -> None:

@@ -597,13 +597,10 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
     click.echo(_reference_line(ref), err=True)
     obs0 = er.load_observations(obs_path, 1)
     compiled = reference.compile_problem(problem, None, None if obs0 is None else obs0[0])
-    ladders = [
-        ladder for device in plan.devices
-        for ladder in runner.plan_ensemble(
-            compiled, problem.ensemble.semantics, sizes, plan.backend_names, o.solvers,
-            o.gradients, o.max_steps, device,
-        )
-    ]  # fmt: skip
+    ladders = runner.plan_ensemble(
+        compiled, problem.ensemble.semantics, sizes, plan.backend_names, o.solvers,
+        o.gradients, o.max_steps, plan.devices,
+    )  # fmt: skip
     return runner.run_ensemble(
         compiled, ens.to_json(problem.ensemble), None if obs_path is None else str(obs_path),
         ref.to_json(), ladders, writer, plan.settings,

@@ -520,6 +520,8 @@ class EnsembleSpec:
     max_steps: int
     sizes: tuple[int, ...]
     device: str = "cpu"
+    #: what the user asked for: ``cuda`` on a CPU-only backend runs on ``cpu``
+    device_requested: str = "cpu"
 
     @property
     def label(self) -> str:
@@ -534,10 +536,12 @@ def plan_ensemble(
     solvers: Sequence[str] = (),
     gradients: Sequence[str] = (),
     max_steps: int | None = None,
-    device: str = "cpu",
+    devices: Sequence[str] = ("cpu",),
 ) -> list[EnsembleSpec]:
-    """One ladder per (backend, semantics, solver, gradient) offered; a backend that offers
-    none of ``semantics`` gets a ladder with no semantics (it becomes one status row)."""
+    """One ladder per (backend, semantics, solver, gradient) offered and device, by
+    :func:`plan`'s device rule (a CPU-only backend runs once, on the CPU, and says what
+    was asked for); a backend that offers none of ``semantics`` gets a ladder with no
+    semantics (it becomes one status row)."""
     out = []
     for name in backend_names:
         b = backends.get(name)
@@ -545,11 +549,15 @@ def plan_ensemble(
         chosen = [s for s in solvers if s in offered] or [b.ensemble_solver(problem.stiff)]
         grads = [g for g in gradients if g in b.gradient_methods] or [b.default_gradient(problem)]
         sems = [s for s in b.ensemble_semantics if s in semantics] or [""]
-        for sem in sems:
-            for s in chosen:
-                for g in grads:
-                    out.append(EnsembleSpec(name, sem, s, g, problem.rtol, problem.atol,
-                                            max_steps or problem.max_steps, tuple(sizes), device))
+        runs = [(d, d) for d in devices if d in b.devices] or [("cpu", devices[0])]
+        for device, requested in runs:
+            for sem in sems:
+                for s in chosen:
+                    for g in grads:
+                        out.append(EnsembleSpec(
+                            name, sem, s, g, problem.rtol, problem.atol,
+                            max_steps or problem.max_steps, tuple(sizes), device, requested,
+                        ))  # fmt: skip
     return out
 
 
@@ -557,13 +565,14 @@ def ensemble_job(
     spec: EnsembleSpec, size: int, problem: CompiledProblem, ensemble: dict[str, Any],
     observations: str | None, ref: dict[str, Any], settings: Settings,
 ) -> dict[str, Any]:
-    """The job of one rung; ``device`` is carried for the device axis (CPU today)."""
+    """The job of one rung, pinned to ``spec.device``."""
     return {
         "kind": "ensemble",
         "backend": spec.backend,
         "semantics": spec.semantics,
         "size": size,
         "device": spec.device,
+        "device_requested": spec.device_requested,
         "problem": problem.to_json(),
         "ensemble": ensemble,
         "observations": observations,
@@ -583,8 +592,8 @@ def _ensemble_row(spec: EnsembleSpec, problem: CompiledProblem, size: int | None
     return summarize({
         "kind": "ensemble", "problem": problem.name, "backend": spec.backend,
         "solver": spec.solver, "gradient_method": spec.gradient_method,
-        "semantics": spec.semantics, "size": size, "device": spec.device, "status": status,
-        "reason": reason,
+        "semantics": spec.semantics, "size": size, "device": spec.device,
+        "device_requested": spec.device_requested, "status": status, "reason": reason,
     })  # fmt: skip
 
 
