@@ -371,3 +371,18 @@ def test_host_pipeline_bf16_curve_and_inference():
     # the same shuffled order and weights: the same first evaluation, up to bf16 rounding
     first = [r["curve_accuracy"][0] for r in recs.values()]
     assert max(first) - min(first) < 0.1, first
+
+
+def test_the_curve_ends_at_the_trained_weights():
+    """Evaluations every 10 of the quick run's 24 steps: the curve still ends at step 24
+    with the final accuracy, so a target that only the trained weights reach counts (it
+    once said 'not reached' beside a final accuracy above the target)."""
+    if "torch-eager" not in _frameworks_installed():
+        pytest.skip("torch not installed")
+    over = {"eval_every": 10, "target_accuracy": 0.999}
+    (job,) = [j for j in jobs(True, "cpu", overrides=over) if j["variant"] == "torch-eager"]
+    rec = run_in_fresh_process(job)
+    assert rec["status"] == "ok", rec["reason"]
+    assert rec["curve_steps"] == [10, 20, 24]
+    assert rec["curve_accuracy"][-1] == rec["accuracy"]
+    assert rec["target_reached"] is (max(rec["curve_accuracy"]) >= 0.999)

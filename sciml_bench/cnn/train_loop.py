@@ -440,6 +440,9 @@ def _train(
         energy = None if energy is None or clock.energy_mj is None else energy + clock.energy_mj
     t_end = time.perf_counter()
     sampler.sample()
+    if not curve.steps or curve.steps[-1] != done:
+        # the trained weights close the curve, so the target counts where training ended
+        curve.point(done, trained)
 
     train_s = sum(epoch_s)
     out: dict[str, Any] = {
