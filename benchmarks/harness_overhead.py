@@ -8,7 +8,10 @@ are ``_bare_diffrax.py`` and ``_bare_torchdiffeq.py``: hand-written vector field
 library's own calls, nothing of sciml-bench. Each suite run (``sciml-bench run``, one
 fresh worker per case) and each bare run is a fresh process, interleaved suite/bare for
 ``--rounds`` rounds so that machine drift hits both alike. A row's figure is the median
-of all the suite's raw samples divided by the median of all the bare ones (goal: <= 1.05).
+of all the suite's raw samples divided by the median of all the bare ones (goal: <= 1.05);
+beside it, the range of the per-round ratios shows how far one pair of fresh processes
+can be apart on this machine (on a shared 2-core VM, sub-millisecond rows move by
+±25% between processes running identical code).
 
     python benchmarks/harness_overhead.py [--rounds 3] [--repeats 20]
 
@@ -122,6 +125,8 @@ def main() -> None:
                 configs[target, b] = (problem.name, bare_config(problem, rhs, b, tmp))
         suite: dict[tuple[str, str, str], list[float]] = {}
         bare: dict[tuple[str, str, str], list[float]] = {}
+        # each round's ratio of medians: how far one pair of processes can be off
+        rounds: dict[tuple[str, str, str], list[float]] = {}
         for rnd in range(args.rounds):
             for g, (target, _, backends) in enumerate(groups):
                 got = suite_samples(target, backends, tmp / f"r{rnd}g{g}", args.repeats)
@@ -131,14 +136,17 @@ def main() -> None:
                     for k in KINDS:
                         suite.setdefault((b, name, k), []).extend(got[b][k])
                         bare.setdefault((b, name, k), []).extend(alone[k])
+                        ratio = float(np.median(got[b][k]) / np.median(alone[k]))
+                        rounds.setdefault((b, name, k), []).append(ratio)
             print(f"round {rnd + 1} of {args.rounds} done", file=sys.stderr)
     worst = 0.0
     for key in sorted(suite):
         b, name, k = key
         s, a = float(np.median(suite[key])), float(np.median(bare[key]))
         worst = max(worst, s / a)
+        r = rounds[key]
         print(f"{b:<12} {name:<24} {k:<5}  suite {s * 1e3:9.3f} ms / bare {a * 1e3:9.3f} ms "
-              f"= {s / a:.3f}  (n={len(suite[key])} each)")
+              f"= {s / a:.3f}  (n={len(suite[key])} each; rounds {min(r):.2f}-{max(r):.2f})")
     print(f"worst overhead = {worst:.3f}")
 
 
