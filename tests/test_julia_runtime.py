@@ -110,19 +110,19 @@ WORKER = textwrap.dedent(
 )
 
 
-def scipy_solve(theta: np.ndarray) -> np.ndarray:
+def scipy_solve(theta: np.ndarray, y0: np.ndarray = Y0) -> np.ndarray:
     k1, k2 = theta
 
     def f(t, y):
         return [-k1 * y[0], k1 * y[0] - k2 * y[1], k2 * y[1]]
 
-    sol = solve_ivp(f, (0.0, 5.0), Y0, method="DOP853", t_eval=T_SAVE, rtol=1e-13, atol=1e-15)
+    sol = solve_ivp(f, (0.0, 5.0), y0, method="DOP853", t_eval=T_SAVE, rtol=1e-13, atol=1e-15)
     assert sol.success
     return sol.y.T
 
 
-def loss(y: np.ndarray) -> float:
-    return float(np.sum(W * (y - OBS) ** 2) + np.sum(C * y))
+def loss(y: np.ndarray, obs: np.ndarray = OBS) -> float:
+    return float(np.sum(W * (y - obs) ** 2) + np.sum(C * y))
 
 
 def scipy_grad(theta: np.ndarray) -> np.ndarray:
@@ -135,13 +135,11 @@ def scipy_grad(theta: np.ndarray) -> np.ndarray:
     return g
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def chain_problem():
     from sciml_bench.problem import codegen, spec
     from sciml_bench.problem.compiled import CompiledProblem
 
-    tmp = tmp_path_factory.mktemp("julia")
-    problem = CompiledProblem(
+    return CompiledProblem(
         name="chain",
         stiff=False,
         state_names=["a", "b", "c"],
@@ -159,17 +157,13 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
         loss_C=C,
         source={"julia": codegen.julia_source(spec.loads(PROBLEM_TOML))},
     )
-    cases = [*CASES, {"solver": "Tsit5", "gradient": "forward_diff", "max_steps": 3}]
-    (tmp / "problem.json").write_text(json.dumps(problem.to_json()))
-    (tmp / "cases.json").write_text(json.dumps(cases))
-    (tmp / "worker.py").write_text(WORKER)
+
+
+def run_worker(tmp: Path, script: str, *args: str) -> dict:
+    """Run ``script`` in a fresh interpreter (juliacall first); its ``RESULT`` line."""
+    (tmp / "worker.py").write_text(script)
     out = subprocess.run(
-        [
-            sys.executable,
-            str(tmp / "worker.py"),
-            str(tmp / "problem.json"),
-            str(tmp / "cases.json"),
-        ],
+        [sys.executable, str(tmp / "worker.py"), *args],
         capture_output=True,
         text=True,
         timeout=3000,
@@ -178,6 +172,16 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
     assert out.returncode == 0 and lines, out.stdout[-4000:] + out.stderr[-4000:]
     return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp = tmp_path_factory.mktemp("julia")
+    problem = chain_problem()
+    cases = [*CASES, {"solver": "Tsit5", "gradient": "forward_diff", "max_steps": 3}]
+    (tmp / "problem.json").write_text(json.dumps(problem.to_json()))
+    (tmp / "cases.json").write_text(json.dumps(cases))
+    return run_worker(tmp, WORKER, str(tmp / "problem.json"), str(tmp / "cases.json"))
 
 
 def test_load_phases(results: dict):
@@ -204,3 +208,91 @@ def test_max_steps_is_a_status(results: dict):
     assert rec["status"] == "max_steps"
     assert "ReturnCode.MaxIters" in rec["reason"]
     assert 0 < rec["t_reached"] < 5.0
+
+
+# --- ensembles: 4 members, EnsembleThreads -------------------------------------------------
+
+#: member m starts at a = 1 + m/10 and has rates (k1 s1_m, k2 s2_m); its data are OBS + m/100
+N_MEMBERS = 4
+ENS_SCALE = np.array([[1.0, 1.0], [0.8, 1.3], [1.2, 0.7], [0.9, 1.1]])
+ENS_Y0 = np.array([[1.0 + m / 10, 0.0, 0.0] for m in range(N_MEMBERS)])
+ENS_OBS = np.stack([OBS + m / 100 for m in range(N_MEMBERS)])
+ENS_GRADIENTS = ("forward_diff", "gauss_adjoint")
+
+ENSEMBLE_WORKER = textwrap.dedent(
+    """
+    import json, sys
+    from sciml_bench.backends import julia_env
+    julia_env.import_juliacall()  # first, as the worker does
+    import numpy as np
+    from sciml_bench.backends.base import CaseOptions, EnsembleNotOffered
+    from sciml_bench.backends.julia import JuliaBackend
+    from sciml_bench.problem.compiled import CompiledProblem
+    from sciml_bench.problem.ensemble import Batch
+
+    problem = CompiledProblem.from_json(json.load(open(sys.argv[1])))
+    b = json.load(open(sys.argv[2]))
+    batch = Batch(*(np.array(b[k]) for k in ("y0", "scale", "shift", "observations")))
+    backend = JuliaBackend()
+    backend.load()
+    out = {"cases": []}
+    for gradient in json.loads(sys.argv[3]):
+        case = backend.build_ensemble(
+            problem, CaseOptions("Tsit5", gradient, 1e-9, 1e-11, 10**5), batch, "independent"
+        )
+        sol = case.solve(problem.theta0)
+        loss, grad = case.loss_and_grad(problem.theta0)
+        out["cases"].append({"gradient": gradient, "y": sol.y.tolist(),
+                             "steps": sol.steps.tolist(), "loss": loss, "grad": grad.tolist(),
+                             "info": case.info})
+    try:
+        backend.build_ensemble(problem, CaseOptions("Tsit5", "forward_diff", 1e-9, 1e-11, 10),
+                               batch, "coupled")
+    except EnsembleNotOffered as e:
+        out["coupled"] = str(e)
+    print("RESULT " + json.dumps(out, default=str))
+    """
+)
+
+
+def ensemble_loss(theta: np.ndarray) -> float:
+    """The mean of the members' losses, by SciPy."""
+    return float(np.mean([
+        loss(scipy_solve(theta * ENS_SCALE[m], ENS_Y0[m]), ENS_OBS[m]) for m in range(N_MEMBERS)
+    ]))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ensemble_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp = tmp_path_factory.mktemp("julia-ensemble")
+    batch = {"y0": ENS_Y0.tolist(), "scale": ENS_SCALE.tolist(),
+             "shift": np.zeros_like(ENS_SCALE).tolist(), "observations": ENS_OBS.tolist()}  # fmt: skip
+    (tmp / "problem.json").write_text(json.dumps(chain_problem().to_json()))
+    (tmp / "batch.json").write_text(json.dumps(batch))
+    return run_worker(
+        tmp, ENSEMBLE_WORKER, str(tmp / "problem.json"), str(tmp / "batch.json"),
+        json.dumps(ENS_GRADIENTS),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("gradient", ENS_GRADIENTS)
+def test_ensemble_matches_scipy_member_by_member(ensemble_results: dict, gradient: str):
+    (rec,) = [r for r in ensemble_results["cases"] if r["gradient"] == gradient]
+    y = np.array(rec["y"])
+    assert y.shape == (N_MEMBERS, len(T_SAVE), 3)
+    for m in range(N_MEMBERS):
+        want = scipy_solve(THETA * ENS_SCALE[m], ENS_Y0[m])
+        np.testing.assert_allclose(y[m], want, rtol=1e-6, atol=1e-9, err_msg=f"member {m}")
+    # independent members take their own steps (per-member counters, not one batch value)
+    steps = np.array(rec["steps"])
+    assert np.all(steps > 0) and len(set(steps.tolist())) > 1
+    assert rec["loss"] == pytest.approx(ensemble_loss(THETA), rel=1e-6)
+    h = 1e-5 * THETA
+    fd = [(ensemble_loss(THETA + np.eye(2)[i] * h[i]) - ensemble_loss(THETA - np.eye(2)[i] * h[i]))
+          / (2 * h[i]) for i in range(2)]  # fmt: skip
+    np.testing.assert_allclose(rec["grad"], fd, rtol=1e-4)
+    assert rec["info"]["ensemble"] == "SciMLBase.EnsembleThreads()"
+
+
+def test_coupled_ensemble_is_not_offered_on_the_cpu(ensemble_results: dict):
+    assert "EnsembleGPUArray" in ensemble_results["coupled"]

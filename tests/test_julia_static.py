@@ -32,12 +32,17 @@ from sciml_bench.measure.status import Status
 ROOT = Path(__file__).resolve().parent.parent
 JULIA_DIR = ROOT / "julia"
 MODULE = JULIA_DIR / "src" / "SciMLBenchJL.jl"
+GPU_EXT = JULIA_DIR / "ext" / "SciMLBenchJLGPUExt.jl"
+GPU_ENV = JULIA_DIR / "gpu"
 
 #: UUIDs as the General registry has them (JuliaRegistries/General, <L>/<Name>/Package.toml;
 #: SciMLBase's from its own Project.toml and its dependents'). A typo here or in
 #: Project.toml makes `Pkg.instantiate` fail on a machine we cannot test on.
 REGISTRY_UUIDS = {
+    "CUDA": "052768ef-5323-5732-b1bb-66c8b64840ba",
     "ChainRulesCore": "d360d2e6-b24c-11e9-a2a3-2a2ae2dbcce4",
+    "DiffEqGPU": "071ae1c0-96b5-11e9-1965-c90190d839ea",
+    "DiffResults": "163ba53b-c6d8-5494-b064-1a9d43ac40c5",
     "Enzyme": "7da242da-08ed-463a-9acd-ee780be4f1d9",
     "ForwardDiff": "f6369f11-7733-5829-9624-2563aa707210",
     "OrdinaryDiffEq": "1dea7af3-3e70-54e6-95c3-0bf5283fa5ed",
@@ -50,14 +55,20 @@ REGISTRY_UUIDS = {
     "ReverseDiff": "37e2e3b7-166d-5795-8a7a-e32c996b4267",
     "SciMLBase": "0bca4576-84f4-4d90-8ffe-ffa030f20462",
     "SciMLSensitivity": "1ed8b502-d754-442c-8d5d-10ac956f44a1",
+    "StaticArrays": "90137ffa-7385-5640-81b9-e52037218182",
     "Zygote": "e88e6eb3-aa80-5325-afca-941959d7151f",
 }
 
 
 def julia_files() -> list[Path]:
     files = sorted(JULIA_DIR.rglob("*.jl"))
-    assert MODULE in files
+    assert MODULE in files and GPU_EXT in files
     return files
+
+
+def package_sources() -> list[Path]:
+    """The package's own source files (``src/``), which load only its ``[deps]``."""
+    return sorted((JULIA_DIR / "src").glob("*.jl"))
 
 
 # --- parsing and linting ---------------------------------------------------------------
@@ -157,21 +168,54 @@ def project() -> dict:
     return tomllib.loads((JULIA_DIR / "Project.toml").read_text())
 
 
+def gpu_env() -> dict:
+    return tomllib.loads((GPU_ENV / "Project.toml").read_text())
+
+
 def test_project_uuids_are_the_registrys():
     proj = project()
-    for name, value in proj["deps"].items():
+    for name, value in {**proj["deps"], **proj["weakdeps"]}.items():
         assert REGISTRY_UUIDS.get(name) == value, f"{name}: {value} is not the registry's UUID"
     assert uuid.UUID(proj["uuid"]).version == 4
     assert proj["name"] == MODULE.stem
+    assert not set(proj["deps"]) & set(proj["weakdeps"]), "a package is a dep or a weak dep"
 
 
 def test_project_compat():
     proj = project()
     compat = proj["compat"]
-    assert set(proj["deps"]) <= set(compat), "every dependency needs a [compat] entry"
+    deps = {**proj["deps"], **proj["weakdeps"]}
+    assert set(deps) <= set(compat), "every dependency needs a [compat] entry"
+    assert set(compat) <= set(deps) | {"julia"}, "a [compat] entry for no dependency"
     # juliacall loads PythonCall from this project and requires exactly its own version.
     assert compat["PythonCall"] == "=" + julia_env.JULIACALL_VERSION
     assert compat["julia"] == ".".join(map(str, julia_env.MIN_JULIA))
+
+
+def test_gpu_extension_is_declared():
+    proj = project()
+    (name, triggers), *others = proj["extensions"].items()
+    assert others == [] and name == GPU_EXT.stem
+    assert sorted(triggers) == sorted(julia_env.GPU_TRIGGERS) == sorted(proj["weakdeps"])
+    assert name in julia_env.GPU_PACKAGES  # its package image is checked on cuda
+    assert re.search(rf"^module {name}$", GPU_EXT.read_text(), re.M)
+
+
+def test_gpu_environment():
+    # An environment (no name or uuid) that holds the package by path and its triggers.
+    env, proj = gpu_env(), project()
+    assert "name" not in env and "uuid" not in env
+    deps = env["deps"]
+    assert deps.pop(julia_env.PACKAGE) == proj["uuid"]
+    for name, value in deps.items():
+        assert REGISTRY_UUIDS.get(name) == value, f"{name}: {value} is not the registry's UUID"
+    assert set(julia_env.GPU_TRIGGERS) | {"PythonCall"} == set(deps)
+    assert (GPU_ENV / env["sources"][julia_env.PACKAGE]["path"]).resolve() == JULIA_DIR
+    compat = env["compat"]
+    assert set(deps) | {"julia"} == set(compat)
+    for name in compat:  # the same bounds as the package's, so one resolve satisfies both
+        assert compat[name] == proj["compat"][name], name
+    assert julia_env.is_gpu_project(GPU_ENV) and not julia_env.is_gpu_project(JULIA_DIR)
 
 
 def test_pinned_juliacall_matches_project():
@@ -185,22 +229,92 @@ def test_pinned_juliacall_matches_project():
     assert f"juliacall=={julia_env.JULIACALL_VERSION}" in pins
 
 
+def imported_packages(path: Path) -> set[str]:
+    """Packages a file loads with top-level ``using``/``import`` (``X``, ``X: a``,
+    ``X, Y``); relative (``.X``) and ``Base``/``Core`` names are not packages."""
+    found: set[str] = set()
+    for m in re.finditer(r"^(?:using|import) ([^:\n]+)", path.read_text(), re.M):
+        for name in m[1].split(","):
+            name = name.strip().split(".")[0]
+            if name and name not in ("Base", "Core"):
+                found.add(name)
+    return found
+
+
+def test_imported_packages_parser():
+    # Guards the guard: every form the Julia sources use.
+    assert imported_packages(MODULE) >= {"ChainRulesCore", "OrdinaryDiffEqBDF", "Zygote"}
+    assert imported_packages(GPU_EXT) == {
+        "CUDA", "DiffEqGPU", "SciMLBase", "SciMLBenchJL", "StaticArrays"
+    }  # fmt: skip
+
+
 def test_module_imports_every_dependency():
-    src = MODULE.read_text()
-    for name in project()["deps"]:
-        if name == "PythonCall":  # loaded by juliacall itself, from this project
-            continue
-        assert re.search(rf"^(using|import) {name}\b", src, re.M), name
+    proj = project()
+    used = set().union(*(imported_packages(p) for p in package_sources()))
+    # Every package the package's code loads is a [deps] entry, and none is left unused;
+    # a weak dependency is loaded by the extension alone (it may not be installed).
+    assert used <= set(proj["deps"]), used - set(proj["deps"])
+    assert set(proj["deps"]) - {"PythonCall"} <= used  # PythonCall: loaded by juliacall
+
+
+def test_extension_imports():
+    proj = project()
+    used = imported_packages(GPU_EXT)
+    # An extension can load its parent, the parent's deps and its own triggers only.
+    allowed = set(proj["deps"]) | set(proj["weakdeps"]) | {proj["name"]}
+    assert used <= allowed, used - allowed
+    assert set(julia_env.GPU_TRIGGERS) <= used
 
 
 # --- Python and Julia agree ------------------------------------------------------------
 
 
-def julia_dict_keys(name: str) -> set[str]:
-    src = MODULE.read_text()
+def julia_dict_keys(name: str, path: Path = MODULE) -> set[str]:
+    src = path.read_text()
     block = re.search(rf"const {name} = Dict\{{.*?\n\)\n", src, re.S)
     assert block, name
     return set(re.findall(r'^\s+"(\w+)" =>', block[0], re.M))
+
+
+def julia_exports() -> set[str]:
+    return {
+        name.strip()
+        for line in re.findall(r"^export (.+)$", MODULE.read_text(), re.M)
+        for name in line.split(",")
+    }
+
+
+def julia_functions() -> set[str]:
+    """Functions defined at top level of the package's sources (long or short form)."""
+    src = "\n".join(p.read_text() for p in package_sources())
+    return set(re.findall(r"^function (\w+!?)\(", src, re.M)) | set(
+        re.findall(r"^(\w+!?)\(.*\) =", src, re.M)
+    )
+
+
+def test_python_calls_exported_julia_functions():
+    # Every SciMLBenchJL function the Python glue calls is defined and exported.
+    py = Path(jb.__file__).read_text()
+    called = set(re.findall(r"self\._mod(?:ule)?\.(\w+)\(", py)) | set(
+        re.findall(r"self\._mod(?:ule)?\.(\w+),", py)
+    )
+    assert {"build_ensemble_case", "solve_ensemble_case", "gpu_status"} <= called
+    assert called <= julia_exports(), called - julia_exports()
+    assert julia_exports() <= julia_functions(), julia_exports() - julia_functions()
+
+
+def test_gpu_kernel_solvers_match():
+    assert julia_dict_keys("KERNEL_SOLVERS", GPU_EXT) == set(jb.GPU_KERNEL_SOLVERS)
+    ext = GPU_EXT.read_text()
+    for gpu_name in jb.GPU_KERNEL_SOLVERS.values():
+        assert f"DiffEqGPU.{gpu_name}()" in ext
+    array = re.search(r"^const ARRAY_SOLVERS = \((.*)\)$", ext, re.M)
+    assert array and tuple(re.findall(r'"(\w+)"', array[1])) == jb.GPU_ARRAY_SOLVERS
+    assert set(jb.GPU_ARRAY_SOLVERS) <= set(jb.SOLVERS)
+    for semantics, alg in jb.GPU_ENSEMBLES.items():
+        call = alg.removeprefix("DiffEqGPU.").replace("CUDA.CUDABackend()", "backend")
+        assert f"DiffEqGPU.{call}" in ext, (semantics, call)
 
 
 def test_solver_names_match():
@@ -487,15 +601,52 @@ class FakeSciMLBenchJL:
             raise FakeJuliaError("MethodError: no method matching ...")
         return (1.5, [0.25, -1.0], "Success", 5.0, "")
 
+    # ensembles: the layout and return values of julia/src/ensemble.jl
+
+    gpu_reason = "CUDA.functional() is false: CUDA.jl 5.8.2 finds no usable GPU or driver"
+
+    def gpu_status(self):
+        return self.gpu_reason
+
+    def gpu_device_name(self):
+        return "NVIDIA H100 80GB HBM3"
+
+    def build_ensemble_case(self, src, static_src, Y0, S, A, theta0, t0, t1, tsave, *rest):
+        rtol, atol, maxiters, W, O, C, solver, gradient, device, semantics = rest
+        self.ensemble = dict(src=src, static_src=static_src, Y0=Y0, S=S, A=A, theta0=theta0,
+                             tsave=tsave, W=W, O=O, C=C, maxiters=maxiters,
+                             names=(solver, gradient, device, semantics))  # fmt: skip
+        return "ensemble case"
+
+    def solve_ensemble_case(self, case, theta):
+        n, n_state = self.ensemble["Y0"].shape
+        n_save = len(self.ensemble["tsave"])
+        if theta[0] < 0:  # 3 of the members hit maxiters, the second first
+            return ([], 3, 2, "MaxIters", 0.5, [7] * n, [50] * n, "saved 2 of 4 points")
+        # Julia's Y[state, save, member] = 100 member + 10 save + state (0-based), and vec()
+        # flattens it column-major.
+        m, j, k = np.meshgrid(np.arange(n), np.arange(n_save), np.arange(n_state), indexing="ij")
+        Y = np.transpose(100.0 * m + 10.0 * j + k, (2, 1, 0))
+        if theta[0] == 0:
+            Y[0, 0, 1] = np.nan
+        steps = [-1] * n if theta[1] < 0 else list(range(10, 10 + n))
+        return (Y.flatten(order="F").tolist(), 0, 0, "Success", 5.0, steps, [-1] * n, "")
+
+    def loss_and_grad_ensemble_case(self, case, theta):
+        if theta[0] < 0:
+            return (float("nan"), [], 0, 0, "Exception:DomainError", float("nan"), "log of -1")
+        if theta[0] == 0:
+            return (float("nan"), [], 1, 4, "DtLessThanMin", 0.25, "saved 1 of 4 points")
+        return (2.5, [0.5, -2.0], 0, 0, "Success", float("nan"), "")
+
 
 class FakeMain:
     def __init__(self):
         self.SciMLBenchJL = FakeSciMLBenchJL()
 
     def seval(self, code):
-        return {"string(VERSION)": "1.11.2", "Sys.BINDIR": "/fake/bin"}.get(
-            code, True if "isprecompiled" in code else None
-        )
+        answers = {"string(VERSION)": "1.11.2", "Sys.BINDIR": "/fake/bin", "Threads.nthreads()": 2}
+        return answers.get(code, True if "isprecompiled" in code else None)
 
 
 @pytest.fixture
@@ -605,3 +756,289 @@ def test_build_rejects_bad_options(fake_juliacall):
         build(fake_juliacall, solver="dopri5")
     with pytest.raises(ValueError, match="unknown Julia gradient"):
         build(fake_juliacall, gradient_method="backsolve")
+
+
+# --- ensembles ----------------------------------------------------------------------------
+
+
+def problem_sources() -> dict[str, tuple[str, bool]]:
+    """Every shipped problem's generated Julia source, and whether it has a network."""
+    from sciml_bench.problem import codegen, spec
+
+    out = {}
+    for path in sorted((ROOT / "problems").glob("*.toml")):
+        problem = spec.load(path.stem)
+        out[path.stem] = (codegen.julia_source(problem), bool(problem.networks))
+    return out
+
+
+def body_assignments(src: str) -> list[tuple[str, str]]:
+    return re.findall(r"^ {8}(\S+) = (.+)$", src, re.M)
+
+
+@pytest.mark.parametrize("name", sorted(problem_sources()))
+def test_static_rhs_source(name: str, tmp_path: Path):
+    src, neural = problem_sources()[name]
+    static = jb.static_rhs_source(src)
+    if neural:
+        # Array literals, slices and broadcasts cannot run inside a GPU kernel.
+        assert static is None
+        return
+    assert static is not None
+    assert syntax_errors(static.encode()) == []
+    path = tmp_path / "rhs.jl"
+    path.write_text(static)
+    assert [d for d in lint(path) if d["severity"] == "error"] == []
+    assert re.findall(r"^function (\w+!?)\((.*)\)$", static, re.M) == [("rhs", "u, p, t")]
+    # The same computation, line for line: du[k] = e becomes du_k = e, then SVector{n}.
+    inplace, derived = body_assignments(src), body_assignments(static)
+    assert [(re.sub(r"^du\[(\d+)\]$", r"du_\1", a), e) for a, e in inplace] == derived
+    n = sum(a.startswith("du[") for a, _ in inplace)
+    outputs = ", ".join(f"du_{k}" for k in range(1, n + 1))
+    assert f"SVector{{{n}}}({outputs})" in static
+
+
+def test_static_rhs_source_refuses_what_it_cannot_prove():
+    src = generated_rhs()
+    assert jb.static_rhs_source(src) is not None
+    assert jb.static_rhs_source(src.replace("rhs!(du, u, p, t)", "f!(du, u, p, t)")) is None
+    assert jb.static_rhs_source(src.replace("du[2] =", "du[3] =", 1)) is None  # order
+    assert jb.static_rhs_source(src.replace("    return nothing\n", "")) is None
+    # a broadcast, a slice or an array literal in any line
+    for bad in ("exp.(s_y1)", "sum(u[1:2])", "[s_y1, s_y2][1]", "s_y1 .* s_y2"):
+        assert jb.static_rhs_source(src.replace("s_y1 = u[1]", f"s_y1 = {bad}")) is None
+    # a float literal's dot is not a broadcast
+    assert jb.static_rhs_source(src.replace("s_y1 = u[1]", "s_y1 = 1.0*u[1]")) is not None
+
+
+@pytest.mark.parametrize(
+    "env, device",
+    [
+        ({}, "cpu"),
+        ({"JAX_PLATFORMS": "cpu"}, "cpu"),
+        ({"JAX_PLATFORMS": "cuda,cpu"}, "cuda"),
+        ({"SCIML_BENCH_DEVICE": "cuda"}, "cuda"),
+        ({"SCIML_BENCH_DEVICE": "cpu", "JAX_PLATFORMS": "cuda,cpu"}, "cpu"),
+    ],
+)
+def test_worker_device_and_project(env: dict, device: str, monkeypatch: pytest.MonkeyPatch):
+    from sciml_bench.measure.device import device_env
+
+    for key in ("SCIML_BENCH_DEVICE", "JAX_PLATFORMS", "PYTHON_JULIACALL_PROJECT",
+                "SCIML_BENCH_JULIA_PROJECT"):  # fmt: skip
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert julia_env.worker_device() == device
+    want = julia_env.GPU_PROJECT if device == "cuda" else julia_env.DEFAULT_PROJECT
+    assert julia_env.project_dir() == want
+    # what a worker pinned by the executor sees
+    for pinned in ("cpu", "cuda"):
+        monkeypatch.delenv("SCIML_BENCH_DEVICE", raising=False)
+        for key, value in device_env(pinned).items():
+            monkeypatch.setenv(key, value)
+        assert julia_env.worker_device() == pinned
+
+
+def test_probe_gpu_environment_needs_its_images(
+    no_julia: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    fake_julia(no_julia, 'echo "julia version 1.11.2"\n')
+    env = tmp_path / "gpu"
+    env.mkdir()
+    shutil.copy(GPU_ENV / "Project.toml", env / "Project.toml")
+    found = julia_env.probe(project=env, need_juliacall=False)
+    assert not found.ok and "Manifest.toml" in found.reason
+    assert found.fix == julia_env.GPU_SETUP_FIX and "--project julia/gpu" in found.fix
+    (env / "Manifest.toml").write_text("")
+    depot = tmp_path / "depot"
+    monkeypatch.setenv("JULIA_DEPOT_PATH", str(depot))
+    for name in (julia_env.PACKAGE, *julia_env.HEAVY_PACKAGES):
+        (depot / "compiled" / "v1.11" / name).mkdir(parents=True)
+        (depot / "compiled" / "v1.11" / name / "a_1.ji").write_bytes(b"")
+    found = julia_env.probe(project=env, need_juliacall=False)
+    assert not found.ok
+    assert "CUDA, DiffEqGPU, SciMLBenchJLGPUExt have no package image" in found.reason
+    for name in julia_env.GPU_PACKAGES:
+        (depot / "compiled" / "v1.11" / name).mkdir(parents=True)
+        (depot / "compiled" / "v1.11" / name / "a_1.ji").write_bytes(b"")
+    found = julia_env.probe(project=env, need_juliacall=False)
+    assert found.ok, found.reason
+
+
+def test_setup_command_for_the_gpu_environment():
+    cmd = julia_env.setup_command("julia", GPU_ENV)
+    script = cmd[-1]
+    assert cmd[2] == f"--project={GPU_ENV}"
+    # Julia 1.10 ignores [sources]: develop the package from julia/ by path
+    assert f'VERSION < v"1.11" && Pkg.develop(path = raw"{JULIA_DIR}")' in script
+    assert script.index("Pkg.develop") < script.index("Pkg.instantiate()")
+    assert "using CUDA, DiffEqGPU, StaticArrays" in script  # loads the extension
+    assert syntax_errors(script.replace("; ", "\n").encode()) == []
+    plain = julia_env.setup_command("julia", JULIA_DIR)[-1]
+    assert "Pkg.develop" not in plain and "CUDA" not in plain
+
+
+def test_configure_juliacall_with_threads(no_julia: Path, julia_project: Path, monkeypatch):
+    exe = fake_julia(no_julia, 'echo "julia version 1.11.2"\n')
+    monkeypatch.delenv("PYTHON_JULIACALL_HANDLE_SIGNALS", raising=False)
+    monkeypatch.delenv("PYTHON_JULIACALL_THREADS", raising=False)
+    monkeypatch.setenv("JULIA_NUM_THREADS", "1")
+    found = julia_env.JuliaProbe(True, exe=str(exe), project=julia_project)
+    julia_env.configure_juliacall(found)
+    assert "PYTHON_JULIACALL_HANDLE_SIGNALS" not in os.environ
+    monkeypatch.setenv("JULIA_NUM_THREADS", "4")  # EnsembleThreads: Julia must own signals
+    julia_env.configure_juliacall(found)
+    assert os.environ["PYTHON_JULIACALL_HANDLE_SIGNALS"] == "yes"
+
+
+def lorenz(n_save: int = 4):
+    """ensemble-lorenz's compiled problem (its generated Julia source included)."""
+    from sciml_bench.problem import codegen, spec
+
+    problem = compiled(n_save)
+    problem.source = {"julia": codegen.julia_source(spec.load("ensemble-lorenz"))}
+    problem.state_names, problem.param_names = ["x", "y", "z"], ["sigma", "rho", "beta"]
+    problem.y0, problem.theta0 = np.array([1.0, 0.0, 0.0]), np.array([10.0, 28.0, 8 / 3])
+    return problem
+
+
+def ensemble_batch(n: int, observations: bool = False):
+    from sciml_bench.problem.ensemble import Batch
+
+    rng = np.random.default_rng(1)
+    obs = rng.random((n, 4, 3)) if observations else None
+    return Batch(np.tile([1.0, 0.0, 0.0], (n, 1)), rng.random((n, 3)), np.zeros((n, 3)), obs)
+
+
+def options(**overrides):
+    from sciml_bench.backends.base import CaseOptions
+
+    opts = {"solver": "Tsit5", "gradient_method": "forward_diff", "rtol": 1e-6, "atol": 1e-8,
+            "max_steps": 1000, **overrides}  # fmt: skip
+    return CaseOptions(**opts)
+
+
+@pytest.mark.parametrize(
+    "semantics, device, overrides, n, why",
+    [
+        ("coupled", "cpu", {}, 4, "EnsembleGPUArray (one fused system, one step size), on cuda"),
+        ("independent", "tpu", {}, 4, "no independent ensemble on tpu"),
+        ("independent", "cuda", {"solver": "Rodas5P"}, 4, "EnsembleGPUKernel runs Tsit5, Vern7"),
+        ("coupled", "cuda", {"solver": "FBDF"}, 4, "need analytic Jacobians"),
+        ("coupled", "cuda", {"gradient_method": "gauss_adjoint"}, 4, "ForwardDiff (forward_diff)"),
+        ("independent", "cuda", {}, 1, "one-member ensemble with EnsembleSerial on the CPU"),
+    ],
+)
+def test_ensemble_not_offered(semantics, device, overrides, n, why):
+    from sciml_bench.backends.base import EnsembleNotOffered
+
+    with pytest.raises(EnsembleNotOffered, match=re.escape(why)):
+        jb.ensemble_plan(lorenz(), options(**overrides), n, semantics, device)
+
+
+def test_gpu_ensemble_refuses_a_network_rhs():
+    from sciml_bench.backends.base import EnsembleNotOffered
+    from sciml_bench.problem import codegen, spec
+
+    problem = lorenz()
+    problem.source = {"julia": codegen.julia_source(spec.load("ensemble-spiral-node"))}
+    with pytest.raises(EnsembleNotOffered, match="cannot run inside a GPU kernel"):
+        jb.ensemble_plan(problem, options(), 16, "independent", "cuda")
+    # the CPU runs it, and so does no static form
+    assert jb.ensemble_plan(problem, options(), 16, "independent", "cpu")["static_src"] == ""
+
+
+def test_ensemble_plans():
+    cpu = jb.ensemble_plan(lorenz(), options(), 4, "independent", "cpu")
+    assert cpu["ensemble"] == "SciMLBase.EnsembleThreads()" and cpu["solver"] == "Tsit5()"
+    assert cpu["sensealg"] == jb.GRADIENT_METHODS["forward_diff"] and cpu["static_src"] == ""
+    kernel = jb.ensemble_plan(lorenz(), options(solver="Vern7"), 4, "independent", "cuda")
+    assert kernel["solver"] == "GPUVern7()" and "EnsembleGPUKernel" in kernel["ensemble"]
+    assert kernel["static_src"].startswith("# Out-of-place") and kernel["sensealg"] == (
+        jb.GPU_GRADIENT_INFO
+    )
+    array = jb.ensemble_plan(lorenz(), options(), 4, "coupled", "cuda")
+    assert array["solver"] == "Tsit5()" and "EnsembleGPUArray" in array["ensemble"]
+    assert array["static_src"] == ""  # EnsembleGPUArray runs the in-place rhs!
+    with pytest.raises(ValueError, match="unknown Julia solver"):
+        jb.ensemble_plan(lorenz(), options(solver="dopri5"), 4, "independent", "cpu")
+
+
+def build_ensemble(fake_juliacall, n=4, semantics="independent", device="cpu", obs=False):
+    backend = jb.JuliaBackend()
+    batch = ensemble_batch(n, obs)
+    case = backend.build_ensemble(lorenz(), options(), batch, semantics, device)
+    return case, batch, fake_juliacall.Main.SciMLBenchJL.ensemble
+
+
+def test_build_ensemble_hands_julia_the_python_shapes(fake_juliacall):
+    case, batch, built = build_ensemble(fake_juliacall)
+    assert built["names"] == ("Tsit5", "forward_diff", "cpu", "independent")
+    assert built["Y0"].shape == (4, 3) and built["S"].shape == (4, 3) and built["A"].shape == (4, 3)
+    np.testing.assert_array_equal(built["S"], batch.scale)
+    # no per-member observations: one shared block, broadcast over members in Julia
+    assert built["O"].shape == (1, 4, 3) and built["W"].shape == (4, 3)
+    assert all(built[k].flags.c_contiguous for k in ("Y0", "S", "A", "O", "W", "C"))
+    assert built["static_src"] == "" and built["maxiters"] == 1000
+    assert case.semantics == "independent"
+    assert case.info["ensemble"] == "SciMLBase.EnsembleThreads()" and case.info["threads"] == 2
+    assert case.info["members"] == 4 and case.info["shared_theta"] is False
+    assert case.placement()[0] == "cpu"
+    _, batch, built = build_ensemble(fake_juliacall, obs=True)
+    np.testing.assert_array_equal(built["O"], batch.observations)
+
+
+def test_ensemble_solve_layout_and_counters(fake_juliacall):
+    case, _, _ = build_ensemble(fake_juliacall)
+    sol = case.solve(np.array([10.0, 28.0, 2.0]))
+    assert sol.y.shape == (4, 4, 3)  # (member, save time, state)
+    assert sol.y[2, 1, 0] == 210.0 and sol.y[3, 0, 2] == 302.0
+    assert sol.steps.tolist() == [10, 11, 12, 13] and sol.rhs_evals is None  # -1: unreported
+    assert case.solve(np.array([10.0, -1.0, 2.0])).steps is None
+
+
+def test_ensemble_member_failures_are_statuses(fake_juliacall):
+    from sciml_bench.measure.status import SolverFailure
+
+    case, _, _ = build_ensemble(fake_juliacall)
+    with pytest.raises(SolverFailure) as info:
+        case.solve(np.array([-1.0, 28.0, 2.0]))
+    assert info.value.status is Status.MAX_STEPS and info.value.t_reached == 0.5
+    assert "ReturnCode.MaxIters" in info.value.reason
+    assert "3 of 4 members (first: member 1)" in info.value.reason  # Julia's 2, 0-based
+    with pytest.raises(SolverFailure) as info:
+        case.solve(np.array([0.0, 28.0, 2.0]))
+    assert info.value.status is Status.NONFINITE and "1 of 4 members" in info.value.reason
+    with pytest.raises(SolverFailure) as info:
+        case.loss_and_grad(np.array([-1.0, 28.0, 2.0]))
+    assert info.value.status is Status.NONFINITE and "log of -1" in info.value.reason
+    with pytest.raises(SolverFailure) as info:
+        case.loss_and_grad(np.array([0.0, 28.0, 2.0]))
+    assert info.value.status is Status.DT_UNDERFLOW and "member 3" in info.value.reason
+
+
+def test_ensemble_gradient(fake_juliacall):
+    case, _, _ = build_ensemble(fake_juliacall)
+    value, grad = case.loss_and_grad(np.array([10.0, 28.0, 2.0]))
+    assert value == 2.5 and grad.tolist() == [0.5, -2.0]
+
+
+def test_cuda_ensemble_without_a_usable_gpu(fake_juliacall):
+    from sciml_bench.backends.base import EnsembleNotOffered
+
+    with pytest.raises(EnsembleNotOffered) as info:
+        build_ensemble(fake_juliacall, device="cuda")
+    assert "CUDA.functional() is false" in str(info.value)
+    assert julia_env.GPU_SETUP_FIX in str(info.value)
+
+
+def test_cuda_ensemble_build(fake_juliacall):
+    fake_juliacall.Main.SciMLBenchJL.gpu_reason = ""
+    case, _, built = build_ensemble(fake_juliacall, device="cuda")
+    assert built["names"] == ("Tsit5", "forward_diff", "cuda", "independent")
+    assert built["static_src"] == jb.static_rhs_source(built["src"])
+    assert case.info["solver"] == "GPUTsit5()" and "EnsembleGPUKernel" in case.info["ensemble"]
+    assert case.placement() == ("cuda", "NVIDIA H100 80GB HBM3")
+    case, _, built = build_ensemble(fake_juliacall, semantics="coupled", device="cuda")
+    assert built["static_src"] == "" and case.semantics == "coupled"

@@ -9,10 +9,17 @@ it with Zygote and a SciMLSensitivity `sensealg`. Everything returned to Python 
 a string, a `Vector{Float64}` or a tuple of those, so the bridge converts it without
 surprises, and no Julia exception escapes a solve or a gradient: a failure comes back as a
 return code (SciMLBase's, or `Exception:<type>`) with Julia's message.
+
+Ensembles (`ensemble.jl`) run `n` members through one `EnsembleProblem`: `EnsembleThreads`
+on the CPU; on an NVIDIA GPU, DiffEqGPU's `EnsembleGPUKernel` and `EnsembleGPUArray`, which
+the package extension `SciMLBenchJLGPUExt` (loaded with CUDA, DiffEqGPU and StaticArrays,
+the `julia/gpu` environment) provides, so that CPU users never install or load CUDA.
 """
 module SciMLBenchJL
 
 import ChainRulesCore
+import DiffResults
+import ForwardDiff
 import SciMLBase
 import Zygote
 using OrdinaryDiffEqBDF: OrdinaryDiffEqBDF, FBDF
@@ -30,6 +37,8 @@ using SciMLSensitivity:
     ReverseDiffVJP
 
 export build_case, gradient_names, loss_and_grad_case, solve_case, solver_names, versions
+export build_ensemble_case, gpu_device_name, gpu_status
+export loss_and_grad_ensemble_case, solve_ensemble_case
 
 # Solvers by the name the command line uses, which is the library's own.
 const SOLVERS = Dict{String, Function}(
@@ -106,18 +115,23 @@ exception_code(err) = "Exception:" * string(nameof(typeof(err)))
 last_t(sol) = isempty(sol.t) ? NaN : Float64(sol.t[end])
 
 """
-    define_rhs(src) -> Function
+    define_rhs(src, name = :rhs!, bindings = (;)) -> Function
 
-Evaluate generated source, which defines exactly one `rhs!(du, u, p, t)`, in a fresh
-anonymous module (so cases never collide) and return that function. The lookup runs in the
-latest world, because the method did not exist when this function was compiled.
+Evaluate generated source, which defines exactly one function `name` (the in-place
+`rhs!(du, u, p, t)`, or the out-of-place static `rhs(u, p, t)` that GPU kernels need), in a
+fresh anonymous module (so cases never collide) and return that function. `bindings` are
+made constants of that module first (the GPU extension passes `SVector`). The lookup runs in
+the latest world, because the method did not exist when this function was compiled.
 """
-function define_rhs(src::AbstractString)
+function define_rhs(src::AbstractString, name::Symbol = :rhs!, bindings::NamedTuple = (;))
     mod = Module(gensym(:SciMLBenchRHS))
+    for (key, value) in pairs(bindings)
+        Core.eval(mod, Expr(:const, Expr(:(=), key, value)))
+    end
     include_string(mod, String(src), "sciml_bench_rhs.jl")
-    Base.invokelatest(isdefined, mod, :rhs!) ||
-        error("the generated source does not define `rhs!(du, u, p, t)`")
-    return Base.invokelatest(getglobal, mod, :rhs!)
+    Base.invokelatest(isdefined, mod, name) ||
+        error("the generated source does not define `$(name)`")
+    return Base.invokelatest(getglobal, mod, name)
 end
 
 """
@@ -290,10 +304,15 @@ function versions()
         OrdinaryDiffEqTsit5,
         OrdinaryDiffEqVerner,
     )
+    gpu = Base.get_extension(@__MODULE__, :SciMLBenchJLGPUExt)
+    extra = gpu === nothing ? () : Base.invokelatest(gpu.versions)
     return (
         ("julia", string(VERSION)),
         map(m -> (string(nameof(m)), string(pkgversion(m))), mods)...,
+        extra...,
     )
 end
+
+include("ensemble.jl")
 
 end # module SciMLBenchJL

@@ -8,11 +8,26 @@ nothing calls back into Python per RHS evaluation. Julia must be installed and
 
 A worker running this backend imports juliacall before anything heavy and never torch or
 jax (importing torch first is a known crash, PythonCall #215).
+
+Ensembles (:class:`JuliaEnsembleCase`) solve ``n`` members through one ``EnsembleProblem``:
+
+- ``independent`` on the CPU: ``EnsembleThreads()`` with the case's solver; the gradient is
+  Zygote over the ensemble solve with the case's ``sensealg`` per member (SciMLSensitivity's
+  data-parallel tutorial);
+- ``independent`` on ``cuda``: DiffEqGPU's ``EnsembleGPUKernel`` with ``GPUTsit5``/``GPUVern7``
+  on an out-of-place ``SVector`` right-hand side (:func:`static_rhs_source`);
+- ``coupled`` on ``cuda``: DiffEqGPU's ``EnsembleGPUArray``, which fuses the members into one
+  system under one error norm (one step size for all: coupled, not independent).
+
+GPU gradients are ForwardDiff over the whole ensemble solve (DiffEqGPU's documented AD route);
+the GPU code is the package extension ``SciMLBenchJLGPUExt``, loaded in the ``julia/gpu``
+environment only.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -26,11 +41,15 @@ from sciml_bench.backends.base import (
     Backend,
     Case,
     CaseOptions,
+    EnsembleCase,
+    EnsembleNotOffered,
+    EnsembleSolution,
     Solution,
     SolverInfo,
 )
 from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.ensemble import Batch
 
 SOLVERS: dict[str, SolverInfo] = {
     "Rodas5P": SolverInfo("Rodas5P", True, "Rosenbrock-W, order 5, ForwardDiff Jacobian"),
@@ -69,6 +88,76 @@ SUCCESS_CODES = frozenset(
 
 #: The order of the counters ``SciMLBenchJL`` returns; -1 means not reported.
 STAT_KEYS = ("steps", "rejected_steps", "rhs_evals", "jac_evals", "lu_decomps")
+
+
+#: cuda ensembles: DiffEqGPU's algorithm per semantics (``cpu_offload = 0.0``: every member
+#: on the GPU; EnsembleGPUArray's default would solve 20% of them on the CPU)
+GPU_ENSEMBLES: dict[str, str] = {
+    "independent": "DiffEqGPU.EnsembleGPUKernel(CUDA.CUDABackend(), 0.0)",
+    "coupled": "DiffEqGPU.EnsembleGPUArray(CUDA.CUDABackend(), 0.0)",
+}
+#: EnsembleGPUKernel's re-implementation of each solver it offers (the kernel cannot run
+#: OrdinaryDiffEq's own); keys are the case's solver names
+GPU_KERNEL_SOLVERS: dict[str, str] = {"Tsit5": "GPUTsit5", "Vern7": "GPUVern7"}
+#: EnsembleGPUArray runs OrdinaryDiffEq's explicit solvers (its stiff ones need analytic
+#: Jacobians, which the suite does not hand over)
+GPU_ARRAY_SOLVERS: tuple[str, ...] = ("Tsit5", "Vern7")
+#: The gradient method of GPU ensembles: ForwardDiff over the ensemble solve
+GPU_GRADIENT = "forward_diff"
+GPU_GRADIENT_INFO = "ForwardDiff.gradient over solve(EnsembleProblem, ...) (Dual parameters)"
+
+# One line of the generated in-place RHS body: ``name = expression``.
+_ASSIGN = re.compile(r"^ {8}(du\[(\d+)\]|[A-Za-z_]\w*) = (.+)$")
+# Scalar reads of the state and parameter vectors, the only indexing a kernel RHS may do.
+_SCALAR_INDEX = re.compile(r"\b[up]\[\d+\]")
+# What allocates or broadcasts: array literals, slices, dotted calls and operators.
+_NOT_KERNEL_SAFE = re.compile(r"[\[\]]|\.\(|(?<![0-9])\.[*/+\-^]|\b(?:transpose|reshape)\b")
+
+
+def static_rhs_source(src: str) -> str | None:
+    """The out-of-place ``rhs(u, p, t)`` returning an ``SVector`` that DiffEqGPU's
+    ``EnsembleGPUKernel`` needs, derived line by line from the generated in-place ``rhs!``.
+
+    Every body line of the codegen's output (``name = expr`` and ``du[k] = expr``) is kept
+    as it is, except that ``du[k] = expr`` becomes ``du_k = expr``; the function returns
+    ``SVector{n}(du_1, ..., du_n)`` (``SVector`` is bound by the GPU extension). ``None``
+    when the body builds arrays or broadcasts (a neural network's layers), which a GPU
+    kernel cannot run, or when ``src`` is not in the codegen's shape.
+    """
+    lines = src.splitlines()
+    try:
+        start = lines.index("function rhs!(du, u, p, t)")
+    except ValueError:
+        return None
+    if lines[start + 1 : start + 2] != ["    @inbounds begin"]:
+        return None
+    if lines[-3:] != ["    end", "    return nothing", "end"]:
+        return None
+    body, outputs = [], []
+    for line in lines[start + 2 : -3]:
+        m = _ASSIGN.match(line)
+        if m is None or _NOT_KERNEL_SAFE.search(_SCALAR_INDEX.sub("", m[3])):
+            return None
+        if m[2] is not None:
+            k = int(m[2])
+            if k != len(outputs) + 1:
+                return None  # every du[k], once, in order
+            outputs.append(f"du_{k}")
+            body.append(f"        du_{k} = {m[3]}")
+        else:
+            body.append(line)
+    if not outputs:
+        return None
+    ret = f"        SVector{{{len(outputs)}}}({', '.join(outputs)})"
+    return "\n".join([
+        "# Out-of-place static form of the generated rhs! (sciml-bench), for EnsembleGPUKernel.",
+        "function rhs(u, p, t)",
+        "    return @inbounds begin",
+        *body,
+        ret,
+        "    end",
+        "end",
+    ]) + "\n"  # fmt: skip
 
 
 def status_for(retcode: str) -> Status:
@@ -166,6 +255,174 @@ class JuliaCase(Case):
         return value, g
 
 
+def _counters(values: Any) -> np.ndarray | None:
+    """Per-member counters from Julia; ``None`` where the solver reports none (-1)."""
+    a = np.array(values, dtype=np.int64)
+    return None if a.size == 0 or np.all(a < 0) else a
+
+
+class JuliaEnsembleCase(EnsembleCase):
+    """An ensemble built in Julia (:func:`SciMLBenchJL.build_ensemble_case`).
+
+    The timed calls are one call into Julia each (the ensemble solve, or the loss and
+    gradient); member statuses, finiteness and the conversion to NumPy are checked here,
+    outside the clock.
+    """
+
+    def __init__(
+        self,
+        jl_case: Any,
+        module: Any,
+        problem: CompiledProblem,
+        n: int,
+        semantics: str,
+        info: dict[str, Any],
+        julia_error: type[BaseException],
+        device: str = "cpu",
+    ):
+        self._case = jl_case
+        self._mod = module
+        self._julia_error = julia_error
+        self.semantics = semantics
+        self._n = n
+        self._shape = (n, len(problem.t_save), problem.n_state)
+        self._t_end = float(problem.t_span[1])
+        #: what was run, for the result record
+        self.info = info
+        self._label = f"{info['ensemble']} {info['solver']}"
+        self._device = device
+
+    def placement(self) -> tuple[str, str | None]:
+        """``("cuda", GPU model)`` for a DiffEqGPU ensemble (its arrays live on the GPU
+        during the solve; DiffEqGPU copies the solutions back to the host before
+        returning), else the CPU."""
+        if self._device == "cuda":
+            return "cuda", str(self._mod.gpu_device_name()) or None
+        from sciml_bench.measure.environment import cpu_model
+
+        return "cpu", cpu_model()
+
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except self._julia_error as e:
+            raise SolverFailure(Status.ERROR, f"Julia error: {e}") from None
+
+    def _check(self, failed: int, first: int, retcode: str, t: float, message: str) -> None:
+        if retcode.startswith("Exception:"):
+            raise failure(retcode, t, self._t_end, self._label, message)
+        if failed == 0:
+            return
+        err = failure(retcode, t, self._t_end, self._label, message)
+        where = f"{failed} of {self._n} members (first: member {first - 1})"
+        raise SolverFailure(err.status, f"{err.reason}; {where}", err.t_reached)
+
+    def solve_raw(self, theta: np.ndarray) -> Any:
+        return self._call(self._mod.solve_ensemble_case, self._case, _f64(theta))
+
+    def check_solve(self, raw: Any) -> EnsembleSolution:
+        y, failed, first, retcode, t, steps, rhs_evals, message = raw
+        self._check(int(failed), int(first), str(retcode), float(t), str(message))
+        y = np.array(y, dtype=np.float64).reshape(self._shape)
+        if not np.all(np.isfinite(y)):
+            bad = int(np.sum(~np.all(np.isfinite(y), axis=(1, 2))))
+            raise SolverFailure(
+                Status.NONFINITE,
+                f"Julia {self._label}: non-finite values in {bad} of {self._n} members "
+                "(DiffEqGPU's kernel has no instability check)",
+            )
+        return EnsembleSolution(y, steps=_counters(steps), rhs_evals=_counters(rhs_evals))
+
+    def grad_raw(self, theta: np.ndarray) -> Any:
+        return self._call(self._mod.loss_and_grad_ensemble_case, self._case, _f64(theta))
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        value, grad, failed, first, retcode, t, message = raw
+        self._check(int(failed), int(first), str(retcode), float(t), str(message))
+        g = np.array(grad, dtype=np.float64)
+        value = float(value)
+        if not (np.isfinite(value) and np.all(np.isfinite(g))):
+            raise SolverFailure(
+                Status.NONFINITE,
+                f"non-finite mean loss or gradient after successful member solves "
+                f"(loss={value}, {int(np.sum(~np.isfinite(g)))} bad gradient entries)",
+            )
+        return value, g
+
+
+def _f64(a: Any) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def ensemble_plan(
+    problem: CompiledProblem, options: CaseOptions, n: int, semantics: str, device: str
+) -> dict[str, Any]:
+    """What an ensemble of ``n`` members runs, or :class:`EnsembleNotOffered` saying why
+    not; decided without Julia. Returns the record's description and, for the GPU kernel,
+    the static RHS source (``static_src``)."""
+    if options.solver not in SOLVERS:
+        raise ValueError(f"unknown Julia solver {options.solver!r}; choose from {list(SOLVERS)}")
+    if options.gradient_method not in GRADIENT_METHODS:
+        raise ValueError(
+            f"unknown Julia gradient method {options.gradient_method!r}; "
+            f"choose from {list(GRADIENT_METHODS)}"
+        )
+    if options.dtype != "float64":
+        raise ValueError("the Julia backend runs float64 only")
+    src = problem.source.get("julia")
+    if not src:
+        raise ValueError(f"problem {problem.name!r} has no generated Julia source")
+    if device == "cpu":
+        if semantics != "independent":
+            raise EnsembleNotOffered(
+                f"julia: no {semantics} ensemble on the CPU; its coupled ensemble is "
+                "DiffEqGPU's EnsembleGPUArray (one fused system, one step size), on cuda only"
+            )
+        return {
+            "ensemble": "SciMLBase.EnsembleThreads()",
+            "solver": f"{options.solver}()",
+            "sensealg": GRADIENT_METHODS[options.gradient_method],
+            "static_src": "",
+        }
+    if device != "cuda" or semantics not in GPU_ENSEMBLES:
+        raise EnsembleNotOffered(f"julia: no {semantics} ensemble on {device}")
+    if semantics == "independent" and options.solver not in GPU_KERNEL_SOLVERS:
+        raise EnsembleNotOffered(
+            f"julia: EnsembleGPUKernel runs {', '.join(GPU_KERNEL_SOLVERS)} "
+            f"({', '.join(GPU_KERNEL_SOLVERS.values())}), not {options.solver}"
+        )
+    if semantics == "coupled" and options.solver not in GPU_ARRAY_SOLVERS:
+        raise EnsembleNotOffered(
+            f"julia: EnsembleGPUArray is offered with {', '.join(GPU_ARRAY_SOLVERS)}, "
+            f"not {options.solver} (its stiff solvers need analytic Jacobians)"
+        )
+    if options.gradient_method != GPU_GRADIENT:
+        raise EnsembleNotOffered(
+            f"julia: GPU ensembles are differentiated with ForwardDiff ({GPU_GRADIENT}) only, "
+            f"not {options.gradient_method}"
+        )
+    static = static_rhs_source(src)
+    if static is None:
+        raise EnsembleNotOffered(
+            f"julia: {problem.name}'s right-hand side builds arrays (a network layer), "
+            "which cannot run inside a GPU kernel (DiffEqGPU: no allocation, broadcast or BLAS)"
+        )
+    if n < 2:
+        raise EnsembleNotOffered(
+            "julia: DiffEqGPU solves a one-member ensemble with EnsembleSerial on the CPU, "
+            "so a cuda row of size 1 would be a CPU run"
+        )
+    solver = options.solver
+    if semantics == "independent":
+        solver = GPU_KERNEL_SOLVERS[solver]
+    return {
+        "ensemble": GPU_ENSEMBLES[semantics],
+        "solver": f"{solver}()",
+        "sensealg": GPU_GRADIENT_INFO,
+        "static_src": static if semantics == "independent" else "",
+    }
+
+
 class JuliaBackend(Backend):
     """DifferentialEquations.jl (OrdinaryDiffEq + SciMLSensitivity) via juliacall."""
 
@@ -181,6 +438,8 @@ class JuliaBackend(Backend):
         #: facts about the load, for the result record: where Julia came from, whether
         #: package images were present before loading (warm) and the library versions
         self.load_info: dict[str, Any] = {}
+        #: why loading the GPU packages failed in a cuda worker ("" if it did not)
+        self.gpu_load_error = ""
 
     def availability(self) -> Availability:
         found = julia_env.cached_probe()
@@ -191,6 +450,10 @@ class JuliaBackend(Backend):
 
     def default_solver(self, stiff: bool) -> str:
         return "Rodas5P" if stiff else "Tsit5"
+
+    #: independent: EnsembleThreads (CPU) or EnsembleGPUKernel (cuda); coupled:
+    #: EnsembleGPUArray (cuda only), whose fused system has one step size for every member
+    ensemble_semantics = ("independent", "coupled")
 
     def default_gradient(self, problem: CompiledProblem) -> str:
         # SciMLSensitivity's own choice for an ODE: forward mode while it is small.
@@ -221,7 +484,7 @@ class JuliaBackend(Backend):
 
         t1 = time.perf_counter()
         version = julia_env.parse_version("julia version " + str(jl.seval("string(VERSION)")))
-        files = julia_env.pkgimage_state(version or (0, 0, 0))
+        files = julia_env.pkgimage_state(version or (0, 0, 0), julia_env.worker_device() == "cuda")
         # Julia's own answer: a cache that exists and is valid for this environment.
         valid = bool(
             jl.seval(
@@ -240,6 +503,15 @@ class JuliaBackend(Backend):
         phases["precompile_check"] = t2 - t1
         phases["package_load"] = t3 - t2
         self._module = getattr(jl, julia_env.PACKAGE)
+        if julia_env.worker_device() == "cuda":
+            # A cuda worker runs in julia/gpu: loading these loads SciMLBenchJLGPUExt. A
+            # failure is reported by build_ensemble (gpu_status), as an unavailable row.
+            t4 = time.perf_counter()
+            try:
+                jl.seval(f"using {', '.join(julia_env.GPU_TRIGGERS)}")
+            except juliacall.JuliaError as e:
+                self.gpu_load_error = f"loading {', '.join(julia_env.GPU_TRIGGERS)} failed: {e}"
+            phases["gpu_package_load"] = time.perf_counter() - t4
         self.load_info = {
             "julia_bindir": str(jl.seval("Sys.BINDIR")),
             "julia_project": str(jl.seval("Base.active_project()")),
@@ -247,6 +519,7 @@ class JuliaBackend(Backend):
             "pkgimage_files": files,
             "pkgimage_valid": valid,
             "versions": dict(self._module.versions()),
+            "threads": int(jl.seval("Threads.nthreads()")),
         }
         return phases
 
@@ -291,3 +564,62 @@ class JuliaBackend(Backend):
         except self._julia_error as e:
             raise RuntimeError(f"building the Julia case failed: {e}") from None
         return JuliaCase(jl_case, self._module, problem, options, self._julia_error)
+
+    def build_ensemble(
+        self,
+        problem: CompiledProblem,
+        options: CaseOptions,
+        batch: Batch,
+        semantics: str,
+        device: str = "cpu",
+    ) -> EnsembleCase:
+        plan = ensemble_plan(problem, options, batch.n, semantics, device)
+        self.load()
+        assert self._julia_error is not None
+        if device == "cuda":
+            why = self.gpu_load_error or str(self._module.gpu_status())
+            if why:
+                raise EnsembleNotOffered(f"julia: {why}. Fix: {julia_env.GPU_SETUP_FIX}")
+        obs = batch.observations
+        if obs is None:  # every member shares the problem's O: one block, broadcast in Julia
+            obs = problem.loss_O[None]
+        try:
+            jl_case = self._module.build_ensemble_case(
+                problem.source["julia"],
+                plan["static_src"],
+                _f64(batch.y0),
+                _f64(batch.scale),
+                _f64(batch.shift),
+                _f64(problem.theta0),
+                float(problem.t_span[0]),
+                float(problem.t_span[1]),
+                _f64(problem.t_save),
+                float(options.rtol),
+                float(options.atol),
+                int(options.max_steps),
+                _f64(problem.loss_W),
+                _f64(obs),
+                _f64(problem.loss_C),
+                options.solver,
+                options.gradient_method,
+                device,
+                semantics,
+            )
+        except self._julia_error as e:
+            raise RuntimeError(f"building the Julia ensemble failed: {e}") from None
+        info = {
+            "semantics": semantics,
+            "members": batch.n,
+            "shared_theta": not batch.varies_parameters,
+            "ensemble": plan["ensemble"],
+            "solver": plan["solver"],
+            "sensealg": plan["sensealg"],
+            "maxiters": options.max_steps,
+            "threads": self.load_info.get("threads"),
+        }
+        if plan["static_src"]:
+            info["rhs"] = "out-of-place rhs(u, p, t) -> SVector (static_rhs_source)"
+            info["initial_dt"] = "(t1 - t0) / 1000; the kernel has no step bound (maxiters)"
+        return JuliaEnsembleCase(
+            jl_case, self._module, problem, batch.n, semantics, info, self._julia_error, device
+        )

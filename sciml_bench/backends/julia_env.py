@@ -10,6 +10,11 @@ at the Julia found here and at ``julia/`` instead.)
 Package images are built by :func:`setup` (``sciml-bench julia setup``), never during a
 measurement; :func:`pkgimage_state` says whether they are present, so that a cold start can
 be recorded as warm or cold honestly.
+
+GPU ensembles run in a second environment, ``julia/gpu`` (SciMLBenchJL plus CUDA, DiffEqGPU
+and StaticArrays, which load its GPU extension), so that CPU users never install CUDA. A
+worker pinned to ``cuda`` (:func:`worker_device`) uses it; ``sciml-bench julia setup
+--project julia/gpu`` sets it up.
 """
 
 from __future__ import annotations
@@ -35,11 +40,17 @@ MIN_JULIA = (1, 10, 3)
 PACKAGE = "SciMLBenchJL"
 #: Its heavy dependencies, whose package images decide how cold a start is.
 HEAVY_PACKAGES = ("SciMLSensitivity", "Zygote", "OrdinaryDiffEqRosenbrock")
+#: Loading these beside SciMLBenchJL loads its GPU extension (julia/Project.toml).
+GPU_TRIGGERS = ("CUDA", "DiffEqGPU", "StaticArrays")
+#: The GPU environment's heavy packages and the extension, whose package images it needs.
+GPU_PACKAGES = ("CUDA", "DiffEqGPU", "SciMLBenchJLGPUExt")
 #: ``julia --version`` must answer within this many seconds.
 PROBE_TIMEOUT_S = 1.5
 
 #: The ``julia/`` folder of a source checkout (the package is not shipped in wheels).
 DEFAULT_PROJECT = Path(__file__).resolve().parents[2] / "julia"
+#: The GPU environment: SciMLBenchJL by path, with CUDA, DiffEqGPU and StaticArrays.
+GPU_PROJECT = DEFAULT_PROJECT / "gpu"
 
 INSTALL_FIX = (
     "Install Julia 1.10 or 1.11 with juliaup (https://github.com/JuliaLang/juliaup): "
@@ -48,6 +59,10 @@ INSTALL_FIX = (
     "Then run `sciml-bench julia setup`."
 )
 SETUP_FIX = "Run `sciml-bench julia setup` (instantiates and precompiles julia/; minutes, once)."
+GPU_SETUP_FIX = (
+    "Run `sciml-bench julia setup --project julia/gpu` on the GPU machine (installs CUDA.jl "
+    "and DiffEqGPU beside SciMLBenchJL and precompiles them; minutes, once)."
+)
 
 
 @dataclass(frozen=True)
@@ -93,9 +108,21 @@ def find_julia(exe: str | None = None) -> tuple[str | None, str]:
     return os.path.abspath(path), "PATH"
 
 
+def worker_device() -> str:
+    """``cuda`` in a process pinned to the GPU, else ``cpu``: ``SCIML_BENCH_DEVICE`` when
+    set, else the worker's JAX pin (``measure.device.device_env`` gives a ``cuda`` worker
+    ``JAX_PLATFORMS=cuda,cpu`` before anything starts, and a ``cpu`` one ``cpu``)."""
+    explicit = os.environ.get("SCIML_BENCH_DEVICE", "").strip().lower()
+    if explicit:
+        return "cuda" if explicit == "cuda" else "cpu"
+    first = os.environ.get("JAX_PLATFORMS", "").split(",")[0].strip().lower()
+    return "cuda" if first in ("cuda", "gpu") else "cpu"
+
+
 def project_dir(project: str | os.PathLike[str] | None = None) -> Path:
     """The Julia project: the option, ``PYTHON_JULIACALL_PROJECT``,
-    ``SCIML_BENCH_JULIA_PROJECT``, or ``julia/`` beside this package."""
+    ``SCIML_BENCH_JULIA_PROJECT``, or ``julia/`` beside this package (``julia/gpu`` in a
+    process pinned to ``cuda``)."""
     for value in (
         project,
         os.environ.get("PYTHON_JULIACALL_PROJECT"),
@@ -103,7 +130,19 @@ def project_dir(project: str | os.PathLike[str] | None = None) -> Path:
     ):
         if value:
             return Path(value).resolve()
-    return DEFAULT_PROJECT
+    return GPU_PROJECT if worker_device() == "cuda" else DEFAULT_PROJECT
+
+
+def is_gpu_project(project: Path) -> bool:
+    """Whether ``project`` is an environment that loads SciMLBenchJL's GPU extension: it
+    lists SciMLBenchJL and every trigger package as dependencies."""
+    import tomllib
+
+    try:
+        deps = tomllib.loads((project / "Project.toml").read_text()).get("deps", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return PACKAGE in deps and all(name in deps for name in GPU_TRIGGERS)
 
 
 _VERSION_RE = re.compile(r"julia version (\d+)\.(\d+)\.(\d+)")
@@ -160,16 +199,16 @@ def depot() -> Path:
     return Path.home() / ".julia"
 
 
-def pkgimage_state(version: tuple[int, int, int]) -> dict[str, Any]:
+def pkgimage_state(version: tuple[int, int, int], gpu: bool = False) -> dict[str, Any]:
     """Which package caches exist for this Julia, read from the depot without Julia.
 
-    ``present[name]`` is true when ``compiled/vX.Y/name/`` holds a cache file. Julia alone
-    can tell whether a cache is still valid; :meth:`JuliaBackend.load` asks it in-process
-    (``Base.isprecompiled``) and records that as well.
+    ``present[name]`` is true when ``compiled/vX.Y/name/`` holds a cache file (``gpu``: the
+    GPU environment's packages too). Julia alone can tell whether a cache is still valid;
+    :meth:`JuliaBackend.load` asks it in-process (``Base.isprecompiled``) and records that.
     """
     compiled = depot() / "compiled" / f"v{version[0]}.{version[1]}"
     present = {}
-    for name in (PACKAGE, *HEAVY_PACKAGES):
+    for name in (PACKAGE, *HEAVY_PACKAGES, *(GPU_PACKAGES if gpu else ())):
         folder = compiled / name
         present[name] = folder.is_dir() and any(folder.glob("*.ji"))
     return {"compiled_dir": str(compiled), "present": present, "warm": all(present.values())}
@@ -239,16 +278,22 @@ def probe(
             **base,
         )
     # Pkg writes Manifest.toml, or Manifest-vX.Y.toml where one already exists.
+    gpu = is_gpu_project(proj)
+    fix = GPU_SETUP_FIX if gpu else SETUP_FIX
     if not any(proj.glob("Manifest*.toml")):
         why = f"the Julia project {proj} is not instantiated (no Manifest.toml)"
-        return JuliaProbe(False, why, SETUP_FIX, **base)
-    images = pkgimage_state(version)
-    if not images["present"][PACKAGE]:
+        return JuliaProbe(False, why, fix, **base)
+    images = pkgimage_state(version, gpu)
+    missing = [
+        name for name in (PACKAGE, *(GPU_PACKAGES if gpu else ())) if not images["present"][name]
+    ]
+    if missing:
         why = (
-            f"{PACKAGE} has no package image for Julia {dotted} in {images['compiled_dir']}; "
+            f"{', '.join(missing)} {'has' if len(missing) == 1 else 'have'} no package image "
+            f"for Julia {dotted} in {images['compiled_dir']}; "
             "precompiling is a setup step, not part of a measured cold start"
         )
-        return JuliaProbe(False, why, SETUP_FIX, details={"pkgimages": images}, **base)
+        return JuliaProbe(False, why, fix, details={"pkgimages": images}, **base)
     return JuliaProbe(True, details={"pkgimages": images}, **base)
 
 
@@ -276,6 +321,11 @@ def configure_juliacall(found: JuliaProbe | None = None) -> dict[str, str]:
         os.environ.setdefault(key, value)
     os.environ.setdefault("PYTHON_JULIACALL_STARTUP_FILE", "no")
     os.environ.setdefault("PYTHON_JULIAPKG_OFFLINE", "yes")  # belt and braces
+    threads = os.environ.get("PYTHON_JULIACALL_THREADS") or os.environ.get("JULIA_NUM_THREADS")
+    if threads and threads.strip() not in ("", "1"):
+        # juliacall: Julia threads (EnsembleThreads) need Julia's signal handling, or its
+        # garbage collector can crash the process.
+        os.environ.setdefault("PYTHON_JULIACALL_HANDLE_SIGNALS", "yes")
     keys = (*wanted, "PYTHON_JULIACALL_STARTUP_FILE")
     return {k: os.environ[k] for k in keys}
 
@@ -300,9 +350,31 @@ def import_juliacall() -> Any:
     return sys.modules["juliacall"]
 
 
+def gpu_package_path(project: Path) -> Path:
+    """Where the GPU environment's ``[sources]`` puts SciMLBenchJL (``..``, i.e. ``julia/``)."""
+    import tomllib
+
+    sources = tomllib.loads((project / "Project.toml").read_text()).get("sources", {})
+    path = sources.get(PACKAGE, {}).get("path")
+    found = (project / path).resolve() if path else DEFAULT_PROJECT
+    if '"' in str(found):
+        raise JuliaNotFound(f"the path {found} contains a double quote; move the checkout")
+    return found
+
+
 def setup_command(exe: str, project: Path) -> list[str]:
-    """The command that instantiates and precompiles the Julia project."""
-    script = f"using Pkg; Pkg.instantiate(); Pkg.precompile(); using {PACKAGE}; Pkg.status()"
+    """The command that instantiates and precompiles the Julia project.
+
+    For the GPU environment it also develops SciMLBenchJL from ``julia/`` on Julia 1.10
+    (1.11 reads the environment's ``[sources]``) and loads the GPU packages, which loads
+    and so checks the GPU extension.
+    """
+    steps = ["using Pkg", "Pkg.instantiate()", "Pkg.precompile()", f"using {PACKAGE}"]
+    if is_gpu_project(project):
+        package = str(gpu_package_path(project))
+        develop = f'VERSION < v"1.11" && Pkg.develop(path = raw"{package}")'
+        steps = [steps[0], develop, *steps[1:], f"using {', '.join(GPU_TRIGGERS)}"]
+    script = "; ".join([*steps, "Pkg.status()"])
     return [exe, "--startup-file=no", f"--project={project}", "-e", script]
 
 
