@@ -245,3 +245,16 @@ def test_ensemble_on_the_gpu_reads_back_cuda_and_its_memory(
     # the same members, the same maths: one float64 answer to the solver's tolerance
     assert gpu["loss"] == pytest.approx(cpu["loss"], rel=1e-6)
     assert gpu["steps_median"] == pytest.approx(cpu["steps_median"], abs=2)
+
+
+def test_julia_ensembles_plan_per_device(decay: tuple) -> None:
+    """Julia's single trajectories are CPU-only, its ensembles are not: under
+    ``--device cpu,cuda`` it gets an independent ladder on each device and a coupled one
+    (DiffEqGPU's EnsembleGPUArray) on cuda only; no CPU worker is spawned to refuse it."""
+    _, compiled, _ = decay
+    ladders = runner.plan_ensemble(compiled, ("independent", "coupled"), [4], ["julia"],
+                                   devices=("cpu", "cuda"))  # fmt: skip
+    got = [(s.semantics, s.device, s.device_requested) for s in ladders]
+    assert got == [("independent", "cpu", "cpu"), ("independent", "cuda", "cuda"),
+                   ("coupled", "cuda", "cuda")]  # fmt: skip
+    assert ensemble_job.run_device({"backend": "julia", "device": "cuda"}) == "cuda"

@@ -281,6 +281,15 @@ class Backend(ABC):
 
     #: ensemble semantics offered, in display order (none by default)
     ensemble_semantics: tuple[str, ...] = ()
+    #: devices its ensembles run on (:attr:`devices` unless a backend says otherwise)
+    ensemble_devices: tuple[str, ...] | None = None
+
+    def ensemble_offer(self, device: str) -> tuple[str, ...]:
+        """The ensemble semantics offered on ``device`` (all of them by default)."""
+        return self.ensemble_semantics
+
+    def runs_ensembles_on(self, device: str) -> bool:
+        return device in (self.ensemble_devices or self.devices)
 
     def ensemble_solver(self, stiff: bool) -> str:
         """The solver an ensemble uses (the single-trajectory default unless overridden)."""

@@ -454,6 +454,12 @@ class JuliaBackend(Backend):
     #: independent: EnsembleThreads (CPU) or EnsembleGPUKernel (cuda); coupled:
     #: EnsembleGPUArray (cuda only), whose fused system has one step size for every member
     ensemble_semantics = ("independent", "coupled")
+    #: single trajectories run on the CPU only; ensembles also on cuda (DiffEqGPU)
+    ensemble_devices = ("cpu", "cuda")
+
+    def ensemble_offer(self, device: str) -> tuple[str, ...]:
+        # the coupled ensemble is EnsembleGPUArray: no CPU worker is spawned to refuse it
+        return self.ensemble_semantics if device == "cuda" else ("independent",)
 
     def default_gradient(self, problem: CompiledProblem) -> str:
         # SciMLSensitivity's own choice for an ODE: forward mode while it is small.
@@ -571,8 +577,8 @@ class JuliaBackend(Backend):
         options: CaseOptions,
         batch: Batch,
         semantics: str,
-        device: str = "cpu",
     ) -> EnsembleCase:
+        device = options.device
         plan = ensemble_plan(problem, options, batch.n, semantics, device)
         self.load()
         assert self._julia_error is not None

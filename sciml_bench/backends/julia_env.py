@@ -109,14 +109,9 @@ def find_julia(exe: str | None = None) -> tuple[str | None, str]:
 
 
 def worker_device() -> str:
-    """``cuda`` in a process pinned to the GPU, else ``cpu``: ``SCIML_BENCH_DEVICE`` when
-    set, else the worker's JAX pin (``measure.device.device_env`` gives a ``cuda`` worker
-    ``JAX_PLATFORMS=cuda,cpu`` before anything starts, and a ``cpu`` one ``cpu``)."""
-    explicit = os.environ.get("SCIML_BENCH_DEVICE", "").strip().lower()
-    if explicit:
-        return "cuda" if explicit == "cuda" else "cpu"
-    first = os.environ.get("JAX_PLATFORMS", "").split(",")[0].strip().lower()
-    return "cuda" if first in ("cuda", "gpu") else "cpu"
+    """``cuda`` in a process pinned to the GPU, else ``cpu``: the executor's
+    ``SCIML_BENCH_DEVICE`` (``measure.device.device_env``, set before anything starts)."""
+    return "cuda" if os.environ.get("SCIML_BENCH_DEVICE", "").strip().lower() == "cuda" else "cpu"
 
 
 def project_dir(project: str | os.PathLike[str] | None = None) -> Path:

@@ -68,13 +68,15 @@ def device_env(device: str | None) -> dict[str, str]:
     CUDA first so that it is the default device; a CUDA backend that cannot start is a
     loud error, and the worker's read-back catches any array that still lands on the CPU.
     Torch has no such variable: its cases create their tensors on the named device.
-    ``None`` or ``auto`` (a CNN job that resolves its own device) pins nothing.
+    ``SCIML_BENCH_DEVICE`` tells the Julia backend which project to start (``julia/gpu``
+    with DiffEqGPU on ``cuda``) before juliacall starts. ``None`` or ``auto`` (a CNN job that resolves its own device) pins nothing.
     """
     if device == "cpu":
-        return {"JAX_PLATFORMS": "cpu"}
+        return {"JAX_PLATFORMS": "cpu", "SCIML_BENCH_DEVICE": "cpu"}
     if device == "cuda":
         # no preallocation of 75% of VRAM: the memory peak must be the case's own
-        return {"JAX_PLATFORMS": "cuda,cpu", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+        return {"JAX_PLATFORMS": "cuda,cpu", "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+                "SCIML_BENCH_DEVICE": "cuda"}  # fmt: skip
     return {}
 
 

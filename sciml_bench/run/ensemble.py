@@ -65,7 +65,7 @@ def run_device(job: dict[str, Any]) -> str:
     from sciml_bench import backends
 
     asked = job.get("device", "cpu")
-    return asked if asked in backends.get(job["backend"]).devices else "cpu"
+    return asked if backends.get(job["backend"]).runs_ensembles_on(asked) else "cpu"
 
 
 def _spread(a: Any) -> dict[str, float] | None:

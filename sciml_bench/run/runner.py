@@ -548,9 +548,9 @@ def plan_ensemble(
         offered = b.solvers()
         chosen = [s for s in solvers if s in offered] or [b.ensemble_solver(problem.stiff)]
         grads = [g for g in gradients if g in b.gradient_methods] or [b.default_gradient(problem)]
-        sems = [s for s in b.ensemble_semantics if s in semantics] or [""]
-        runs = [(d, d) for d in devices if d in b.devices] or [("cpu", devices[0])]
+        runs = [(d, d) for d in devices if b.runs_ensembles_on(d)] or [("cpu", devices[0])]
         for device, requested in runs:
+            sems = [s for s in b.ensemble_offer(device) if s in semantics] or [""]
             for sem in sems:
                 for s in chosen:
                     for g in grads:
