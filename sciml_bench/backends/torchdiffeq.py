@@ -210,7 +210,9 @@ class TorchdiffeqCase(Case):
         except AssertionError as e:  # the adjoint's backward solve can fail too
             raise SolverFailure(classify_message(str(e)), f"torchdiffeq backward: {e}") from None
         self.sync()
-        return loss, grads
+        # the graph is freed here, inside the call, as a user's loop frees it each step;
+        # returned attached, it was freed at the next sample's assignment, in its clock
+        return loss.detach(), grads
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
         loss, grads = raw

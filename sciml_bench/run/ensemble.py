@@ -197,6 +197,7 @@ def _steady(job: dict[str, Any], case: Any, params: Any, grad: bool, events: Eve
         t_begin = perf()
         raw = None
         while len(samples) < repeats:
+            raw = None  # the previous result is freed before the clock starts, not in it
             start = perf()
             raw = run(params)
             samples.append(perf() - start)

@@ -263,6 +263,7 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
                 raw = timed(params)
                 elapsed = perf() - start
                 check(raw)  # outside the clock; raises before a failed sample is counted
+                raw = None  # freed here, not when the next sample's result replaces it
                 samples.append(elapsed)
                 if perf() - t_begin > budget and len(samples) >= 3:
                     break
