@@ -33,6 +33,7 @@ from sciml_bench.backends.base import (
     Solution,
     SolverInfo,
 )
+from sciml_bench.backends.torch_device import TorchPlaced
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
@@ -107,7 +108,7 @@ def attach_steps(func: Any, steps: _Steps) -> None:
         setattr(func, f"callback_{name}_adjoint", fn)
 
 
-class TorchdiffeqCase(Case):
+class TorchdiffeqCase(TorchPlaced, Case):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
         import torch
         import torchdiffeq
@@ -218,22 +219,6 @@ class TorchdiffeqCase(Case):
         loss, grads = raw
         g = self.torch.nn.utils.parameters_to_vector(grads)
         return float(loss.detach()), g.cpu().numpy()  # the worker rejects a non-finite one
-
-    def sync(self) -> None:
-        """Wait for queued CUDA work: every timed call ends with it, before the clock is read."""
-        if self.device.type == "cuda":
-            self.torch.cuda.synchronize(self.device)
-
-    def placement(self) -> tuple[str, str | None]:
-        dev = self.last_device
-        if dev.type == "cuda":
-            return "cuda", self.torch.cuda.get_device_name(dev)
-        return super().placement() if dev.type == "cpu" else (dev.type, None)
-
-    def alloc_peak_mb(self) -> float | None:
-        from sciml_bench.measure.memory import torch_alloc_peak_mb
-
-        return torch_alloc_peak_mb(self.torch) if self.device.type == "cuda" else None
 
 
 def batched_rhs(source: str) -> Callable[..., Any]:

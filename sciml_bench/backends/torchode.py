@@ -35,6 +35,7 @@ from sciml_bench.backends.base import (
     SolverInfo,
     failed_members,
 )
+from sciml_bench.backends.torch_device import TorchPlaced
 from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
@@ -50,7 +51,7 @@ _GRADIENTS = {"AutoDiffAdjoint": "backpropagation through the solver's operation
 _STATUS = {2: Status.DT_UNDERFLOW, 3: Status.MAX_STEPS, 4: Status.NONFINITE}
 
 
-class TorchodeEnsembleCase(EnsembleCase):
+class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
     """``independent``: one torchode solve of the whole batch, per-member step sizes."""
 
     semantics = "independent"
@@ -114,10 +115,6 @@ class TorchodeEnsembleCase(EnsembleCase):
         st = _STATUS.get(int(code[~ok][0]), Status.SOLVER_FAILURE)
         raise SolverFailure(st, f"torchode: {st.value} in {failed_members(ok)}")
 
-    def sync(self) -> None:
-        """Wait for queued CUDA work: every timed call ends with it, before the clock is read."""
-        if self.device.type == "cuda":
-            self.torch.cuda.synchronize(self.device)
 
     def prepare(self, theta: np.ndarray) -> Any:
         torch = self.torch
@@ -153,17 +150,6 @@ class TorchodeEnsembleCase(EnsembleCase):
         self.last_device = grad.device
         self._check(status)
         return float(loss), grad.cpu().numpy()
-
-    def placement(self) -> tuple[str, str | None]:
-        dev = self.last_device
-        if dev.type == "cuda":
-            return "cuda", self.torch.cuda.get_device_name(dev)
-        return super().placement() if dev.type == "cpu" else (dev.type, None)
-
-    def alloc_peak_mb(self) -> float | None:
-        from sciml_bench.measure.memory import torch_alloc_peak_mb
-
-        return torch_alloc_peak_mb(self.torch) if self.device.type == "cuda" else None
 
 
 class TorchodeCase(Case):
