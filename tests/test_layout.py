@@ -107,3 +107,19 @@ def test_nothing_below_run_imports_run(package: str) -> None:
 def test_every_module_lives_in_a_layer() -> None:
     loose = [n for n in _graph() if n.count(".") == 1 and n.split(".")[1] not in LAYERS]
     assert not loose, f"modules outside the layered packages: {loose}"
+
+
+def test_the_readme_layout_table_names_every_module() -> None:
+    """Each module under a layer's folder is named in its row of the README's Layout
+    table, so a reader finds where a backend, a metric or a schema field lives."""
+    readme = (PKG.parent / "README.md").read_text()
+    rows = {ln.split("|")[1].strip().strip("`"): ln for ln in readme.splitlines()
+            if ln.startswith("| `sciml_bench/")}  # fmt: skip
+    missing = []
+    for package in LAYERS:
+        row = rows.get(f"sciml_bench/{package}/")
+        assert row is not None, f"README's Layout table has no row for sciml_bench/{package}/"
+        for path in sorted((PKG / package).glob("*.py")):
+            if path.name != "__init__.py" and f"`{path.name}`" not in row:
+                missing.append(f"{package}/{path.name}")
+    assert not missing, f"not in the README's Layout table: {missing}"
