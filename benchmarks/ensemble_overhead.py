@@ -165,6 +165,11 @@ def main() -> None:
     )
     ap.add_argument("--skip-spread", action="store_true")
     args = ap.parse_args()
+    if args.device == "cuda":
+        from sciml_bench.measure.memory import gpu_count
+
+        if gpu_count() == 0:
+            sys.exit("ensemble_overhead: --device cuda, but no NVIDIA GPU is visible (NVML sees none)")
     if args.ladder is None:
         args.ladder = "16,256" if args.device == "cpu" else "1,256,4096,65536"
     with tempfile.TemporaryDirectory() as tmp_name:
