@@ -134,6 +134,19 @@ function define_rhs(src::AbstractString, name::Symbol = :rhs!, bindings::NamedTu
     return Base.invokelatest(getglobal, mod, name)
 end
 
+"""An `ArgumentError` naming the choices when `solver` or `gradient` is unknown."""
+function check_options(solver::AbstractString, gradient::AbstractString)
+    haskey(SOLVERS, solver) ||
+        throw(ArgumentError(
+            "unknown solver $(repr(solver)); choose from $(solver_names())",
+        ))
+    haskey(GRADIENTS, gradient) ||
+        throw(ArgumentError(
+            "unknown gradient method $(repr(gradient)); choose from $(gradient_names())",
+        ))
+    return nothing
+end
+
 """
     build_case(src, u0, theta0, t0, t1, tsave, rtol, atol, maxiters, W, O, C, solver, gradient)
 
@@ -157,14 +170,7 @@ function build_case(
     solver::AbstractString,
     gradient::AbstractString,
 )
-    haskey(SOLVERS, solver) ||
-        throw(ArgumentError(
-            "unknown solver $(repr(solver)); choose from $(solver_names())",
-        ))
-    haskey(GRADIENTS, gradient) ||
-        throw(ArgumentError(
-            "unknown gradient method $(repr(gradient)); choose from $(gradient_names())",
-        ))
+    check_options(solver, gradient)
     rhs! = define_rhs(src)
     # Through invokelatest, so that everything built here sees the method just defined.
     return Base.invokelatest(

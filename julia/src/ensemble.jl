@@ -199,14 +199,7 @@ function build_ensemble_case(
     device::AbstractString,
     semantics::AbstractString,
 )
-    haskey(SOLVERS, solver) ||
-        throw(ArgumentError(
-            "unknown solver $(repr(solver)); choose from $(solver_names())",
-        ))
-    haskey(GRADIENTS, gradient) ||
-        throw(ArgumentError(
-            "unknown gradient method $(repr(gradient)); choose from $(gradient_names())",
-        ))
+    check_options(solver, gradient)
     u0 = Vector{Float64}(Y0[1, :])
     p0 = Vector{Float64}(theta0)
     tspan = (Float64(t0), Float64(t1))

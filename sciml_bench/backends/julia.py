@@ -354,12 +354,9 @@ def _f64(a: Any) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float64)
 
 
-def ensemble_plan(
-    problem: CompiledProblem, options: CaseOptions, n: int, semantics: str, device: str
-) -> dict[str, Any]:
-    """What an ensemble of ``n`` members runs, or :class:`EnsembleNotOffered` saying why
-    not; decided without Julia. Returns the record's description and, for the GPU kernel,
-    the static RHS source (``static_src``)."""
+def julia_source(problem: CompiledProblem, options: CaseOptions) -> str:
+    """The problem's generated Julia source, after checking ``options`` without Julia:
+    a solver and gradient method the backend offers, float64."""
     if options.solver not in SOLVERS:
         raise ValueError(f"unknown Julia solver {options.solver!r}; choose from {list(SOLVERS)}")
     if options.gradient_method not in GRADIENT_METHODS:
@@ -372,6 +369,16 @@ def ensemble_plan(
     src = problem.source.get("julia")
     if not src:
         raise ValueError(f"problem {problem.name!r} has no generated Julia source")
+    return src
+
+
+def ensemble_plan(
+    problem: CompiledProblem, options: CaseOptions, n: int, semantics: str, device: str
+) -> dict[str, Any]:
+    """What an ensemble of ``n`` members runs, or :class:`EnsembleNotOffered` saying why
+    not; decided without Julia. Returns the record's description and, for the GPU kernel,
+    the static RHS source (``static_src``)."""
+    src = julia_source(problem, options)
     if device == "cpu":
         if semantics != "independent":
             raise EnsembleNotOffered(
@@ -530,40 +537,24 @@ class JuliaBackend(Backend):
         return phases
 
     def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
-        src = problem.source.get("julia")
-        if not src:
-            raise ValueError(f"problem {problem.name!r} has no generated Julia source")
-        if options.solver not in SOLVERS:
-            raise ValueError(
-                f"unknown Julia solver {options.solver!r}; choose from {list(SOLVERS)}"
-            )
-        if options.gradient_method not in GRADIENT_METHODS:
-            raise ValueError(
-                f"unknown Julia gradient method {options.gradient_method!r}; "
-                f"choose from {list(GRADIENT_METHODS)}"
-            )
-        if options.dtype != "float64":
-            raise ValueError("the Julia backend runs float64 only")
+        src = julia_source(problem, options)
         self.load()
         assert self._julia_error is not None
-
-        def f64(a: np.ndarray) -> np.ndarray:
-            return np.ascontiguousarray(a, dtype=np.float64)
 
         try:
             jl_case = self._module.build_case(
                 src,
-                f64(problem.y0),
-                f64(problem.theta0),
+                _f64(problem.y0),
+                _f64(problem.theta0),
                 float(problem.t_span[0]),
                 float(problem.t_span[1]),
-                f64(problem.t_save),
+                _f64(problem.t_save),
                 float(options.rtol),
                 float(options.atol),
                 int(options.max_steps),
-                f64(problem.loss_W),
-                f64(problem.loss_O),
-                f64(problem.loss_C),
+                _f64(problem.loss_W),
+                _f64(problem.loss_O),
+                _f64(problem.loss_C),
                 options.solver,
                 options.gradient_method,
             )
