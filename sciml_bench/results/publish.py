@@ -105,10 +105,14 @@ def _spread(med: Any, q: Any, scale: float, fmt: str = ".3g") -> str:
     return s
 
 
+def _grad_err(r: dict[str, Any]) -> str:
+    """The gradient error with its tier (``1.2e-05 pass``)."""
+    tier = r.get("gradient_tier")
+    return _f(r.get("gradient_error"), ".2e") + (f" {tier}" if tier else "")
+
+
 def case_row(r: dict[str, Any], metric_key: str) -> list[str]:
-    grad_err = _f(r.get("gradient_error"), ".2e")
-    if r.get("gradient_tier"):
-        grad_err += f" {r['gradient_tier']}"
+    grad_err = _grad_err(r)
     status = str(r.get("status", "?"))
     return [
         str(r.get("backend", "")),
@@ -127,9 +131,7 @@ def case_row(r: dict[str, Any], metric_key: str) -> list[str]:
 
 def ensemble_row(r: dict[str, Any], metric_key: str) -> list[str]:
     """One rung of a ladder; throughput is member-solves per second of the median solve."""
-    grad_err = _f(r.get("gradient_error"), ".2e")
-    if r.get("gradient_tier"):
-        grad_err += f" {r['gradient_tier']}"
+    grad_err = _grad_err(r)
     status = str(r.get("status", "?"))
     return [
         str(r.get("backend", "")),
