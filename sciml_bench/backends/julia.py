@@ -222,7 +222,7 @@ class JuliaCase(Case):
             raise SolverFailure(Status.ERROR, f"Julia error: {e}") from None
 
     def prepare(self, theta: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(theta, dtype=np.float64)
+        return _f64(theta)
 
     def timed_solve(self, params: np.ndarray) -> Any:
         # One call into Julia; it returns Julia values, converted in check_solve.
@@ -298,9 +298,7 @@ class JuliaEnsembleCase(EnsembleCase):
         returning), else the CPU."""
         if self._device == "cuda":
             return "cuda", str(self._mod.gpu_device_name()) or None
-        from sciml_bench.measure.environment import cpu_model
-
-        return "cpu", cpu_model()
+        return super().placement()
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -317,8 +315,11 @@ class JuliaEnsembleCase(EnsembleCase):
         where = f"{failed} of {self._n} members (first: member {first - 1})"
         raise SolverFailure(err.status, f"{err.reason}; {where}", err.t_reached)
 
-    def solve_raw(self, theta: np.ndarray) -> Any:
-        return self._call(self._mod.solve_ensemble_case, self._case, _f64(theta))
+    def prepare(self, theta: np.ndarray) -> np.ndarray:
+        return _f64(theta)  # converted once, outside the timed calls
+
+    def solve_raw(self, params: np.ndarray) -> Any:
+        return self._call(self._mod.solve_ensemble_case, self._case, params)
 
     def check_solve(self, raw: Any) -> EnsembleSolution:
         y, failed, first, retcode, t, steps, rhs_evals, message = raw
@@ -333,8 +334,8 @@ class JuliaEnsembleCase(EnsembleCase):
             )
         return EnsembleSolution(y, steps=_counters(steps), rhs_evals=_counters(rhs_evals))
 
-    def grad_raw(self, theta: np.ndarray) -> Any:
-        return self._call(self._mod.loss_and_grad_ensemble_case, self._case, _f64(theta))
+    def grad_raw(self, params: np.ndarray) -> Any:
+        return self._call(self._mod.loss_and_grad_ensemble_case, self._case, params)
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
         value, grad, failed, first, retcode, t, message = raw

@@ -3,7 +3,7 @@
 Every tensor is made on the named device (that is torch's pinning); a timed call ends
 with :meth:`TorchPlaced.sync` so the clock holds the GPU's work; the read-back is the
 device of the last result torch returned; the device-memory peak is the caching
-allocator's.
+allocator's; and :func:`torch_cuda_missing` says what keeps torch off a GPU.
 """
 
 from __future__ import annotations
@@ -36,3 +36,22 @@ class TorchPlaced:
         from sciml_bench.measure.memory import torch_alloc_peak_mb
 
         return torch_alloc_peak_mb(self.torch) if self.device.type == "cuda" else None
+
+
+def torch_cuda_missing() -> tuple[str, str] | None:
+    """What keeps torch off the GPU here, with the fix, or ``None``."""
+    import torch
+
+    fix = (
+        "pip install torch --index-url https://download.pytorch.org/whl/cu126 "
+        "(a CUDA build), or use --device cpu"
+    )
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU-only build (torch.version.cuda is None)", fix
+    if not torch.cuda.is_available():
+        return (
+            f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU "
+            "(torch.cuda.is_available() is False: driver or CUDA_VISIBLE_DEVICES)",
+            fix,
+        )
+    return None

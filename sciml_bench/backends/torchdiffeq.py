@@ -33,7 +33,7 @@ from sciml_bench.backends.base import (
     Solution,
     SolverInfo,
 )
-from sciml_bench.backends.torch_device import TorchPlaced
+from sciml_bench.backends.torch_device import TorchPlaced, torch_cuda_missing
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
@@ -234,8 +234,8 @@ def batched_rhs(source: str) -> Callable[..., Any]:
 
 class TorchdiffeqEnsembleCase(EnsembleCase):
     """``coupled``: odeint on the stacked ``(n, n_state)`` state, the batched RHS
-    (:func:`batched_rhs`): one error norm and one step size for the whole batch (torchdiffeq has no
-    per-member steps). The shared step bound counts the batch's steps.
+    (:func:`batched_rhs`): one error norm and one step size for the whole batch
+    (torchdiffeq has no per-member steps). The shared step bound counts the batch's steps.
 
     Every tensor is made on ``options.device`` (the single case's rule); the timed calls
     end with ``torch.cuda.synchronize`` there, and the checks copy to the host."""
@@ -320,26 +320,6 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
 
     def alloc_peak_mb(self) -> float | None:
         return self.base.alloc_peak_mb()
-
-
-def torch_cuda_missing() -> tuple[str, str] | None:
-    """What keeps torch off the GPU here, with the fix, or ``None`` (torchdiffeq and
-    torchode share it)."""
-    import torch
-
-    fix = (
-        "pip install torch --index-url https://download.pytorch.org/whl/cu126 "
-        "(a CUDA build), or use --device cpu"
-    )
-    if torch.version.cuda is None:
-        return f"torch {torch.__version__} is a CPU-only build (torch.version.cuda is None)", fix
-    if not torch.cuda.is_available():
-        return (
-            f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU "
-            "(torch.cuda.is_available() is False: driver or CUDA_VISIBLE_DEVICES)",
-            fix,
-        )
-    return None
 
 
 class TorchdiffeqBackend(Backend):

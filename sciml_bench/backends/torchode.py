@@ -35,7 +35,7 @@ from sciml_bench.backends.base import (
     SolverInfo,
     failed_members,
 )
-from sciml_bench.backends.torch_device import TorchPlaced
+from sciml_bench.backends.torch_device import TorchPlaced, torch_cuda_missing
 from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
@@ -114,7 +114,6 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
             return
         st = _STATUS.get(int(code[~ok][0]), Status.SOLVER_FAILURE)
         raise SolverFailure(st, f"torchode: {st.value} in {failed_members(ok)}")
-
 
     def prepare(self, theta: np.ndarray) -> Any:
         torch = self.torch
@@ -198,8 +197,6 @@ class TorchodeBackend(Backend):
     devices = ("cpu", "cuda")
 
     def cuda_missing(self) -> tuple[str, str] | None:
-        from sciml_bench.backends.torchdiffeq import torch_cuda_missing
-
         return torch_cuda_missing()
 
     def availability(self) -> Availability:

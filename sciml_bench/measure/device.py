@@ -69,7 +69,8 @@ def device_env(device: str | None) -> dict[str, str]:
     loud error, and the worker's read-back catches any array that still lands on the CPU.
     Torch has no such variable: its cases create their tensors on the named device.
     ``SCIML_BENCH_DEVICE`` tells the Julia backend which project to start (``julia/gpu``
-    with DiffEqGPU on ``cuda``) before juliacall starts. ``None`` or ``auto`` (a CNN job that resolves its own device) pins nothing.
+    with DiffEqGPU on ``cuda``) before juliacall starts. ``None`` or ``auto`` (a CNN job
+    that resolves its own device) pins nothing.
     """
     if device == "cpu":
         return {"JAX_PLATFORMS": "cpu", "SCIML_BENCH_DEVICE": "cpu"}

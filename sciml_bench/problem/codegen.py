@@ -227,8 +227,15 @@ def _activation(kind: str, z: str, target: _Target) -> str:
     return z
 
 
-def _reads_state(e: sympy.Expr, printer: _Printer) -> bool:
-    return any(printer.doprint(s).startswith("s_") for s in e.free_symbols)
+def _torch_component(c: str, e: sympy.Expr, printer: _Printer, like: str, batched: bool) -> str:
+    """Source ``c`` of expression ``e`` as a tensor shaped like ``like`` (a state column),
+    so that components stack: a constant is filled in, and on a batch a value shared by
+    the members (one that reads no state; states print as ``s_<name>``) is broadcast."""
+    if not e.free_symbols:
+        return f"torch.full_like({like}, {c})"
+    if batched and not any(printer.doprint(v).startswith("s_") for v in e.free_symbols):
+        return f"({c}) + torch.zeros_like({like})"
+    return c
 
 
 def _network_forward(
@@ -256,11 +263,8 @@ def _network_forward(
     elif julia:
         lines = [f"x_{n} = [{', '.join(comps)}]"]
     elif torch:
-        # a component without the state is a constant (or, on a batch, one value shared by
-        # the members): give it the state's shape so the components stack
         comps = [
-            c if (_reads_state(e, printer) if batched else e.free_symbols)
-            else f"({c}) + torch.zeros_like(y[{at}0])"
+            _torch_component(c, e, printer, f"y[{at}0]", batched)
             for c, e in zip(comps, net.inputs, strict=True)
         ]
         dim = ", dim=-1" if batched else ""
@@ -308,11 +312,8 @@ def _components(
     out = []
     for e in exprs:
         s = printer.doprint(e)
-        if target_name == "torch" and not e.free_symbols:
-            # torch.stack needs tensors; keep the dtype and device of the state
-            s = f"torch.full_like({like}, {s})"
-        elif batched and not _reads_state(e, printer):
-            s = f"({s}) + torch.zeros_like({like})"  # a shared value, one per member
+        if target_name == "torch":  # torch.stack needs tensors of the state's dtype and device
+            s = _torch_component(s, e, printer, like, batched)
         out.append(s)
     return out
 

@@ -138,7 +138,7 @@ def ensemble_row(r: dict[str, Any], metric_key: str) -> list[str]:
         str(r.get("solver", "")),
         str(r.get("gradient_method", "")),
         str(r.get("semantics") or "-"),
-        _ensemble_device(r),
+        device_cell(r),
         str(r["size"]) if r.get("size") is not None else "-",
         status if status == "ok" else f"**{status}**",
         _spread(r.get("solve_s"), r.get("solve_iqr"), 1e3),
@@ -150,13 +150,6 @@ def ensemble_row(r: dict[str, Any], metric_key: str) -> list[str]:
         grad_err,
         _f(r.get("ttfg_s"), ".2f"),
     ]
-
-
-def _ensemble_device(r: dict[str, Any]) -> str:
-    """Where the row ran; ``- (asked cuda)`` where it ran nowhere (an ``unavailable`` row)."""
-    if r.get("device"):
-        return str(r["device"])
-    return f"- (asked {r['device_requested']})" if r.get("device_requested") else "-"
 
 
 def _ensemble_order(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -185,9 +178,9 @@ def ladder_stops(records: Sequence[dict[str, Any]]) -> list[str]:
         if not stops:
             continue
         first = stops[0]
-        ok = [r["size"] for r in rs if r.get("status") == "ok" and r["size"] < first["size"]]
+        ok = first.get("largest_ok_size")  # the runner's, as the ladder ran
         text = f"{labels[key]}: stopped at size {first['size']} ({first['status']}); "
-        text += f"largest completed size {max(ok)}" if ok else "no size completed"
+        text += f"largest completed size {ok}" if ok else "no size completed"
         unrun = sorted(r["size"] for r in rs if r.get("status") == "skipped")
         if unrun:
             text += f"; not run: {', '.join(str(n) for n in unrun)}"

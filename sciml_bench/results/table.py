@@ -148,10 +148,11 @@ def cnn_second_wave(r: dict[str, Any]) -> list[str]:
 
 def device_cell(r: dict[str, Any]) -> str:
     """The device a row ran on; ``cpu (asked cuda)`` where a CPU-only backend was asked
-    for the GPU; ``-`` where it is unknown (a version-1 file from a GPU machine)."""
+    for the GPU; ``- (asked cuda)`` where a row asked for the GPU ran nowhere (``unavailable``,
+    ``error``); ``-`` where it is unknown (a version-1 file from a GPU machine)."""
     dev, asked = r.get("device"), r.get("device_requested")
     if not dev:
-        return "-"
+        return f"- (asked {asked})" if asked and asked != "cpu" else "-"
     return f"{dev} (asked {asked})" if asked and asked != dev else str(dev)
 
 

@@ -13,8 +13,8 @@ backend and measures, like the ODE kind:
 
 The device: the job's ``device`` (``cpu`` or ``cuda``) pins the worker (the executor's
 :func:`~sciml_bench.measure.device.device_env`, as for ODE jobs) and the case is built
-there (``options.device``). A CPU-only backend (SciPy) asked for ``cuda`` is built on the
-CPU and its row says so; a backend that can use the GPU but cannot here (a CPU-only torch
+there (``options.device``). A CPU-only backend (SciPy) asked for ``cuda`` has a job on
+the CPU (:func:`~sciml_bench.run.runner.plan_ensemble`) and its row says so; a backend that can use the GPU but cannot here (a CPU-only torch
 build, a JAX without a CUDA backend) is an ``error`` row naming what is missing. Where the
 library really put the arrays is read back after build and after the first solve; a
 device other than the one the case was built for is an ``error`` naming both.
@@ -59,15 +59,6 @@ def _options(job: dict[str, Any], device: str) -> Any:
     )  # fmt: skip
 
 
-def run_device(job: dict[str, Any]) -> str:
-    """Where the worker builds the case: the job's device where the backend offers it,
-    else the CPU (SciPy asked for ``cuda``). Cheap: reads the backend's class only."""
-    from sciml_bench import backends
-
-    asked = job.get("device", "cpu")
-    return asked if backends.get(job["backend"]).runs_ensembles_on(asked) else "cpu"
-
-
 def _spread(a: Any) -> dict[str, float] | None:
     import numpy as np
 
@@ -78,14 +69,11 @@ def _spread(a: Any) -> dict[str, float] | None:
 
 
 def work(job: dict[str, Any], events: Events) -> None:
-    meter = vram_start(job.get("device"))  # NVML's baseline before the framework starts
+    where = job.get("device", "cpu")  # the planner put a CPU-only backend on the CPU
+    meter = vram_start(where)  # NVML's baseline before the framework starts
     backend = load_backend(job, events)
     if backend is None:
         return
-    where = run_device(job)
-    if where != "cuda" and meter is not None:  # a CPU-only backend: no GPU reading
-        meter[1].stop()
-        meter = None
     import numpy as np
 
     from sciml_bench.backends.base import EnsembleNotOffered
@@ -302,5 +290,5 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         rec["gradient_error"] = gerr["max_rel"]
         rec["gradient_cosine"] = gerr["cosine"]
         rec["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])
-    rec = with_device_note(rec, run_device(job))
+    rec = with_device_note(rec, job.get("device", "cpu"))
     return summarize({k: v for k, v in rec.items() if v is not None})
