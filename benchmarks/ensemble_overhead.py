@@ -16,6 +16,7 @@ Two figures, measured side by side in one run:
 
     python benchmarks/ensemble_overhead.py                      # CPU: size 256, ladder 16,256
     python benchmarks/ensemble_overhead.py --device cuda --ladder 1,256,4096,65536
+    python benchmarks/ensemble_overhead.py --device cuda --skip-overhead --results F.h5
 
 Prints one line per overhead row, ``worst overhead = X.XXX``, then one line per problem.
 """
@@ -125,13 +126,15 @@ def overhead(args: argparse.Namespace, tmp: Path) -> None:
     print(f"worst overhead = {worst:.3f}  ({PROBLEM}, {args.device})")
 
 
-def spread(args: argparse.Namespace, tmp: Path) -> None:
-    problems = [n for n in spec.available_problems() if spec.load(n).ensemble is not None]
-    recs = run_suite(problems, args.ladder, args.device, args.repeats, tmp / "ladder")
-    for problem in problems:
-        rows = [r for r in recs if r["problem"] == problem and r.get("grad_samples") is not None
+def spread_lines(records: list[dict], device: str) -> list[str]:
+    """Per ensemble problem in ``records``: at the largest size every backend x semantics
+    asked for ``device`` completed, the slowest row's loss+gradient time over the
+    fastest's."""
+    out = []
+    for problem in sorted({r["problem"] for r in records if r.get("kind") == "ensemble"}):
+        rows = [r for r in records if r["problem"] == problem and r.get("grad_samples") is not None
                 and len(r["grad_samples"]) and r.get("device_requested", r.get("device"))
-                == args.device]  # fmt: skip
+                == device]  # fmt: skip
         lines = {(r["backend"], r["semantics"], r.get("device")) for r in rows}
         done = [
             n
@@ -139,17 +142,29 @@ def spread(args: argparse.Namespace, tmp: Path) -> None:
             if sum(r["size"] == n for r in rows) == len(lines)
         ]
         if not done:
-            print(f"{problem}: no size where every row completed")
+            out.append(f"{problem}: no size where every row completed")
             continue
         n = max(done)
         t = {f"{r['backend']}/{r['semantics']}/{r.get('device')}": float(np.median(r["grad_samples"]))
              for r in rows if r["size"] == n}  # fmt: skip
         slow, fast = max(t, key=t.__getitem__), min(t, key=t.__getitem__)
-        print(
-            f"{problem}: at n={n} on {args.device}, slowest {slow} {t[slow] * 1e3:.3g} ms / "
+        out.append(
+            f"{problem}: at n={n} on {device}, slowest {slow} {t[slow] * 1e3:.3g} ms / "
             f"fastest {fast} {t[fast] * 1e3:.3g} ms = {t[slow] / t[fast]:.1f}x "
             f"(loss+gradient, {len(t)} rows)"
         )
+    return out
+
+
+def spread(args: argparse.Namespace, tmp: Path) -> None:
+    if args.results:
+        from sciml_bench.results import store
+
+        recs = [r for f in args.results for r in store.read(f).records]
+    else:
+        problems = [n for n in spec.available_problems() if spec.load(n).ensemble is not None]
+        recs = run_suite(problems, args.ladder, args.device, args.repeats, tmp / "ladder")
+    print("\n".join(spread_lines(recs, args.device)))
 
 
 def main() -> None:
@@ -164,6 +179,14 @@ def main() -> None:
         help="sizes for the spread figure [cpu: 16,256; cuda: 1,256,4096,65536]",
     )
     ap.add_argument("--skip-spread", action="store_true")
+    ap.add_argument(
+        "--results",
+        nargs="+",
+        type=Path,
+        help="take the spread from these results files (an ensemble ladder already run, "
+        "e.g. by gpu_checks.py) instead of running the ladder again",
+    )
+    ap.add_argument("--skip-overhead", action="store_true")
     args = ap.parse_args()
     if args.device == "cuda":
         from sciml_bench.measure.memory import gpu_count
@@ -174,7 +197,8 @@ def main() -> None:
         args.ladder = "16,256" if args.device == "cpu" else "1,256,4096,65536"
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        overhead(args, tmp)
+        if not args.skip_overhead:
+            overhead(args, tmp)
         if not args.skip_spread:
             spread(args, tmp)
 

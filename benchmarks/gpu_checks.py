@@ -1,48 +1,72 @@
-"""Every check of the device axis that needs a GPU, in one call on the GPU machine.
+"""Every check that needs a GPU, sized for the device tool: one call per open GPU issue.
 
-    python benchmarks/gpu_checks.py [--out DIR] [--skip-run] [--skip-ensembles]
-                                    [--skip-tests] [--skip-fuzz]
+On the GPU machine (the device tool's ``run``; benchmarks/README.md, "On the GPU
+machine", has the whole plan and the wheels to carry), through ``gpu_session.sh``, which
+installs the project there first::
 
-1. ``sciml-bench run stiff-robertson nonstiff-spiral-node --device cpu,cuda --quick``,
-   its table printed as it printed, then a check of every row of its results file:
-   each ODE row names the device it ran on; Diffrax, torchdiffeq and torchode ran where
-   they were asked; SciPy and Julia ran on the CPU and say so under a ``cuda`` request;
-   the GPU rows carry the GPU's name and a device-memory peak.
-2. ``sciml-bench run ensemble-lorenz ensemble-spiral-node --device cpu,cuda --sizes
-   1,256,4096,65536 --quick --budget 90``: every ensemble ladder on both devices, each
-   row printed with its device (asked and reported), then the same
-   check: the GPU-capable ensembles (Diffrax both semantics, torchdiffeq coupled,
-   torchode independent) asked for ``cuda`` say ``cuda``, with the GPU's name and a
-   memory peak when ok; SciPy's loop says ``cpu`` under either request. A large CPU rung
-   may end ``budget_exceeded`` (the rest of its ladder ``skipped``): an honest row, not a
-   failed check. It takes about 10-20 minutes; with the device tool's 10-minute calls,
-   run it alone (``--skip-run --skip-tests --skip-fuzz``).
-3. The GPU-marked tests (``pytest -m gpu``: ODE cases and ensembles on CUDA with
-   read-back and memory, the default keeping JAX on the CPU, the CNN variants on the GPU).
-4. ``tests/test_fuzz.py`` whole, whose memory check once failed there (1481 MB of
-   ``ru_maxrss`` grown by earlier CUDA imports, not by fuzzing).
+    bash benchmarks/gpu_session.sh --steps ode,tests,fuzz        # the device axis
+    bash benchmarks/gpu_session.sh --steps cnn                   # CNN second wave
+    bash benchmarks/gpu_session.sh --steps ensembles             # ensembles
 
-Without a visible GPU it prints one line and exits with status 2. Exit 1 when a check
-fails, 0 when all pass. ``--out`` keeps the results file (e.g. ``--out $OUT``).
+Steps, in the order they run:
+
+- ``ode``: ``sciml-bench run stiff-robertson nonstiff-spiral-node --device cpu,cuda
+  --quick``, its table as it printed, then every row checked: each names the device it
+  ran on; Diffrax, torchdiffeq and torchode ran where they were asked; SciPy and Julia
+  ran on the CPU and say so under a ``cuda`` request; the GPU rows carry the GPU's name
+  and a device-memory peak; some row ran ok on ``cuda``.
+- ``tests``: the GPU-marked tests (``pytest -m gpu``: ODE cases and ensembles on CUDA
+  with read-back and memory, the default keeping JAX on the CPU, the CNN variants).
+- ``fuzz``: ``tests/test_fuzz.py`` whole (its memory check once failed there).
+- ``cnn``: ``cnn_gpu_matrix.py`` (host pipeline x fp32/bf16, ResNet-18), every row
+  checked to have run on ``cuda``.
+- ``ensembles``: ``sciml-bench run PROBLEM --device cpu,cuda --sizes LADDER --quick
+  --budget B`` per ensemble problem (each given an equal share of the time left), every
+  row printed with the device asked and reported and checked like the ODE rows (SciPy's
+  loop on the CPU under either request), then the crossovers of each problem and the
+  spread at the largest size (``ensemble_overhead.spread_lines``). A large CPU rung may
+  end ``budget_exceeded`` (the rest of its ladder ``skipped``): an honest row.
+- ``overhead``: ``ensemble_overhead.py --device cuda --skip-spread`` (harness against
+  bare scripts on the GPU).
+
+``--deadline S`` (default 540, inside the device tool's 600-s call): a step still running
+then gets SIGTERM (sciml-bench keeps every completed case in its results file), its
+completed rows are checked and it says ``CUT``; steps not started say ``NOT RUN``. So a
+call always returns its output and files, and a later call runs what is left.
+
+Results files land under ``--out/<step>/``, everything the commands printed on stderr in
+``--out/gpu-checks.log``. Without a visible GPU it prints one line and exits with status
+2; exit 1 when a check fails or a step was cut or not run, 0 when every step passed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+STEPS = ("ode", "tests", "fuzz", "cnn", "ensembles", "overhead")
 RUN = ["run", "stiff-robertson", "nonstiff-spiral-node", "--device", "cpu,cuda", "--quick"]
-ENSEMBLES = ["run", "ensemble-lorenz", "ensemble-spiral-node", "--device", "cpu,cuda",
-             "--sizes", "1,256,4096,65536", "--quick", "--budget", "90"]  # fmt: skip
+ENSEMBLE_PROBLEMS = ("ensemble-lorenz", "ensemble-spiral-node")
 #: backends whose ensembles (and ODE cases) run on the GPU when asked
 ON_GPU = ("diffrax", "torchdiffeq", "torchode")
 #: rows that never ran a worker: no device was read back, by design
 NOT_RUN = ("unavailable", "skipped")
+#: after SIGTERM, how long a run gets to save what it completed
+GRACE_S = 30.0
+#: a step is not started with less time than this left
+MIN_STEP_S = 45.0
 
 
 def row_problems(records: list[dict[str, Any]], kind: str = "ode") -> list[str]:
@@ -70,7 +94,21 @@ def row_problems(records: list[dict[str, Any]], kind: str = "ode") -> list[str]:
                 bad.append(f"{label}: no GPU name")
             if r.get("alloc_peak_mb") is None or r.get("vram_max_mb") is None:
                 bad.append(f"{label}: no device-memory peak")
+    if not any(r.get("kind", "ode") == kind and r.get("device") == "cuda"
+               and r.get("status") == "ok" for r in records):  # fmt: skip
+        bad.append(f"no {kind} row ran ok on cuda")
     return bad
+
+
+def cnn_problems(records: list[dict[str, Any]]) -> list[str]:
+    """CNN rows that did not run ok on the GPU they were asked for."""
+    bad = [
+        f"cnn {r.get('backend')} {r.get('model', '')} {r.get('precision', '')} "
+        f"{r.get('pipeline', '')}: {r.get('status')} on {r.get('device')} ({r.get('reason', '')})"
+        for r in records
+        if r.get("kind") == "cnn" and (r.get("status") != "ok" or r.get("device") != "cuda")
+    ]
+    return bad or ([] if any(r.get("kind") == "cnn" for r in records) else ["no CNN row"])
 
 
 def ensemble_lines(records: list[dict[str, Any]]) -> list[str]:
@@ -101,113 +139,188 @@ def ensemble_lines(records: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def run_ensembles(out: Path) -> bool:
-    """Every ensemble ladder on the CPU and the GPU; each row's device checked."""
+class Session:
+    """The call's clock, its log, and the commands run under the deadline."""
+
+    def __init__(self, out: Path, deadline_s: float) -> None:
+        self.out = out
+        self.end = time.monotonic() + deadline_s
+        self.log: IO[str] = (out / "gpu-checks.log").open("a")
+        self.cut = False
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def sh(self, cmd: list[str], time_s: float | None = None) -> int | None:
+        """Run ``cmd`` from the repository root: stdout printed and logged, stderr logged.
+        SIGTERM at the deadline (or after ``time_s``); None when it was stopped."""
+        limit = min(self.left(), time_s if time_s is not None else float("inf"))
+        shown = ["sciml-bench", *cmd[3:]] if cmd[1:3] == ["-m", "sciml_bench.cli.main"] else cmd
+        print(f"$ {shlex.join(shown)}", flush=True)
+        self.log.write(f"$ {shlex.join(cmd)}\n")
+        self.log.flush()
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log,
+                                text=True, start_new_session=True)  # fmt: skip
+        pump = threading.Thread(target=self._pump, args=(proc.stdout,))
+        pump.start()
+        try:
+            rc: int | None = proc.wait(timeout=max(limit, 1.0))
+        except subprocess.TimeoutExpired:
+            print(f"-- out of time: SIGTERM after {limit:.0f} s; completed cases are kept",
+                  flush=True)  # fmt: skip
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            self.cut, rc = True, None
+        pump.join()
+        return rc
+
+    def _pump(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        for line in stream:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            self.log.write(line)
+        self.log.flush()
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "sciml_bench.cli.main", *args]
+
+
+def records_in(folder: Path) -> list[dict[str, Any]]:
     from sciml_bench.results import store
 
-    print("$ sciml-bench " + " ".join(ENSEMBLES), flush=True)
-    r = subprocess.run([sys.executable, "-m", "sciml_bench.cli.main", *ENSEMBLES, "--out",
-                        str(out)], capture_output=True, text=True, cwd=ROOT, timeout=3600)  # fmt: skip
-    print(r.stdout, flush=True)
-    if r.returncode != 0:
-        print(f"FAIL: exit status {r.returncode}\n{r.stderr[-3000:]}")
-        return False
-    (path,) = sorted(out.glob("*.h5"), key=lambda p: p.stat().st_mtime)[-1:]
-    records = store.read(path).records
+    return [r for p in sorted(folder.rglob("*.h5")) for r in store.read(p).records]
+
+
+def verdict(name: str, rc: int | None, bad: list[str]) -> bool:
+    for b in bad:
+        print(f"FAIL: {b}")
+    state = "CUT" if rc is None else "PASS" if rc == 0 and not bad else "FAIL"
+    print(f"== {name}: {state}" + (f" (exit status {rc})" if rc not in (0, None) else ""))
+    return state == "PASS"
+
+
+def step_ode(s: Session, a: argparse.Namespace) -> bool:
+    folder = s.out / "ode"
+    rc = s.sh(cli(*RUN, "--out", str(folder)))
+    records = records_in(folder)
+    seen = sorted({(r["backend"], r.get("device"), r["status"]) for r in records
+                   if r.get("kind", "ode") == "ode"})  # fmt: skip
+    print("rows (backend, device, status):", seen)
+    return verdict("ode", rc, row_problems(records) if records else ["no results file"])
+
+
+def step_tests(s: Session, a: argparse.Namespace) -> bool:
+    files = ["tests/test_device.py", "tests/test_ensemble_device.py", "tests/test_cnn.py"]
+    rc = s.sh([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+               "-m", "gpu", *files])  # fmt: skip
+    return verdict("tests", rc, [])
+
+
+def step_fuzz(s: Session, a: argparse.Namespace) -> bool:
+    rc = s.sh([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+               "tests/test_fuzz.py"])  # fmt: skip
+    return verdict("fuzz", rc, [])
+
+
+def step_cnn(s: Session, a: argparse.Namespace) -> bool:
+    folder = s.out / "cnn"
+    rc = s.sh([sys.executable, str(HERE / "cnn_gpu_matrix.py"), "--out", str(folder)])
+    return verdict("cnn", rc, cnn_problems(records_in(folder)))
+
+
+def step_ensembles(s: Session, a: argparse.Namespace) -> bool:
+    from ensemble_overhead import spread_lines
+
+    from sciml_bench.results.scaling import scaling_texts
+
+    folder = s.out / "ensembles"
+    rcs: list[int | None] = []
+    for i, problem in enumerate(a.ensemble_problems):
+        share = s.left() / (len(a.ensemble_problems) - i)
+        rcs.append(s.sh(cli("run", problem, "--device", "cpu,cuda", "--sizes", a.sizes,
+                            "--quick", "--budget", str(a.budget), "--out", str(folder)),
+                        time_s=share))  # fmt: skip
+    records = records_in(folder)
     print("\n".join(ensemble_lines(records)))
-    bad = row_problems(records, "ensemble")
-    gpu_ok = [x for x in records if x.get("kind") == "ensemble" and x.get("device") == "cuda"
-              and x.get("status") == "ok"]  # fmt: skip
-    if not gpu_ok:
-        bad.append("no ensemble row ran ok on cuda")
-    for b in bad:
-        print(f"FAIL: {b}")
-    print(f"results file: {path}")
-    if not bad:
-        print(f"PASS: every ensemble row names the device it ran on ({len(gpu_ok)} ok on cuda)")
-    return not bad
+    for problem in a.ensemble_problems:
+        rows = [r for r in records if r.get("problem") == problem]
+        for text in scaling_texts(rows):
+            print(f"{problem}: {text}")
+    print("\n".join(spread_lines(records, "cuda")))
+    rc = None if None in rcs else max(rcs, default=0)
+    return verdict("ensembles", rc, row_problems(records, "ensemble") if records
+                   else ["no results file"])  # fmt: skip
 
 
-def run_table(out: Path) -> bool:
-    from sciml_bench.results import store
-
-    print("$ sciml-bench " + " ".join(RUN), flush=True)
-    r = subprocess.run(
-        [sys.executable, "-m", "sciml_bench.cli.main", *RUN, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=1800,
-    )
-    print(r.stdout, flush=True)
-    if r.returncode != 0:
-        print(f"FAIL: exit status {r.returncode}\n{r.stderr[-3000:]}")
-        return False
-    auto = [ln for ln in r.stderr.splitlines() if ln.startswith("--device")]
-    print("\n".join(auto))
-    (path,) = sorted(out.glob("*.h5"))[-1:]
-    records = store.read(path).records
-    bad = row_problems(records)
-    for b in bad:
-        print(f"FAIL: {b}")
-    ran = sorted(
-        {
-            (r["backend"], r.get("device"), r["status"])
-            for r in records
-            if r.get("kind", "ode") == "ode"
-        }
-    )
-    print("rows (backend, device, status):", ran)
-    print(f"results file: {path}")
-    if not bad:
-        print("PASS: every row names the device it ran on")
-    return not bad
+def step_overhead(s: Session, a: argparse.Namespace) -> bool:
+    rc = s.sh([sys.executable, str(HERE / "ensemble_overhead.py"), "--device", "cuda",
+               "--skip-spread", "--rounds", str(a.rounds)])  # fmt: skip
+    return verdict("overhead", rc, [])
 
 
-def pytest(*args: str) -> bool:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *args]
-    print("$ " + " ".join(cmd[1:]), flush=True)
-    return subprocess.run(cmd, cwd=ROOT).returncode == 0
+RUNNERS: dict[str, Callable[[Session, argparse.Namespace], bool]] = {
+    "ode": step_ode, "tests": step_tests, "fuzz": step_fuzz, "cnn": step_cnn,
+    "ensembles": step_ensembles, "overhead": step_overhead,
+}  # fmt: skip
+
+
+def steps_arg(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [n for n in names if n not in STEPS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown step(s) {', '.join(unknown) or '(none)'}; choose from {','.join(STEPS)}"
+        )
+    return [n for n in STEPS if n in names]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, help="folder for the results file (default: temporary)")
-    ap.add_argument("--skip-run", action="store_true")
-    ap.add_argument("--skip-ensembles", action="store_true")
-    ap.add_argument("--skip-tests", action="store_true")
-    ap.add_argument("--skip-fuzz", action="store_true")
+    ap.add_argument("--steps", type=steps_arg, default=list(STEPS),
+                    help=f"comma list of {','.join(STEPS)} (default: all, in that order)")
+    ap.add_argument("--deadline", type=float, default=540.0,
+                    help="seconds the whole call may take (default 540)")
+    ap.add_argument("--out", type=Path, help="folder for results files and the log "
+                    "(default: temporary; on the device: $OUT)")
+    ap.add_argument("--sizes", default="1,256,4096,65536", help="the ensemble ladder")
+    ap.add_argument("--budget", type=float, default=60.0,
+                    help="seconds per ensemble case before its ladder stops (default 60)")
+    ap.add_argument("--ensemble-problems", type=lambda t: t.split(","),
+                    default=list(ENSEMBLE_PROBLEMS))
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of the overhead step")
     a = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
+    sys.path[:0] = [str(ROOT), str(HERE)]
     from sciml_bench.measure.environment import gpus
 
     found = gpus()
     if not found:
-        print(
-            "gpu_checks: no NVIDIA GPU visible (NVML sees none); run this on the GPU machine",
-            file=sys.stderr,
-        )
+        print("gpu_checks: no NVIDIA GPU visible (NVML sees none); run this on the GPU machine",
+              file=sys.stderr)  # fmt: skip
         return 2
-    print(f"GPU: {found[0]['name']}, driver {found[0]['driver']}", flush=True)
-    ok = True
     out = a.out or Path(tempfile.mkdtemp(prefix="gpu-checks-"))
     out.mkdir(parents=True, exist_ok=True)
-    if not a.skip_run:
-        ok &= run_table(out)
-    if not a.skip_ensembles:
-        ok &= run_ensembles(out)
-    if not a.skip_tests:
-        ok &= pytest(
-            "-m",
-            "gpu",
-            "tests/test_device.py",
-            "tests/test_ensemble_device.py",
-            "tests/test_cnn.py",
-        )
-    if not a.skip_fuzz:
-        ok &= pytest("-s", "tests/test_fuzz.py")
-    print("ALL GPU CHECKS PASSED" if ok else "SOME GPU CHECKS FAILED")
-    return 0 if ok else 1
+    s = Session(out, a.deadline)
+    print(f"GPU: {found[0]['name']}, driver {found[0]['driver']}; steps {','.join(a.steps)}; "
+          f"deadline {a.deadline:.0f} s; results in {out}", flush=True)  # fmt: skip
+    passed: dict[str, bool] = {}
+    for name in a.steps:
+        if s.left() < MIN_STEP_S:
+            print(f"== {name}: NOT RUN ({s.left():.0f} s left; run it in another call)")
+            passed[name] = False
+            continue
+        start = time.monotonic()
+        passed[name] = RUNNERS[name](s, a)
+        print(f"   ({time.monotonic() - start:.0f} s)\n", flush=True)
+    summary = ", ".join(f"{n} {'ok' if ok else 'NOT OK'}" for n, ok in passed.items())
+    print(("ALL GPU CHECKS PASSED: " if all(passed.values()) else "GPU CHECKS NOT ALL PASSED: ")
+          + summary)  # fmt: skip
+    return 0 if all(passed.values()) else 1
 
 
 if __name__ == "__main__":

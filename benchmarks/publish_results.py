@@ -4,11 +4,18 @@ Runs every shipped problem with default settings and the CNN quick baseline,
 each into ``results/published/``, then ``sciml-bench report`` into ``results/``
 and writes ``results/README.md`` (the hardware, the commands, the report).
 
-    python benchmarks/publish_results.py            # ~20-30 min on 2 cores
+Results files measured on the GPU machine (``gpu_checks.py`` brings them back from the
+device tool's ``$OUT``) go, as they came, into ``results/published-gpu/``: they are kept
+across regenerations and reported beside this machine's, each machine's timings apart.
+
+    python benchmarks/publish_results.py                 # ~20-30 min on 2 cores
+    python benchmarks/publish_results.py --report-only   # the report again, no runs
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import platform
 import shlex
 import shutil
@@ -23,6 +30,10 @@ from sciml_bench.problem import spec
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 RAW = RESULTS / "published"
+#: results files measured on the GPU machine, committed as they came back
+GPU = RESULTS / "published-gpu"
+#: how long each published run took (read again by --report-only)
+TIMINGS = RAW / "timings.json"
 #: the work-precision ladder shown for ROBER
 SWEEP = "1e-4,1e-5,1e-6,1e-7,1e-8"
 #: ensemble sizes a 2-core CPU gets through in minutes (the files' ladders go to 65536)
@@ -39,18 +50,53 @@ def sh(*args: str) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
+def run_all(problems: list[str], ensembles: list[str]) -> dict[str, float]:
+    """Every published run into ``results/published/``; seconds per run."""
     shutil.rmtree(RAW, ignore_errors=True)
+    out = str(RAW.relative_to(ROOT))
+    t = {
+        "run": sh("run", *problems, "--out", out),
+        "ensembles": sh("run", *ensembles, "--sizes", ENSEMBLE_SIZES, "--out", out),
+        "sweep": sh("run", "stiff-robertson", "--tolerances", SWEEP, "--out", out),
+        "cnn": sh("run", "cnn", "--quick", "--target-accuracy", CNN_TARGET, "--eval-every",
+                  "10", "--out", out),
+    }  # fmt: skip
+    TIMINGS.write_text(json.dumps(t, indent=1) + "\n")
+    return t
+
+
+def gpu_note(files: list[Path]) -> str:
+    """Where the GPU machine's files are and what they were measured on."""
+    if not files:
+        return ""
+    from sciml_bench.results import store
+
+    machines = sorted({
+        f"{', '.join(g.get('name', '?') for g in run.environment.get('gpus') or []) or 'no GPU'}"
+        f" with {run.environment.get('cpu_model', '?')} x{run.environment.get('cpu_count', '?')}"
+        for run in map(store.read, files)
+    })  # fmt: skip
+    return (
+        f"\nThe {len(files)} results file(s) in `results/published-gpu/` were measured on the "
+        f"GPU machine lent to this project ({'; '.join(machines)}) by "
+        "`benchmarks/gpu_checks.py` and are reported beside this machine's: each problem's "
+        "table is split by the machine its rows ran on, and the Runs section names each "
+        "file's environment.\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--report-only", action="store_true",
+                    help="regenerate the report from the files already there; run nothing")
+    a = ap.parse_args(argv)
     shutil.rmtree(RESULTS / "figures", ignore_errors=True)
     names = spec.available_problems()
     ensembles = [n for n in names if spec.load(n).ensemble is not None]
     problems = [n for n in names if n not in ensembles]
-    run_s = sh("run", *problems, "--out", str(RAW.relative_to(ROOT)))
-    ens_s = sh("run", *ensembles, "--sizes", ENSEMBLE_SIZES, "--out", str(RAW.relative_to(ROOT)))
-    sweep_s = sh("run", "stiff-robertson", "--tolerances", SWEEP, "--out", str(RAW.relative_to(ROOT)))
-    cnn_s = sh("run", "cnn", "--quick", "--target-accuracy", CNN_TARGET, "--eval-every", "10",
-               "--out", str(RAW.relative_to(ROOT)))
-    files = sorted(str(p.relative_to(ROOT)) for p in RAW.glob("*.h5"))
+    t = json.loads(TIMINGS.read_text()) if a.report_only else run_all(problems, ensembles)
+    gpu_files = sorted(GPU.rglob("*.h5"))
+    files = sorted(str(p.relative_to(ROOT)) for p in [*RAW.glob("*.h5"), *gpu_files])
     sh("report", *files, "--out", str(RESULTS.relative_to(ROOT)))
     report = (RESULTS / "report.md").read_text()
     env = environment.capture()
@@ -69,15 +115,15 @@ sciml-bench run {' '.join(problems)} --out results/published
 sciml-bench run {' '.join(ensembles)} --sizes {ENSEMBLE_SIZES} --out results/published
 sciml-bench run stiff-robertson --tolerances {SWEEP} --out results/published
 sciml-bench run cnn --quick --target-accuracy {CNN_TARGET} --eval-every 10 --out results/published
-sciml-bench report results/published/*.h5 --out results
+sciml-bench report results/published/*.h5{" results/published-gpu/*/*.h5" if gpu_files else ""} --out results
 ```
 
-The default run of every single-trajectory problem took {run_s / 60:.1f} min, the ensembles
-{ens_s / 60:.1f} min, the ROBER work-precision sweep
-{sweep_s / 60:.1f} min and the CNN quick baseline {cnn_s / 60:.1f} min.
+The default run of every single-trajectory problem took {t["run"] / 60:.1f} min, the ensembles
+{t["ensembles"] / 60:.1f} min, the ROBER work-precision sweep
+{t["sweep"] / 60:.1f} min and the CNN quick baseline {t["cnn"] / 60:.1f} min.
 The raw HDF5 files are in `results/published/`; `report.html` is the same report as one
 self-contained page.
-
+{gpu_note(gpu_files)}
 """
     (RESULTS / "README.md").write_text(header + report)
     print(f"wrote {RESULTS / 'README.md'}", file=sys.stderr)

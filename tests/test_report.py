@@ -280,3 +280,22 @@ def test_damage_past_the_header_is_a_results_error(tmp_path: Path) -> None:
             assert "\n" not in str(e)
             outcomes.add("error")
     assert "error" in outcomes
+
+
+def test_cnn_rows_of_two_machines_are_reported_apart(tmp_path: Path) -> None:
+    """A GPU machine's CNN rows (published beside this machine's) never share a table or a
+    figure with the CPU rows: one section per hardware."""
+    src = Path(__file__).resolve().parent.parent / "results" / "published"
+    (cpu_file,) = src.glob("cnn-*.h5")
+    recs = read(cpu_file).records
+    w = ResultsWriter(tmp_path / "other.h5", {}, "test")
+    for r in recs:  # the same rows, as if measured on a second machine
+        w.add({**r, "hardware": "Other CPU x16; NVIDIA H100 (driver 1)"})
+    w.finish("complete")
+    blocks = publish.build([read(cpu_file), read(tmp_path / "other.h5")], tmp_path / "out")
+    heads = [b.text for b in blocks if isinstance(b, publish.Heading)]
+    assert heads.count("CNN training baselines") == 1
+    assert [h for h in heads if h.startswith("cnn on ")] == [
+        f"cnn on {recs[0]['hardware']}", "cnn on Other CPU x16; NVIDIA H100 (driver 1)"]
+    tables = [b for b in blocks if isinstance(b, publish.Table) and "variant" in b.header]
+    assert [len(t.rows) for t in tables] == [len(recs), len(recs)]

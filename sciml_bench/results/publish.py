@@ -288,16 +288,16 @@ def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2") -> list[Block]
     if not records:
         blocks.append(Para("No completed cases in these files."))
     for name, recs in problems.items():
-        if name == "cnn":
-            blocks += cnn_blocks(recs, out)
-            continue
-        blocks.append(Heading(2, name))
+        blocks.append(Heading(2, "CNN training baselines" if name == "cnn" else name))
         groups = by_hardware(recs)
         for hw, group in groups.items():
             if len(groups) > 1:  # timings from different machines are never mixed
                 blocks.append(Heading(3, f"{name} on {hw}"))
             prefix = _slug(name if len(groups) == 1 else f"{name}-{hw}")
-            blocks += _case_blocks(group, out, prefix, metric, metric_key, several)
+            if name == "cnn":
+                blocks += cnn_blocks(group, out, prefix)
+            else:
+                blocks += _case_blocks(group, out, prefix, metric, metric_key, several)
     return blocks
 
 
@@ -372,8 +372,9 @@ def _ensemble_blocks(
     return blocks
 
 
-def cnn_blocks(recs: list[dict[str, Any]], out: Path) -> list[Block]:
-    blocks: list[Block] = [Heading(2, "CNN training baselines")]
+def cnn_blocks(recs: list[dict[str, Any]], out: Path, prefix: str = "cnn") -> list[Block]:
+    """The CNN table, failure notes and figures of one machine's rows."""
+    blocks: list[Block] = []
     several = any(r.get("_run") for r in recs)
     header = (["run"] if several else []) + [h for _, h in CNN_COLUMNS]
     rows = [([r.get("_run", "")] if several else []) + cnn_row(r) for r in recs]
@@ -381,9 +382,9 @@ def cnn_blocks(recs: list[dict[str, Any]], out: Path) -> list[Block]:
     notes = failure_notes(recs)
     if notes:
         blocks += [Para("Failures and notes:"), Notes(notes)]
-    blocks.append(_figure(plots.cnn_figure(recs), out, "cnn"))
-    blocks.append(_figure(plots.cnn_curve_figure(recs), out, "cnn"))
-    blocks.append(_figure(plots.cnn_speed_figure(recs), out, "cnn"))
+    blocks.append(_figure(plots.cnn_figure(recs), out, prefix))
+    blocks.append(_figure(plots.cnn_curve_figure(recs), out, prefix))
+    blocks.append(_figure(plots.cnn_speed_figure(recs), out, prefix))
     return blocks
 
 
