@@ -156,3 +156,20 @@ def test_rtol_matching_tolerates_float_noise() -> None:
     b = cmp.case_key(record([1.0], rtol=1e-6 * (1 + 1e-12)))
     assert a == b
     assert a != cmp.case_key(record([1.0], rtol=1e-7))
+
+
+def test_cnn_rows_pair_only_with_the_same_model_precision_and_pipeline() -> None:
+    """A first-wave CNN file (no model, precision or pipeline recorded: it meant small,
+    tf32, device) pairs with today's tf32 rows, never with bf16 or host-pipeline rows."""
+    from sciml_bench.results.store import read
+
+    data = Path(__file__).resolve().parent / "data"
+    old = read(data / "results-cnn-first-wave.h5").records
+    assert {(r["model"], r["precision"], r["pipeline"]) for r in old} == {("small", "tf32", "device")}
+    new = [{**r, "precision": p, "pipeline": q} for r in old for p in ("tf32", "bf16")
+           for q in ("device", "host")]  # fmt: skip
+    comp = cmp.compare(old, new)
+    assert len(comp.cases) == len(old) and not comp.only_old
+    assert all(cc.new["precision"] == "tf32" and cc.new["pipeline"] == "device" for cc in comp.cases)
+    assert len(comp.only_new) == 3 * len(old)
+    assert "torch-eager small/tf32/device/synthetic on cpu" in cmp.render(comp)

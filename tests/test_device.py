@@ -220,12 +220,18 @@ def test_version_1_files_still_read(tmp_path: Path) -> None:
         assert r["device"] == "cpu" and r["device_name"] == run.environment["cpu_model"]
         assert r["device_requested"] is None
     assert " cpu " in table.table(run.records).splitlines()[3]
+    # the file's machine labels its records, so compare can refuse another machine's file
+    assert {r["hardware"] for r in run.records} == {f"{run.environment['cpu_model']} x2"}
+    other = [{**r, "hardware": "AMD EPYC x2"} for r in run.records]
+    comp = cmp.compare(run.records, other)
+    assert comp.cases and len(cmp.mixed_hardware(comp)) == len(comp.cases)
     # from a machine with a GPU, version 1 cannot say where JAX ran: unknown, not guessed
     with h5py.File(v1, "r+") as f:
         f["environment"].attrs["gpus"] = json.dumps([{"index": 0, "name": "NVIDIA H100"}])
     run = store.read(v1)
     assert all(r["device"] is None for r in run.records)
     assert table.device_cell(run.records[0]) == "-"
+    assert run.records[0]["hardware"].endswith("; NVIDIA H100 (driver ?)")
 
 
 def test_compare_refuses_to_pair_cases_across_devices() -> None:
@@ -242,7 +248,12 @@ def test_compare_refuses_to_pair_cases_across_devices() -> None:
     cpu, gpu = {**base, "device": "cpu"}, {**base, "device": "cuda", "solve_samples": [9e-3] * 5}
     comp = cmp.compare([cpu], [gpu])
     assert not comp.cases and comp.only_old == [cpu] and comp.only_new == [gpu]
-    assert "RecursiveCheckpointAdjoint 1e-06 cuda" in cmp.render(comp)
+    text = cmp.render(comp)
+    assert "p diffrax Tsit5 RecursiveCheckpointAdjoint rtol=1e-06 on cuda" in text
+    # and it says why they were not paired, and what to do
+    assert "1 of these ran on another device in the other file (e.g. p diffrax Tsit5 " \
+        "RecursiveCheckpointAdjoint rtol=1e-06 on cpu -> cuda)" in text
+    assert "run both on the same --device" in text
     comp = cmp.compare([cpu, gpu], [gpu, cpu])
     assert [cc.key[5] for cc in comp.cases] == ["cuda", "cpu"]
     assert all(c.ratio == 1.0 for cc in comp.cases for c in cc.changes)

@@ -206,3 +206,20 @@ def test_cli_sizes_are_checked_before_anything_runs() -> None:
     assert ensemble_sizes(ladder, None, quick=True) == [1, 16]
     assert ensemble_sizes(ladder, [2, 3], quick=True) == [2, 3]
     assert ensemble_sizes(ladder, None, quick=False) == list(ladder)
+
+
+def test_an_option_no_named_target_uses_is_an_error_not_ignored() -> None:
+    from click.testing import CliRunner
+
+    from sciml_bench.cli.main import main
+
+    for args, flag, target in (
+        (["ensemble-lorenz", "--tolerances", "1e-4"], "--tolerances", "single-trajectory"),
+        (["ensemble-lorenz", "--cold", "3"], "--cold", "single-trajectory"),
+        (["stiff-robertson", "--precision", "bf16"], "--precision", "CNN baselines"),
+        (["cnn", "--solver", "Tsit5"], "--solver", "[ensemble] section"),
+    ):
+        r = CliRunner().invoke(main, ["run", *args])
+        assert r.exit_code == 2, r.output
+        assert f"Error: {flag} applies to " in r.output and target in r.output
+        assert "none is named in this run" in r.output

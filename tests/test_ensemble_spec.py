@@ -110,6 +110,17 @@ def test_a_bad_ensemble_is_a_one_line_error_naming_the_key(
     assert "\n" not in str(err.value)
 
 
+def test_scaling_a_value_of_zero_is_refused() -> None:
+    # 0 · ξ is 0 for every member: an ensemble of identical members, silently
+    text = BASE.replace("initial = [1.0, 2.0]", "initial = [0.0, 2.0]")
+    section = "[ensemble]\nsizes = [4]\n[ensemble.vary]\nx = { uniform = [0.5, 1.5] }"
+    with pytest.raises(spec.ProblemError) as err:
+        spec.loads(text + section)
+    assert err.value.key == "ensemble.vary.x.apply" and 'apply = "shift"' in err.value.reason
+    shifted = spec.loads(text + section.replace("1.5] }", "1.5], apply = 'shift' }")).ensemble
+    assert shifted is not None and shifted.variations[0].apply == "shift"
+
+
 def test_a_problem_without_an_ensemble_has_none() -> None:
     assert _load("").ensemble is None
     assert spec.load("stiff-robertson").ensemble is None

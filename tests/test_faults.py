@@ -311,3 +311,24 @@ def test_truncated_results_file_is_a_one_line_error(tmp_path: Path) -> None:
     r = subprocess.run([*SCIML, "show", str(w.path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "truncated HDF5 file" in r.stderr
+
+
+def test_a_budget_kill_names_the_phase_it_stopped() -> None:
+    """The phase in a budget kill's reason is the one running: past the first solve of a
+    backend without gradients (SciPy), that is the steady state, never "first grad"; in a
+    CNN worker, the stage after the last it announced, never "import"."""
+    built = [{"phase": "import", "s": 1.0}, {"phase": "build", "s": 0.1}]
+    solved = [*built, {"phase": "first_solve", "s": 0.5}]
+    cases = {
+        "first solve": built,
+        "first grad": solved,  # a differentiable backend: its first gradient was running
+        "steady state": [*solved, {"ttfg_s": 2.0}],  # no gradient: TTFG after the solve
+    }
+    cnn = [{"cnn_stage": "import", "s": 3.0}, {"cnn_stage": "setup", "s": 0.5}]
+    cases["the first step"] = cnn  # a CNN worker announces stages, not phases
+    cases["training or evaluation"] = [*cnn, {"cnn_stage": "first_step", "s": None}]
+    for phase, events in cases.items():
+        p = runner.ending(Outcome(events, None, timed_out=True), 2.0)
+        assert p.reason.endswith("(--budget S gives each case more)")
+        assert p.status == "budget_exceeded"
+        assert p.reason.startswith(f"killed after the 2 s budget during {phase}"), p.reason

@@ -346,13 +346,53 @@ def _plan_run(o: RunOptions) -> RunPlan:
         _load_problem(p, None) for p in problems
     ]
     rtols = _rtols(o.tolerances, o.sweep)
-    if o.sizes and not any(p.ensemble is not None for p in loaded):
-        raise UserError("--sizes applies to problems with an [ensemble] section, e.g. ensemble-lorenz")
+    _check_applies(o, loaded, with_cnn)
     _check_dask(o)
     label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
     return RunPlan(
         loaded, names, rtols, cnn_jobs, _settings(o, rtols), label, devices, _sizes(o.sizes)
     )
+
+
+#: the kinds of target a run can name, as the errors describe them
+TARGETS = {
+    "single": "single-trajectory problems (e.g. stiff-robertson)",
+    "ensemble": "problems with an [ensemble] section (e.g. ensemble-lorenz)",
+    "cnn": "the CNN baselines (`cnn`)",
+}
+
+
+def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
+    """An option none of the named targets uses is an error (it would be silently
+    ignored); one that only some use gets a note naming the others."""
+    kinds: dict[str, list[str]] = {"cnn": ["cnn"] if with_cnn else []}
+    for p in loaded:
+        kinds.setdefault("ensemble" if p.ensemble is not None else "single", []).append(p.name)
+    given = {
+        "--tolerances": (o.tolerances, ("single",)),
+        "--sweep": (o.sweep, ("single",)),
+        "--cold": (o.cold, ("single",)),
+        "--sizes": (o.sizes, ("ensemble",)),
+        "--solver": (o.solvers, ("single", "ensemble")),
+        "--gradient": (o.gradients, ("single", "ensemble")),
+        "--max-steps": (o.max_steps, ("single", "ensemble")),
+        **{f"--{k.replace('_', '-')}": (getattr(o, attr), ("cnn",)) for k, attr in (
+            ("image_size", "image_size"), ("channels", "channels"), ("batch_size", "batch_size"),
+            ("steps", "steps"), ("epochs", "epochs"), ("model", "cnn_model"),
+            ("pipeline", "pipeline"), ("precision", "precisions"),
+            ("target_accuracy", "target_accuracy"), ("eval_every", "eval_every"))},
+        "--dataset": (o.dataset != "synthetic", ("cnn",)),
+    }  # fmt: skip
+    for flag, (value, applies) in given.items():
+        if value is None or value is False or value == () or value == []:
+            continue
+        if not any(kinds.get(k) for k in applies):
+            what = " or ".join(TARGETS[k] for k in applies)
+            raise UserError(f"{flag} applies to {what}; none is named in this run")
+        others = [n for k, names in kinds.items() if k not in applies for n in names]
+        if others:
+            click.echo(f"note: {flag} applies to {' or '.join(TARGETS[k] for k in applies)}; "
+                       f"{', '.join(others)} run(s) without it", err=True)  # fmt: skip
 
 
 def _ode_devices(requests: list[str], names: list[str]) -> list[str]:

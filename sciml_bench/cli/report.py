@@ -99,7 +99,10 @@ def compare(
 ) -> None:
     """Compare two results files, OLD and NEW, case by case.
 
-    Cases are matched on problem, backend, solver, gradient method and rtol.
+    Cases are matched on problem, backend, solver, gradient method, rtol and
+    the device they ran on; ensemble rows also on semantics and size, CNN rows
+    on model, precision, pipeline and dataset. Cases from different hardware
+    (CPU model, GPU) are refused unless --allow-mixed-hardware.
     For steady-state solve and gradient, time to first gradient (and CNN
     epochs) it shows the ratio of medians NEW/OLD and a two-sided
     Mann-Whitney U test on the raw samples; a change counts as significant at

@@ -113,6 +113,19 @@ def hardware_label(fp: dict[str, Any]) -> str:
     return label
 
 
+def environment_hardware(env: dict[str, Any]) -> str | None:
+    """The :func:`hardware_label` of a :func:`capture` block (the machine a local run ran
+    on), None when it names no CPU."""
+    if not env.get("cpu_model"):
+        return None
+    g = env.get("gpus") or []
+    return hardware_label({
+        "cpu_model": env["cpu_model"], "cpu_count": env.get("cpu_count"),
+        "gpu_model": ", ".join(sorted({str(x.get("name", "?")) for x in g})),
+        "gpu_driver": str(g[0].get("driver", "")) if g else "",
+    })  # fmt: skip
+
+
 def capture(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     env: dict[str, Any] = {
         "python": sys.version.split()[0],

@@ -415,7 +415,7 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
         loss=loss,
         reference=_reference(r),
         networks=tuple(networks),
-        ensemble=_ensemble(r, states, params[:n_mech], theta0, log_params),
+        ensemble=_ensemble(r, states, y0, params[:n_mech], theta0, log_params),
         n_mech_params=n_mech,
         source=source,
         content=_canonical(data),
@@ -645,7 +645,8 @@ def _networks(r: _Reader, symbols: Mapping[str, sympy.Symbol], offset: int) -> l
 
 
 def _ensemble(
-    r: _Reader, states: list[str], named: list[str], theta0: list[float], log: list[bool]
+    r: _Reader, states: list[str], y0: list[float], named: list[str], theta0: list[float],
+    log: list[bool],
 ) -> Ensemble | None:
     """``[ensemble]``: the ladder of member counts and how members vary."""
     if "ensemble" not in r.data:
@@ -668,7 +669,7 @@ def _ensemble(
     vary = r.table("ensemble.vary")
     if not vary:
         raise r.fail("ensemble.vary", "declare at least one state or named parameter to vary")
-    variations = [_variation(r, str(k), states, named, theta0, log) for k in vary]
+    variations = [_variation(r, str(k), states, y0, named, theta0, log) for k in vary]
     return Ensemble(
         sizes=tuple(sizes),
         variations=tuple(variations),
@@ -679,8 +680,8 @@ def _ensemble(
 
 
 def _variation(
-    r: _Reader, name: str, states: list[str], named: list[str], theta0: list[float],
-    log: list[bool],
+    r: _Reader, name: str, states: list[str], y0: list[float], named: list[str],
+    theta0: list[float], log: list[bool],
 ) -> Variation:
     """One ``[ensemble.vary]`` entry: ``NAME = { normal = [mean, std] | uniform = [lo, hi],
     apply = "scale" | "shift" }``."""
@@ -707,6 +708,13 @@ def _variation(
     apply = r.string(f"{key}.apply", "scale")
     if apply not in APPLY:
         raise r.fail(f"{key}.apply", f"use one of {', '.join(APPLY)}")
+    nominal = y0[index] if target == "state" else theta0[index]
+    if apply == "scale" and nominal == 0:
+        raise r.fail(
+            f"{key}.apply",
+            f"{name} is 0, so scaling it gives every member the same value: "
+            'use apply = "shift" (members at 0 + the draw)',
+        )
     if target == "parameter" and log[index] and apply == "scale" and (dist == "normal" or a < 0):
         raise r.fail(
             key,

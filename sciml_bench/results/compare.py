@@ -55,16 +55,26 @@ SLOWER, FASTER, SAME, TOO_FEW, CHANGED = (
 )  # fmt: skip
 
 
-def case_key(r: dict[str, Any]) -> tuple[str, str, str, str, str, str, str, str]:
+#: (problem, backend, solver, gradient method, rtol, device, semantics, size, variant)
+CaseKey = tuple[str, str, str, str, str, str, str, str, str]
+DEVICE = 5  # the key's device field
+
+
+def case_key(r: dict[str, Any]) -> CaseKey:
     """What identifies a case across runs; rtol compared to 3 significant digits.
 
     The device is the one the row ran on (read back), else the one asked for, else
     ``?`` (a version-1 file from a machine with a GPU): unknown pairs only with unknown.
     An ensemble row is also its semantics and size (both empty for other rows): the
-    rungs of a ladder are different cases.
+    rungs of a ladder are different cases. A CNN row is also its model, precision,
+    pipeline and dataset (``variant``): bf16 is never compared with fp32.
     """
     rtol = r.get("rtol")
     rt = f"{rtol:.3g}" if isinstance(rtol, int | float) and math.isfinite(rtol) else "-"
+    variant = ""
+    if r.get("kind") == "cnn":
+        variant = "/".join(str(r.get(k) or "-") for k in ("model", "precision", "pipeline",
+                                                           "dataset"))  # fmt: skip
     return (
         str(r.get("problem", "?")),
         str(r.get("backend", "")),
@@ -74,6 +84,19 @@ def case_key(r: dict[str, Any]) -> tuple[str, str, str, str, str, str, str, str]
         str(r.get("device") or r.get("device_requested") or "?"),
         str(r.get("semantics") or ""),
         str(r["size"]) if r.get("size") is not None else "",
+        variant,
+    )
+
+
+def key_label(key: CaseKey) -> str:
+    """A case key as words, the problem left out: ``diffrax Kvaerno5 ... on cpu n=16``."""
+    _, backend, solver, grad, rtol, device, semantics, size, variant = key
+    parts = [backend, solver, grad if grad not in ("", "none") else "", semantics, variant]
+    return (
+        " ".join(p for p in parts if p)
+        + (f" rtol={_fmt_rtol(rtol)}" if rtol != "-" else "")
+        + f" on {device}"
+        + (f" n={size}" if size else "")
     )
 
 
@@ -134,7 +157,7 @@ def compare_samples(
 
 @dataclass
 class CaseComparison:
-    key: tuple[str, str, str, str, str, str, str, str]
+    key: CaseKey
     old: dict[str, Any]
     new: dict[str, Any]
     changes: list[Change] = field(default_factory=list)
@@ -144,14 +167,7 @@ class CaseComparison:
 
     @property
     def label(self) -> str:
-        problem, backend, solver, grad, rtol, device, semantics, size = self.key
-        parts = [backend, solver, grad if grad not in ("", "none") else "", semantics]
-        return (
-            " ".join(p for p in parts if p)
-            + (f" rtol={_fmt_rtol(rtol)}" if rtol != "-" else "")
-            + f" on {device}"
-            + (f" n={size}" if size else "")
-        )
+        return key_label(self.key)
 
 
 @dataclass
@@ -322,9 +338,29 @@ def render(comp: Comparison, threshold: float | None = None) -> str:
     for title, recs in (("only in OLD", comp.only_old), ("only in NEW", comp.only_new)):
         if recs:
             out.append(f"\nCases {title} (not compared):")
-            keys = [(*case_key(r)[:-1], f"n={r['size']}" if r.get("size") else "") for r in recs]
-            out += [f"  {' '.join(x for x in k if x not in ('', '-'))}" for k in keys]
+            out += [f"  {r.get('problem', '?')} {key_label(case_key(r))}" for r in recs]
+    moved = across_devices(comp)
+    if moved:
+        out.append(f"\n{len(moved)} of these ran on another device in the other file (e.g. "
+                   f"{moved[0]}); timings are compared on one device only: run both on the "
+                   "same --device")  # fmt: skip
     return "\n".join(out)
+
+
+def across_devices(comp: Comparison) -> list[str]:
+    """Unpaired cases whose only difference from an unpaired case of the other file is the
+    device: ``problem label on OLD-device -> NEW-device``."""
+
+    def bare(k: CaseKey) -> CaseKey:
+        return (*k[:DEVICE], "", *k[DEVICE + 1 :])  # type: ignore[return-value]
+
+    new = {bare(case_key(r)): case_key(r)[DEVICE] for r in comp.only_new}
+    out = []
+    for r in comp.only_old:
+        k = case_key(r)
+        if bare(k) in new:
+            out.append(f"{k[0]} {key_label(k)} -> {new[bare(k)]}")
+    return out
 
 
 def to_json(comp: Comparison, threshold: float | None = None) -> dict[str, Any]:
@@ -339,6 +375,7 @@ def to_json(comp: Comparison, threshold: float | None = None) -> dict[str, Any]:
                 "gradient_method": cc.key[3], "rtol": cc.new.get("rtol"),
                 "device": cc.key[5],
                 **({"semantics": cc.key[6], "size": int(cc.key[7])} if cc.key[7] else {}),
+                **({"variant": cc.key[8]} if cc.key[8] else {}),
                 "timings": [
                     {**c.__dict__, "min_p": min_p(c.n_old, c.n_new),
                      "significant": c.significant} for c in cc.changes

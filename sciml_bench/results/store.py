@@ -42,6 +42,7 @@ import numpy as np
 
 from sciml_bench import __version__
 from sciml_bench.measure.clock import iqr, median
+from sciml_bench.measure.environment import environment_hardware
 
 FORMAT = "sciml-bench-results"
 SCHEMA_VERSION = 2
@@ -248,7 +249,19 @@ def _read(path: str | os.PathLike[str]) -> Run:
         records = [summarize(_read_record(f["cases"][k])) for k in sorted(f.get("cases", {}))]
     if version < 2:
         records = [upgrade_v1(r, env) for r in records]
-    return Run(p, meta, env, records)
+    return Run(p, meta, env, [first_wave_cnn(r) for r in records])
+
+
+#: what a CNN row meant before the second wave recorded it (docs/results-schema.md)
+FIRST_WAVE_CNN = {"model": "small", "pipeline": "device", "precision": "tf32"}
+
+
+def first_wave_cnn(record: dict[str, Any]) -> dict[str, Any]:
+    """A CNN record from before ``model``, ``pipeline`` and ``precision`` were recorded,
+    with the first wave's meaning of each, so it is shown and compared as what it was."""
+    if record.get("kind") != "cnn" or all(k in record for k in FIRST_WAVE_CNN):
+        return record
+    return {**FIRST_WAVE_CNN, **record}
 
 
 def upgrade_v1(record: dict[str, Any], environment: dict[str, Any]) -> dict[str, Any]:
@@ -258,10 +271,16 @@ def upgrade_v1(record: dict[str, Any], environment: dict[str, Any]) -> dict[str,
     ran every case on the CPU (``device`` = ``cpu``, ``device_name`` = its CPU model);
     on a machine with a GPU, JAX may have taken it, so the device stays unknown (None).
     ``device_requested`` is None: version 1 had no request. CNN records had the keys.
+
+    Version-1 runs were local, so every record gets the file's hardware label (``compare``
+    refuses to pair records whose labels differ; without one it could not tell).
     """
-    if record.get("kind", "ode") != "ode" or "device" in record:
-        return record
     out = dict(record)
+    label = environment_hardware(environment)
+    if label and not out.get("hardware") and not environment.get("machines"):
+        out["hardware"] = label
+    if out.get("kind", "ode") != "ode" or "device" in record:
+        return out
     out.setdefault("device_requested", None)
     if environment.get("gpus") == []:
         out["device"], out["device_name"] = "cpu", environment.get("cpu_model")

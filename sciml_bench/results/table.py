@@ -65,7 +65,8 @@ def member_counts(r: dict[str, Any]) -> str:
     """Steps ``min/median/max`` over an ensemble's members, else RHS evaluations (`` f``)."""
     for key, unit in (("steps", ""), ("rhs_evals", " f")):
         if r.get(f"{key}_min") is not None:
-            return "/".join(f"{r[f'{key}_{s}']:.0f}" for s in ("min", "median", "max")) + unit
+            vals = (r[f"{key}_{s}"] for s in ("min", "median", "max"))  # a median may be x.5
+            return "/".join(f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}" for v in vals) + unit
     return "-"
 
 
@@ -149,8 +150,10 @@ def cnn_second_wave(r: dict[str, Any]) -> list[str]:
 def device_cell(r: dict[str, Any]) -> str:
     """The device a row ran on; ``cpu (asked cuda)`` where a CPU-only backend was asked
     for the GPU; ``- (asked cuda)`` where a row asked for the GPU ran nowhere (``unavailable``,
-    ``error``); ``-`` where it is unknown (a version-1 file from a GPU machine)."""
+    ``error``, ``skipped``); ``-`` where it is unknown (a version-1 file from a GPU machine)."""
     dev, asked = r.get("device"), r.get("device_requested")
+    if r.get("status") in ("skipped", "unavailable"):  # no worker ran: nothing was read back
+        dev = None
     if not dev:
         return f"- (asked {asked})" if asked and asked != "cpu" else "-"
     return f"{dev} (asked {asked})" if asked and asked != dev else str(dev)

@@ -124,6 +124,10 @@ def plan(
     return cases
 
 
+#: a CNN worker's stage (``cnn_stage`` events) -> what runs after it
+CNN_NEXT = {"import": "setup", "setup": "the first step", "first_step": "training or evaluation"}
+
+
 def ending(o: Outcome, budget_s: float) -> Process:
     """How one worker process ended: its status, reason and t reached."""
     status, reason, t = _ending(o, budget_s)
@@ -136,15 +140,21 @@ def _ending(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
     t_reached = progress[-1] if progress else None
     phases_done = [e["phase"] for e in o.events if "phase" in e]
     running = next((p for p in PHASES if p not in phases_done), "steady state")
+    if any("ttfg_s" in e for e in o.events):  # past the first gradient, or past the first
+        running = "steady state"  # solve of a backend without one (no first_grad phase)
+    stages = [e["cnn_stage"] for e in o.events if "cnn_stage" in e]
+    if stages:  # a CNN worker: the stage after the last one it announced
+        running = CNN_NEXT.get(stages[-1], running)
     if o.timed_out:
         where = ""
         if t_reached is not None:
             where = f"; integration had reached t={t_reached:g}"
-        elif running not in ("import", "build"):  # in a solve, but the library never said where
+        elif running not in ("import", "build", *CNN_NEXT.values()):
             where = "; how far in t it got is unknown (the library reports no progress mid-solve)"
         return (
             Status.BUDGET_EXCEEDED.value,
-            f"killed after the {budget_s:g} s budget during {running.replace('_', ' ')}{where}",
+            f"killed after the {budget_s:g} s budget during {running.replace('_', ' ')}{where}"
+            " (--budget S gives each case more)",
             t_reached,
         )
     if o.signal_name:
@@ -463,7 +473,10 @@ def run_cnn(
 
     def title(i: int) -> str:
         job = jobs[i - 1]
-        return f"[{i}/{len(jobs)}] cnn: {job['variant']} ({job['preset']}, device {job['device']})"
+        cfg = job.get("config") or {}
+        what = " ".join(str(cfg[k]) for k in ("model", "precision", "pipeline") if cfg.get(k))
+        return (f"[{i}/{len(jobs)}] cnn: {job['variant']} {what} ({job['preset']}, "
+                f"device {job['device']})")  # fmt: skip
 
     def unavailable_before(i: int) -> None:
         for j, job in enumerate(jobs[: i - 1], 1):
