@@ -386,3 +386,30 @@ def test_the_curve_ends_at_the_trained_weights():
     assert rec["curve_steps"] == [10, 20, 24]
     assert rec["curve_accuracy"][-1] == rec["accuracy"]
     assert rec["target_reached"] is (max(rec["curve_accuracy"]) >= 0.999)
+
+
+def test_host_data_wait_counts_starting_the_epoch():
+    """Starting a host loader's pass is waiting for data (TF rebuilds its tf.data pipeline
+    there each epoch): a real quick torch trainer whose start_epoch takes 50 ms longer
+    must show at least that much data wait per measured epoch."""
+    if "torch-eager" not in _frameworks_installed():
+        pytest.skip("torch not installed")
+    import time
+
+    from sciml_bench.cnn.torch import build_eager, load
+    from sciml_bench.cnn.train_loop import _train
+
+    cfg = PRESETS["quick"].with_overrides({"pipeline": "host", "loader_workers": 0})
+    load("cpu")
+    trainer = build_eager(cfg, synthetic(cfg), "cpu")
+    start = trainer.start_epoch
+
+    def slow_start(epoch: int) -> None:
+        start(epoch)
+        time.sleep(0.05)
+
+    trainer.start_epoch = slow_start  # type: ignore[method-assign]
+    with ResourceSampler() as sampler:
+        out = _train(trainer, cfg, sampler, None)
+    assert out["data_wait_s"] >= cfg.epochs * 0.05
+    assert out["data_wait_s"] <= out["train_s"]
