@@ -269,13 +269,16 @@ def test_time_to_accuracy_and_precision_flag():
     assert "precision_flagged" not in other  # no reference row of the same variant
 
 
-def test_precision_note_for_cpu_bf16():
+def test_precision_note_for_cpu_bf16_and_tf32():
     from sciml_bench.cnn.train_loop import cpu_has_bf16_matrix_units, precision_note
 
     note = precision_note("bf16", "cpu")
     amx = cpu_has_bf16_matrix_units()
     assert (note == "") == (amx is True)
     assert precision_note("bf16", "cuda") == "" and precision_note("fp32", "cpu") == ""
+    # the default precision: a CPU row says it was plain fp32 arithmetic
+    assert "tf32 on a CPU computes as fp32" in precision_note("tf32", "cpu")
+    assert precision_note("tf32", "cuda") == ""
 
 
 def test_epoch_order_is_shared_and_reshuffles():

@@ -537,7 +537,7 @@ def precision_note(precision: str, device: str) -> str:
         if amx is None:
             return "bf16 on a CPU whose bf16 matrix units are unknown (no /proc/cpuinfo)"
     if precision == "tf32" and device == "cpu":
-        return ""  # TF32 is a GPU mode; on the CPU tf32 and fp32 compute alike
+        return "tf32 on a CPU computes as fp32 (TF32 is a GPU mode)"
     return ""
 
 
