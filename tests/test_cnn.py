@@ -269,13 +269,16 @@ def test_time_to_accuracy_and_precision_flag():
     assert "precision_flagged" not in other  # no reference row of the same variant
 
 
-def test_precision_note_for_cpu_bf16():
+def test_precision_note_for_cpu_bf16_and_tf32():
     from sciml_bench.cnn.train_loop import cpu_has_bf16_matrix_units, precision_note
 
     note = precision_note("bf16", "cpu")
     amx = cpu_has_bf16_matrix_units()
     assert (note == "") == (amx is True)
     assert precision_note("bf16", "cuda") == "" and precision_note("fp32", "cpu") == ""
+    # the default precision: a CPU row says it was plain fp32 arithmetic
+    assert "tf32 on a CPU computes as fp32" in precision_note("tf32", "cpu")
+    assert precision_note("tf32", "cuda") == ""
 
 
 def test_epoch_order_is_shared_and_reshuffles():
@@ -386,3 +389,65 @@ def test_the_curve_ends_at_the_trained_weights():
     assert rec["curve_steps"] == [10, 20, 24]
     assert rec["curve_accuracy"][-1] == rec["accuracy"]
     assert rec["target_reached"] is (max(rec["curve_accuracy"]) >= 0.999)
+
+
+def test_host_data_wait_counts_starting_the_epoch():
+    """Starting a host loader's pass is waiting for data (TF rebuilds its tf.data pipeline
+    there each epoch): a real quick torch trainer whose start_epoch takes 50 ms longer
+    must show at least that much data wait per measured epoch."""
+    if "torch-eager" not in _frameworks_installed():
+        pytest.skip("torch not installed")
+    import time
+
+    from sciml_bench.cnn.torch import build_eager, load
+    from sciml_bench.cnn.train_loop import _train
+
+    cfg = PRESETS["quick"].with_overrides({"pipeline": "host", "loader_workers": 0})
+    load("cpu")
+    trainer = build_eager(cfg, synthetic(cfg), "cpu")
+    start = trainer.start_epoch
+
+    def slow_start(epoch: int) -> None:
+        start(epoch)
+        time.sleep(0.05)
+
+    trainer.start_epoch = slow_start  # type: ignore[method-assign]
+    with ResourceSampler() as sampler:
+        out = _train(trainer, cfg, sampler, None)
+    assert out["data_wait_s"] >= cfg.epochs * 0.05
+    assert out["data_wait_s"] <= out["train_s"]
+
+
+@pytest.mark.slow
+def test_cli_runs_the_second_wave_options(tmp_path):
+    """The real CLI passes --pipeline, --precision, --model, --target-accuracy and
+    --eval-every through to the rows, and the results file keeps the curve (about 10 s)."""
+    if "torch-eager" not in _frameworks_installed():
+        pytest.skip("torch not installed")
+    from sciml_bench.results.store import read
+
+    args = ["run", "cnn", "--quick", "--device", "cpu", "-b", "torch-eager", "--model", "small",
+            "--pipeline", "host", "--precision", "fp32,bf16", "--target-accuracy", "0.5",
+            "--eval-every", "2", "--threads", "1", "--json", "--out", str(tmp_path)]  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "sciml_bench.cli.main", *args],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    printed = json.loads(r.stdout)
+    (path,) = tmp_path.glob("*.h5")
+    stored = read(path).records
+    assert [x["precision"] for x in printed] == [x["precision"] for x in stored] == ["fp32", "bf16"]
+    steps = list(range(2, 25, 2))  # every 2 of the quick run's 24 steps
+    for rec in printed:  # as the worker built them
+        assert rec["curve_steps"] == steps and all(type(s) is int for s in rec["curve_steps"])
+    for rec in stored:  # as the file gives them back
+        assert rec["status"] == "ok", rec["reason"]
+        assert (rec["backend"], rec["model"], rec["pipeline"]) == ("torch-eager", "small", "host")
+        assert rec["config"]["eval_every"] == 2 and rec["config"]["precision"] == rec["precision"]
+        assert 0 < rec["data_wait_s"] < rec["train_s"]
+        assert rec["curve_steps"] == steps
+        assert len(rec["curve_train_s"]) == len(rec["curve_accuracy"]) == len(steps)
+        assert rec["curve_accuracy"][-1] == rec["accuracy"]
+        assert rec["target_accuracy"] == 0.5 and rec["target_reached"] is True
+        i = steps.index(rec["steps_to_accuracy"])
+        assert rec["curve_accuracy"][i] >= 0.5 and rec["time_to_accuracy_s"] == rec["curve_train_s"][i]
+    assert "bfloat16" in stored[1]["precision_policy"].lower()

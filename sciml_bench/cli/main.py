@@ -191,7 +191,8 @@ def _dask_options(f: Any) -> Any:
 @click.option("--steps", type=click.IntRange(1, 10**6), help="CNN: steps per epoch.")
 @click.option("--epochs", type=click.IntRange(1, 1000), help="CNN: measured epochs.")
 @click.option("--model", "cnn_model", type=click.Choice(["small", "resnet18"]), default=None,
-              help="CNN: architecture [small]; resnet18 is CIFAR-style, 32x32 unless --image-size.")
+              help="CNN: architecture [small]; resnet18 is CIFAR-style, at 32x32 unless "
+              "--image-size (--quick keeps its 16x16x1, --dataset digits 8x8x1).")
 @click.option("--pipeline", type=click.Choice(["device", "host"]), default=None,
               help="CNN: batches on the device before timing, or each framework's loader "
               "from host memory [device].")
@@ -211,7 +212,10 @@ def run(**options: Any) -> None:
     The name `cnn` runs the CNN training baselines instead (torch-eager,
     torch-compile, jax, tensorflow; select with -b), each variant in a fresh
     worker, recording time to first step, warm-up and measured epochs,
-    throughput, accuracy, RAM and VRAM.
+    throughput, accuracy, RAM and VRAM, the accuracy curve and, on the trained
+    weights, batch-1 inference latency (p50/p99) and large-batch throughput.
+    Without --precision the CNN rows use tf32 (TF32 allowed on GPUs); on a
+    CPU tf32 computes as fp32.
 
     Each case (backend x solver x gradient method x tolerance) runs in fresh
     worker processes: time-to-first-gradient is split into import, build,
@@ -227,6 +231,7 @@ def run(**options: Any) -> None:
       sciml-bench run stiff-robertson -b scipy,diffrax --quick
       sciml-bench run --problem-file my.toml --tolerances 1e-4,1e-6,1e-8
       sciml-bench run cnn --quick -b torch-eager -b jax
+      sciml-bench run cnn --quick --pipeline host --precision fp32,bf16 --target-accuracy 0.9
       sciml-bench run nonstiff-spiral-node --device cpu,cuda   CPU and GPU rows side by side
       sciml-bench run ensemble-lorenz --sizes 1,16,256
 

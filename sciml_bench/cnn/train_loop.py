@@ -11,7 +11,9 @@ Timeline of one worker (all clocks are ``time.perf_counter``; device work is awa
 4. ``time_to_first_step_s``: the first optimizer step, including tracing/compilation;
 5. ``warmup_epoch_s``: the whole warm-up epoch(s), first step included;
 6. ``epoch_s``: each measured epoch, synchronised once at its end; ``train_s`` is their
-   sum and ``throughput_ips`` measured images / ``train_s``;
+   sum and ``throughput_ips`` measured images / ``train_s``; with ``pipeline="host"``,
+   ``data_wait_s`` is the part of them spent starting each epoch's loader and getting
+   batches from it;
 7. memory peaks read (training only), then, untimed: ``accuracy`` and ``final_loss`` on the
    held-out split and ``initial_loss``, the same loss for the shared initial weights (equal
    across variants when they really start from the same model);
@@ -85,6 +87,7 @@ class Trainer(ABC):
     device_note: str = ""
     #: ``pipeline="host"``: seconds the training thread spent getting batches from the
     #: loader (waiting on it, or preparing the next batch itself); the harness resets it
+    #: and adds each epoch's whole ``start_epoch``
     data_wait_s: float = 0.0
 
     def start_epoch(self, epoch: int) -> None:
@@ -394,7 +397,12 @@ def _epoch(
     clock = _Clock(nvml)
     clock.start()
     if epoch is not None:
+        # starting a host loader's pass (TF rebuilds its tf.data pipeline, torch makes a
+        # DataLoader iterator, JAX gathers batch 0) is waiting for data; whatever the
+        # trainer counted inside it is part of this, so it is counted once
+        wait, t = trainer.data_wait_s, time.perf_counter()
         trainer.start_epoch(epoch)
+        trainer.data_wait_s = wait + time.perf_counter() - t
     for i in range(start, steps):
         trainer.step(i)
         done += 1
@@ -529,7 +537,7 @@ def precision_note(precision: str, device: str) -> str:
         if amx is None:
             return "bf16 on a CPU whose bf16 matrix units are unknown (no /proc/cpuinfo)"
     if precision == "tf32" and device == "cpu":
-        return ""  # TF32 is a GPU mode; on the CPU tf32 and fp32 compute alike
+        return "tf32 on a CPU computes as fp32 (TF32 is a GPU mode)"
     return ""
 
 

@@ -23,7 +23,7 @@ The figures:
 - :func:`cnn_curve_figure`: CNN held-out accuracy against training time (evaluations
   excluded), with the target accuracy and where each run reached it;
 - :func:`cnn_speed_figure`: CNN training throughput and batch-1 inference latency
-  (p50, p99 whisker) per variant x precision x pipeline.
+  (p50, p99 whisker) per variant x precision x pipeline, coloured by precision.
 
 Ensemble problems have their own figure, time per call against ensemble size, in
 :mod:`sciml_bench.results.scaling`.
@@ -59,6 +59,10 @@ PHASE_NAMES = ("import", "build", "first_solve", "first_grad")
 PHASE_COLORS = ("#8da0cb", "#66c2a5", "#fc8d62", "#e78ac3")
 DPI = 100
 MARKERS = "osD^vP*Xh<>"
+#: CNN precision colours; a row without a recorded precision is grey
+PRECISION_COLORS = {"fp32": "C0", "bf16": "C1", "tf32": "C2"}
+#: dash patterns telling apart the target accuracies of several runs
+TARGET_STYLES = ("--", "-.", (0, (1, 1)), (0, (6, 2, 1, 2, 1, 2)))
 
 
 @dataclass
@@ -519,7 +523,8 @@ def cnn_curve_figure(records: Sequence[dict[str, Any]]) -> Plot:
         plot.notes.insert(0, "no ok CNN record with an accuracy curve")
         return plot
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    # the legend goes outside the axes, where it hides no curve
+    fig, ax = plt.subplots(figsize=(10, 4.2), layout="constrained")
     targets = sorted({float(r["target_accuracy"]) for r in recs if finite(r.get("target_accuracy"))})
     for i, r in enumerate(recs):
         t, a = _samples(r, "curve_train_s"), _samples(r, "curve_accuracy")
@@ -529,16 +534,21 @@ def cnn_curve_figure(records: Sequence[dict[str, Any]]) -> Plot:
             ax.axvline(r["time_to_accuracy_s"], color=ax.lines[-1].get_color(), ls=":", lw=0.8)
         elif r.get("target_reached") is False:
             plot.notes.append(f"{cnn_label(r)}: target {r.get('target_accuracy')} not reached")
-    for tgt in targets:
-        ax.axhline(tgt, color="k", ls="--", lw=0.8, label=f"target {tgt:g}")
+    for j, tgt in enumerate(targets):  # one dash pattern and in-axes label per target
+        ax.axhline(tgt, color="0.25", ls=TARGET_STYLES[j % len(TARGET_STYLES)], lw=1.0,
+                   label=f"target {tgt:g}")  # fmt: skip
+        ax.annotate(f"target {tgt:g}", (0.005, tgt), xycoords=("axes fraction", "data"),
+                    va="bottom", fontsize=7, color="0.25")  # fmt: skip
+    if targets:  # a target above every curve stays inside the axes, with its label
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, max(hi, targets[-1] + 0.04))
     if all(_samples(r, "curve_train_s").min() > 0 for r in recs):
         ax.set_xscale("log")
         _log_axis(ax.xaxis)
     ax.set_xlabel("training seconds (first step and compilation included, evaluations excluded)")
     ax.set_ylabel("held-out accuracy")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    fig.legend(fontsize=7, loc="outside right upper")
     plot.fig = fig
     return plot
 
@@ -557,7 +567,9 @@ def cnn_speed_figure(records: Sequence[dict[str, Any]]) -> Plot:
     fig, axes = plt.subplots(1, 2, figsize=(10, 0.5 * len(recs) + 1.8), squeeze=False)
     labels = [cnn_label(r) for r in recs]
     y = np.arange(len(recs))
-    colors = [{"bf16": "C1", "fp32": "C0"}.get(str(r.get("precision")), "C2") for r in recs]
+    # colour = precision; a row from an older file has none recorded (it ran as tf32)
+    precisions = [str(r.get("precision") or "not recorded (older file)") for r in recs]
+    colors = [PRECISION_COLORS.get(p, "0.6") for p in precisions]
     ax = axes[0][0]
     ax.barh(y, [_num(r, "throughput_ips") or 0.0 for r in recs], color=colors, alpha=0.8)
     ax.set_yticks(y, labels, fontsize=7)
@@ -574,9 +586,15 @@ def cnn_speed_figure(records: Sequence[dict[str, Any]]) -> Plot:
     ax.set_xlabel("batch-1 inference latency ms (bar p50, whisker to p99)")
     ax.invert_yaxis()
     ax.grid(True, axis="x", alpha=0.3)
-    for r in recs:
+    for i, r in enumerate(recs):
         if r not in lat:
+            ax.text(0, i, " n/a", va="center", fontsize=7, color="0.4")
             plot.notes.append(f"{cnn_label(r)}: no inference latency")
+    from matplotlib.patches import Patch
+
+    shown = list(dict.fromkeys(precisions))
+    axes[0][0].legend([Patch(color=PRECISION_COLORS.get(p, "0.6"), alpha=0.8) for p in shown],
+                      [f"precision {p}" for p in shown], fontsize=7, loc="best")  # fmt: skip
     fig.tight_layout()
     plot.fig = fig
     return plot
