@@ -444,7 +444,7 @@ def test_cli_runs_the_second_wave_options(tmp_path):
         assert (rec["backend"], rec["model"], rec["pipeline"]) == ("torch-eager", "small", "host")
         assert rec["config"]["eval_every"] == 2 and rec["config"]["precision"] == rec["precision"]
         assert 0 < rec["data_wait_s"] < rec["train_s"]
-        assert rec["curve_steps"] == steps
+        assert rec["curve_steps"] == steps and all(type(s) is int for s in rec["curve_steps"])
         assert len(rec["curve_train_s"]) == len(rec["curve_accuracy"]) == len(steps)
         assert rec["curve_accuracy"][-1] == rec["accuracy"]
         assert rec["target_accuracy"] == 0.5 and rec["target_reached"] is True

@@ -301,9 +301,9 @@ def measure(
         rec.update(_chance(rec, data))
         rec["param_count"] = trainer.param_count()
         rec["precision_policy"] = trainer.precision_policy()
-        note = precision_note(cfg.precision, trainer.device)
-        if note:
-            rec["reason"] = f"{rec['reason']}; {note}" if rec["reason"] else note
+        caveat = precision_note(cfg.precision, trainer.device)
+        if caveat:
+            rec["reason"] = f"{rec['reason']}; {caveat}" if rec["reason"] else caveat
         if cfg.inference_calls:
             rec.update(_inference(trainer, cfg))
         rec["settings"].update(trainer.settings())

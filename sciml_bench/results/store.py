@@ -89,7 +89,8 @@ def _write_record(group: Any, record: dict[str, Any]) -> None:
         ):
             group.attrs[k] = v
         elif _is_numeric_array(v):
-            group.create_dataset(k, data=np.asarray(v, dtype=float))
+            a = np.asarray(v)  # integer lists (a curve's step counts) stay integers
+            group.create_dataset(k, data=a if a.dtype.kind in "iu" else np.asarray(v, dtype=float))
         else:
             as_json[k] = v
     group.attrs["_json"] = json.dumps(as_json, default=_json_default)
