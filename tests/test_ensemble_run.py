@@ -180,6 +180,7 @@ def test_a_diverging_member_fails_its_rung_and_larger_rungs_are_skipped(tmp_path
     assert recs[1]["status"] in ("max_steps", "dt_underflow", "nonfinite", "solver_failure")
     assert "of 8 members (first: member 3)" in recs[1]["reason"]
     assert recs[2]["status"] == "skipped" and "size 8" in recs[2]["reason"]
+    assert recs[2]["reason"].endswith("the largest size that completed is 2")
     assert recs[1]["largest_ok_size"] == recs[2]["largest_ok_size"] == 2
 
 
@@ -190,7 +191,7 @@ def test_a_rung_over_the_budget_is_a_status_and_the_rest_are_skipped(tmp_path: P
     recs = _run(problem, compiled, None, ref, ladders, tmp_path, settings)
     assert [r["status"] for r in recs] == ["budget_exceeded", "skipped"]
     assert "4 s budget" in recs[0]["reason"]
-    assert recs[1]["largest_ok_size"] is None
+    assert recs[1]["largest_ok_size"] is None and recs[1]["reason"].endswith("no size completed")
 
 
 def test_cli_sizes_are_checked_before_anything_runs() -> None:
@@ -200,6 +201,9 @@ def test_cli_sizes_are_checked_before_anything_runs() -> None:
 
     bad = CliRunner().invoke(main, ["run", "ensemble-lorenz", "--sizes", "16,4"])
     assert bad.exit_code == 2 and "strictly increasing" in bad.output
+    for text, says in (("0", "0 members is outside [1, "), (" ", "give comma-separated")):
+        bad = CliRunner().invoke(main, ["run", "ensemble-lorenz", "--sizes", text])
+        assert bad.exit_code == 2 and says in bad.output, bad.output
     plain = CliRunner().invoke(main, ["run", "stiff-robertson", "--sizes", "1,4"])
     assert plain.exit_code == 2 and "[ensemble] section" in plain.output
     ladder = (1, 16, 256, 4096, 65536)

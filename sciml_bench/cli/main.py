@@ -440,8 +440,13 @@ def _sizes(text: str | None) -> list[int] | None:
         vals = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise UserError(f"--sizes {text!r}: give comma-separated member counts, e.g. 1,16,256") from None
-    if not vals or any(not 1 <= v <= MAX_MEMBERS for v in vals) or vals != sorted(set(vals)):
-        raise UserError(f"--sizes: member counts must be strictly increasing, in [1, {MAX_MEMBERS}]")
+    if not vals:
+        raise UserError(f"--sizes {text!r}: give comma-separated member counts, e.g. 1,16,256")
+    bad = [v for v in vals if not 1 <= v <= MAX_MEMBERS]
+    if bad:
+        raise UserError(f"--sizes: {bad[0]} members is outside [1, {MAX_MEMBERS}]")
+    if vals != sorted(set(vals)):
+        raise UserError(f"--sizes {text}: member counts must be strictly increasing, e.g. 1,16,256")
     return vals
 
 

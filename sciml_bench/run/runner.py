@@ -653,7 +653,9 @@ def run_ensemble(
                 if failed is not None:
                     rec = _ensemble_row(
                         spec, problem, size, Status.SKIPPED.value,
-                        f"not run: size {failed['size']} already ended {failed['status']}",
+                        f"not run: size {failed['size']} already ended {failed['status']}"
+                        + (f"; the largest size that completed is {largest}" if largest
+                           else "; no size completed"),
                     )  # fmt: skip
                 else:
                     progress(f"[{i}/{len(ladders)}] {problem.name}: {spec.label} n={size}")
