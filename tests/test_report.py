@@ -299,3 +299,14 @@ def test_cnn_rows_of_two_machines_are_reported_apart(tmp_path: Path) -> None:
         f"cnn on {recs[0]['hardware']}", "cnn on Other CPU x16; NVIDIA H100 (driver 1)"]
     tables = [b for b in blocks if isinstance(b, publish.Table) and "variant" in b.header]
     assert [len(t.rows) for t in tables] == [len(recs), len(recs)]
+
+
+def test_the_runs_section_names_the_thread_budget_the_run_was_given(tmp_path: Path) -> None:
+    for env, says in (({"worker_threads": 1, "threads": {"OMP_NUM_THREADS": "4"}},
+                       "--threads 1 (every framework in the workers), OMP_NUM_THREADS=4"),
+                      ({"threads": {}}, "each library's default")):  # fmt: skip
+        w = ResultsWriter(tmp_path / "t.h5", env, "test")
+        w.finish("complete")
+        (table,) = [b for b in publish.environment_blocks([read(tmp_path / "t.h5")])
+                    if isinstance(b, publish.Table)]  # fmt: skip
+        assert dict(map(tuple, table.rows))["threads"] == says

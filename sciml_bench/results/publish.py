@@ -248,7 +248,10 @@ def environment_blocks(runs: Sequence[Run]) -> list[Block]:
         gpus = env.get("gpus") or []
         rows.append(["GPUs", ", ".join(str(g.get("name", g)) for g in gpus) if gpus else "none"])
         threads = env.get("threads") or {}
-        rows.append(["threads", ", ".join(f"{k}={v}" for k, v in threads.items()) or "defaults"])
+        told = [f"--threads {env['worker_threads']} (every framework in the workers)"] \
+            if env.get("worker_threads") else []  # fmt: skip
+        rows.append(["threads", ", ".join(told + [f"{k}={v}" for k, v in threads.items()])
+                     or "each library's default"])  # fmt: skip
         pk = env.get("packages") or {}
         rows.append(["packages", ", ".join(f"{k} {v}" for k, v in pk.items()) or "-"])
         if env.get("caches"):
