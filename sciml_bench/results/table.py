@@ -211,12 +211,15 @@ def table(records: Sequence[dict[str, Any]]) -> str:
             out += [f"\n{name}", render(CNN_COLUMNS, [cnn_row(r) for r in cnn])]
         if other:
             out += [f"\n{name}", generic_table(other)]
-        notes = [r for r in recs if r.get("reason")]
-        for r in notes:
-            label = " ".join(x for x in (r.get("backend"), r.get("solver"), r.get("semantics"),
-                                         f"n={r['size']}" if r.get("size") else "") if x)
+        notes: dict[tuple[str, str], list[str]] = {}  # one line per reason, rows named
+        for r in recs:
+            if r.get("reason"):
+                label = " ".join(x for x in (r.get("backend"), r.get("solver"), r.get("semantics"),
+                                             f"n={r['size']}" if r.get("size") else "") if x)
+                notes.setdefault((r["status"], r["reason"]), []).append(label)
+        for (status, reason), labels in notes.items():
             wrapped = textwrap.fill(
-                f"{label}: {r['status']}: {r['reason']}", width=100, subsequent_indent="    "
+                f"{', '.join(labels)}: {status}: {reason}", width=100, subsequent_indent="    "
             )
             out.append("  " + wrapped)
     return "\n".join(out).lstrip("\n")
