@@ -159,6 +159,7 @@ class Session:
         print(f"$ {shlex.join(shown)}", flush=True)
         self.log.write(f"$ {shlex.join(cmd)}\n")
         self.log.flush()
+        mark = self.log.tell()
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log,
                                 text=True, start_new_session=True)  # fmt: skip
         pump = threading.Thread(target=self._pump, args=(proc.stdout,))
@@ -176,6 +177,10 @@ class Session:
                 proc.wait()
             self.cut, rc = True, None
         pump.join()
+        if rc != 0:  # why, from what it wrote on stderr (the device returns only the output)
+            with (self.out / "gpu-checks.log").open() as f:
+                f.seek(mark)
+                print("\n".join(f"  | {ln}" for ln in f.read().splitlines()[-8:]), flush=True)
         return rc
 
     def _pump(self, stream: IO[str] | None) -> None:
