@@ -28,6 +28,9 @@ Steps, in the order they run:
   end ``budget_exceeded`` (the rest of its ladder ``skipped``): an honest row.
 - ``overhead``: ``ensemble_overhead.py --device cuda --skip-spread`` (harness against
   bare scripts on the GPU).
+- ``suite``: the whole test suite (``pytest``), GPU tests included: it must pass there
+  too. Packages the GPU image lacks (TensorFlow, Julia, dask, tree-sitter) skip with
+  their reasons.
 
 ``--deadline S`` (default 540, inside the device tool's 600-s call): a step still running
 then gets SIGTERM (sciml-bench keeps every completed case in its results file), its
@@ -56,7 +59,7 @@ from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-STEPS = ("ode", "tests", "fuzz", "cnn", "ensembles", "overhead")
+STEPS = ("ode", "tests", "fuzz", "cnn", "ensembles", "overhead", "suite")
 RUN = ["run", "stiff-robertson", "nonstiff-spiral-node", "--device", "cpu,cuda", "--quick"]
 ENSEMBLE_PROBLEMS = ("ensemble-lorenz", "ensemble-spiral-node")
 #: backends whose ensembles (and ODE cases) run on the GPU when asked
@@ -233,6 +236,11 @@ def step_fuzz(s: Session, a: argparse.Namespace) -> bool:
     return verdict("fuzz", rc, [])
 
 
+def step_suite(s: Session, a: argparse.Namespace) -> bool:
+    rc = s.sh([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"])
+    return verdict("suite", rc, [])
+
+
 def step_cnn(s: Session, a: argparse.Namespace) -> bool:
     folder = s.out / "cnn"
     rc = s.sh([sys.executable, str(HERE / "cnn_gpu_matrix.py"), "--out", str(folder)])
@@ -271,7 +279,7 @@ def step_overhead(s: Session, a: argparse.Namespace) -> bool:
 
 RUNNERS: dict[str, Callable[[Session, argparse.Namespace], bool]] = {
     "ode": step_ode, "tests": step_tests, "fuzz": step_fuzz, "cnn": step_cnn,
-    "ensembles": step_ensembles, "overhead": step_overhead,
+    "ensembles": step_ensembles, "overhead": step_overhead, "suite": step_suite,
 }  # fmt: skip
 
 
