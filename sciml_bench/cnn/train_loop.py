@@ -397,9 +397,9 @@ def _epoch(
     clock = _Clock(nvml)
     clock.start()
     if epoch is not None:
-        # starting a host loader's pass (TF rebuilds its tf.data pipeline, torch makes a
-        # DataLoader iterator, JAX gathers batch 0) is waiting for data; whatever the
-        # trainer counted inside it is part of this, so it is counted once
+        # starting a host loader's pass (TF checks that its one tf.data iterator stands
+        # there, torch makes a DataLoader iterator, JAX gathers batch 0) is waiting for
+        # data; whatever the trainer counted inside it is part of this, so it is counted once
         wait, t = trainer.data_wait_s, time.perf_counter()
         trainer.start_epoch(epoch)
         trainer.data_wait_s = wait + time.perf_counter() - t
@@ -414,6 +414,13 @@ def _epoch(
     trainer.sync()
     clock.stop()
     return clock, done
+
+
+def passes(cfg: CNNConfig) -> range:
+    """The passes :func:`_train` begins, in order (``start_epoch`` is called with each):
+    pass 0 holds the first step and the first warm-up epoch, further warm-up epochs follow,
+    then the measured epochs. A host loader may prepare them all up front."""
+    return range(max(1, cfg.warmup_epochs) + cfg.epochs)
 
 
 def _train(
@@ -440,9 +447,8 @@ def _train(
     t_start = time.perf_counter()
     epoch_s: list[float] = []
     energy: float | None = 0.0
-    for e in range(cfg.epochs):
-        clock, done = _epoch(trainer, max(1, cfg.warmup_epochs) + e, 0, steps, done, curve,
-                             trained, nvml)  # fmt: skip
+    for epoch in passes(cfg)[-cfg.epochs :]:  # epochs >= 1
+        clock, done = _epoch(trainer, epoch, 0, steps, done, curve, trained, nvml)
         trained += clock.seconds
         epoch_s.append(clock.seconds)
         energy = None if energy is None or clock.energy_mj is None else energy + clock.energy_mj
