@@ -49,7 +49,7 @@ def _ms(median: float | None, q: Sequence[float] | None) -> str:
 
 
 ENSEMBLE_COLUMNS = (
-    "backend", "solver", "semantics", "device", "size", "status", "TTFG s", "solve ms [IQR]",
+    "backend", "solver", "gradient", "semantics", "device", "size", "status", "TTFG s", "solve ms [IQR]",
     "grad ms [IQR]", "members/s", "steps min/med/max", "sol err", "grad err",
 )
 
@@ -79,6 +79,7 @@ def ensemble_row(r: dict[str, Any]) -> list[str]:
     return [
         r.get("backend", ""),
         r.get("solver", ""),
+        r.get("gradient_method", ""),
         r.get("semantics", ""),
         device_cell(r),
         str(r.get("size") if r.get("size") is not None else "-"),

@@ -643,7 +643,7 @@ def run_ensemble(
                               f"{', '.join(ensemble['semantics'])}")  # fmt: skip
                 if not any(r["backend"] == spec.backend for r in done):
                     rec = _ensemble_row(spec, problem, None, Status.UNAVAILABLE.value, reason)
-                    progress(f"[{i}/{len(ladders)}] {spec.backend}: unavailable ({reason})")
+                    progress(f"[ladder {i}/{len(ladders)}] {spec.backend}: unavailable ({reason})")
                     writer.add(rec)
                     done.append(rec)
                 continue
@@ -658,7 +658,7 @@ def run_ensemble(
                            else "; no size completed"),
                     )  # fmt: skip
                 else:
-                    progress(f"[{i}/{len(ladders)}] {problem.name}: {spec.label} n={size}")
+                    progress(f"[ladder {i}/{len(ladders)}] {problem.name}: {spec.label} n={size}")
                     job = ensemble_job(spec, size, problem, ensemble, observations, ref, settings)
 
                     def on_event(e: dict[str, Any]) -> None:
