@@ -267,6 +267,8 @@ def test_time_to_accuracy_and_precision_flag():
         {**base, "precision": "bf16", "accuracy": 0.5}, [{**fp32, "backend": "x"}]
     )
     assert "precision_flagged" not in other  # no reference row of the same variant
+    assert other["reason"] == "accuracy not checked against fp32 (run --precision fp32,bf16 " \
+        "to check it)"
 
 
 def test_precision_note_for_cpu_bf16_and_tf32():

@@ -562,7 +562,8 @@ def policy_text(precision: str, device: str, bf16_how: str) -> str:
 def compare_precision(rec: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
     """``rec`` with its accuracy drop against the fp32 row (else the tf32 row) of the same
     variant, model, pipeline, data and device among ``earlier``; flagged (and a reason
-    added) when the drop exceeds :data:`PRECISION_TOLERANCE`."""
+    added) when the drop exceeds :data:`PRECISION_TOLERANCE`; a bf16 row with no such row
+    says it was not checked."""
     if rec.get("status") != "ok" or rec.get("precision") in (None, "fp32"):
         return rec
     same = ("backend", "model", "pipeline", "dataset", "device", "image_size", "epochs")
@@ -582,4 +583,7 @@ def compare_precision(rec: dict[str, Any], earlier: list[dict[str, Any]]) -> dic
                     )
                     out["reason"] = f"{rec['reason']}; {why}" if rec.get("reason") else why
                 return out
+    if rec.get("precision") == "bf16":  # nothing to hold it to: say so rather than pass it
+        why = "accuracy not checked against fp32 (run --precision fp32,bf16 to check it)"
+        return {**rec, "reason": f"{rec['reason']}; {why}" if rec.get("reason") else why}
     return rec
