@@ -75,6 +75,7 @@ def test_synthetic_is_deterministic_and_learnable():
 
 
 def test_digits_split():
+    pytest.importorskip("sklearn", reason="scikit-learn is not installed: pip install '.[digits]'")
     cfg = jobs(quick=True, dataset="digits")[0]["config"]
     ds = digits(CNNConfig.from_json(cfg))
     assert ds.x_train.shape[1:] == (8, 8, 1)
