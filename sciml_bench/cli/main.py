@@ -389,7 +389,7 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
         "--dataset": (o.dataset != "synthetic", ("cnn",)),
     }  # fmt: skip
     for flag, (value, applies) in given.items():
-        if value is None or value is False or value == () or value == []:
+        if not value:  # not given (every numeric option here is >= 1)
             continue
         if not any(kinds.get(k) for k in applies):
             what = " or ".join(TARGETS[k] for k in applies)

@@ -94,14 +94,16 @@ def fingerprint() -> dict[str, Any]:
     :func:`hardware_label` agree."""
     import socket
 
-    g = gpus()
+    return {"host": socket.gethostname(), **_hardware(cpu_model(), os.cpu_count(), gpus())}
+
+
+def _hardware(cpu: str, cores: int | None, g: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fields of a :func:`fingerprint` that :func:`hardware_label` reads."""
     return {
-        "host": socket.gethostname(),
-        "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "gpu_model": ", ".join(sorted({x["name"] for x in g})),
-        "gpu_driver": g[0]["driver"] if g else "",
-    }
+        "cpu_model": cpu, "cpu_count": cores,
+        "gpu_model": ", ".join(sorted({str(x.get("name", "?")) for x in g})),
+        "gpu_driver": str(g[0].get("driver", "")) if g else "",
+    }  # fmt: skip
 
 
 def hardware_label(fp: dict[str, Any]) -> str:
@@ -118,12 +120,7 @@ def environment_hardware(env: dict[str, Any]) -> str | None:
     on), None when it names no CPU."""
     if not env.get("cpu_model"):
         return None
-    g = env.get("gpus") or []
-    return hardware_label({
-        "cpu_model": env["cpu_model"], "cpu_count": env.get("cpu_count"),
-        "gpu_model": ", ".join(sorted({str(x.get("name", "?")) for x in g})),
-        "gpu_driver": str(g[0].get("driver", "")) if g else "",
-    })  # fmt: skip
+    return hardware_label(_hardware(env["cpu_model"], env.get("cpu_count"), env.get("gpus") or []))
 
 
 def capture(extra: dict[str, Any] | None = None) -> dict[str, Any]:
