@@ -68,7 +68,7 @@ class DiffraxCase(Case):
         import jax
         import jax.numpy as jnp
 
-        from sciml_bench.problem.codegen import load_python
+        from sciml_bench.problem.generated import load_python
 
         jax.config.update("jax_enable_x64", True)
         rhs = load_python(problem.source["jax"])["rhs"]
@@ -235,7 +235,7 @@ class DiffraxEnsembleCase(EnsembleCase):
         import jax
         import jax.numpy as jnp
 
-        from sciml_bench.problem.codegen import load_python
+        from sciml_bench.problem.generated import load_python
 
         jax.config.update("jax_enable_x64", True)
         self._dfx = diffrax

@@ -40,7 +40,7 @@ _SOLVERS = {
 
 class ScipyCase(Case):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
-        from sciml_bench.problem.codegen import load_python
+        from sciml_bench.problem.generated import load_python
 
         ns = load_python(problem.source["numpy"])
         self.rhs, self.jac = ns["rhs"], ns["jac"]

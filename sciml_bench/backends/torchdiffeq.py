@@ -113,7 +113,7 @@ class TorchdiffeqCase(TorchPlaced, Case):
         import torch
         import torchdiffeq
 
-        from sciml_bench.problem.codegen import load_python
+        from sciml_bench.problem.generated import load_python
 
         self.torch = torch
         self.odeint = (
@@ -227,7 +227,7 @@ def batched_rhs(source: str) -> Callable[..., Any]:
     member. Written on columns, as a torch user writes a batched vector field:
     ``torch.func.vmap`` over the one-member RHS cost up to 2x on small systems
     (``benchmarks/ensemble_overhead.py``). Shared by torchdiffeq and torchode."""
-    from sciml_bench.problem.codegen import load_python
+    from sciml_bench.problem.generated import load_python
 
     return load_python(source)["rhs_batch"]  # type: ignore[no-any-return]
 

@@ -32,7 +32,10 @@ import sympy
 from sympy.printing.precedence import PRECEDENCE, precedence
 from sympy.printing.str import StrPrinter
 
+from sciml_bench.problem.generated import load_python
 from sciml_bench.problem.spec import Network, Problem
+
+__all__ = ["TARGETS", "generate", "load_python", "python_source", "julia_source"]
 
 TARGETS = ("numpy", "torch", "jax", "julia")
 
@@ -489,14 +492,3 @@ def generate(problem: Problem, target: str) -> str:
     if target not in _TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     return julia_source(problem) if target == "julia" else python_source(problem, target)
-
-
-def load_python(source: str) -> dict[str, Any]:
-    """Execute generated (never user-written) source and return its namespace.
-
-    The text comes from :func:`python_source`, whose every token is produced
-    by our printer from a whitelisted expression tree.
-    """
-    namespace: dict[str, Any] = {}
-    exec(compile(source, "<sciml-bench generated>", "exec"), namespace)  # noqa: S102
-    return namespace
