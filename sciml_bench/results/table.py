@@ -22,6 +22,9 @@ JSON_KEYS = (
     "solve_s", "grad_s", "solution_error", "gradient_error", "gradient", "steps",
     "rhs_evals", "gradient_tier", "gradient_cosine", "rtol", "atol", "t_reached",
     "peak_rss_mb", "device", "device_requested", "device_name", "vram_max_mb", "alloc_peak_mb",
+    # where and beside what it ran (stored rows have them; --executor dask rows too)
+    "host", "hardware", "dask_worker", "concurrent_cases", "threads", "threads_source",
+    "xla_threads", "worker_threads",
 )
 
 
@@ -199,6 +202,7 @@ def table(records: Sequence[dict[str, Any]]) -> str:
     for r in records:
         problems.setdefault(r.get("problem", "?"), []).append(r)
     for name, recs in problems.items():
+        recs = in_case_order(recs)
         ode = [r for r in recs if r.get("kind", "ode") == "ode"]
         other = [r for r in recs if r.get("kind", "ode") != "ode"]
         if ode:
@@ -223,7 +227,50 @@ def table(records: Sequence[dict[str, Any]]) -> str:
                 f"{', '.join(labels)}: {status}: {reason}", width=100, subsequent_indent="    "
             )
             out.append("  " + wrapped)
+        out += [textwrap.fill(n, width=100, initial_indent="  ", subsequent_indent="    ")
+                for n in load_notes(recs)]  # fmt: skip
     return "\n".join(out).lstrip("\n")
+
+
+def in_case_order(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows in the order the run planned its cases (``case_index``), not the order they
+    finished in (a Dask run's); rows without one (older files) keep their place after."""
+    return sorted(records, key=lambda r: r.get("case_index", math.inf))
+
+
+def _row_label(r: dict[str, Any]) -> str:
+    return " ".join(str(x) for x in (r.get("backend"), r.get("solver"), r.get("precision"))
+                    if x)  # fmt: skip
+
+
+def load_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """What the rows shared their machine with, when that bears on their timings: rows
+    timed beside other cases on their host (``concurrent_cases`` > 1), and for CNN rows
+    the thread budget and the 1-minute load average at start and peak."""
+    notes = []
+    shared = [r for r in records if (r.get("concurrent_cases") or 1) > 1]
+    if shared:
+        most = max(r["concurrent_cases"] for r in shared)
+        notes.append(
+            f"{', '.join(_row_label(r) for r in shared)}: ran beside other cases on the same "
+            f"host (up to {most} at once), so their timings shared its cores; a local run, "
+            "and a Dask LocalCluster without --workers, time one case at a time"
+        )
+    cnn = [r for r in records if r.get("kind") == "cnn" and r.get("cores")]
+    if cnn:
+        parts = []
+        for r in cnn:
+            threads = r.get("threads")
+            budget = f"{threads} thread{'s' * (threads != 1)}" if threads else "library threads"
+            parts.append(f"{_row_label(r)} {budget}, {_num(r.get('load_start'), '.2f')}, "
+                         f"{_num(r.get('others_cpu'), '.2f')}")  # fmt: skip
+        sources = {str(r.get("threads_source")) for r in cnn if r.get("threads_source")}
+        notes.append(
+            f"threads, 1-minute load average at the start, and cores' worth of CPU other "
+            f"processes used during the run, on {cnn[0]['cores']} cores: {'; '.join(parts)}"
+            + (f" (threads: {'; '.join(sorted(sources))})" if sources else "")
+        )
+    return notes
 
 
 def generic_table(records: Sequence[dict[str, Any]]) -> str:

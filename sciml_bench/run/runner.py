@@ -280,10 +280,11 @@ def _lost_record(task: CaseTask, fin: Finished) -> dict[str, Any]:
 
 
 def placed(rec: dict[str, Any], fin: Finished) -> dict[str, Any]:
-    """``rec`` with where it ran: host, hardware, Dask worker, retries (``--retries``)."""
+    """``rec`` with where it ran: host, hardware, Dask worker, retries (``--retries``),
+    and what it shared the host with (``concurrent_cases``, threads: ``Finished.facts``)."""
     from sciml_bench.measure.environment import hardware_label
 
-    out = {**rec, "host": fin.machine.get("host", ""), "retries": len(fin.retried)}
+    out = {**rec, **fin.facts, "host": fin.machine.get("host", ""), "retries": len(fin.retried)}
     if fin.machine:
         out["hardware"] = hardware_label(fin.machine)
     if fin.worker:
@@ -329,6 +330,7 @@ def stream(
                         sink(k, e)
             rec = kind_of(task.job).record(task.job, fin.value)
         rec = placed(finish(rec), fin)
+        rec["case_index"] = i  # tables list rows in case order, whatever the finishing order
         remember_machine(writer, fin)
         writer.add(rec)
         yield i, rec
@@ -374,7 +376,7 @@ def run(
         for j in sorted(k for k in unavailable if k < i):
             spec = unavailable.pop(j)
             av = availability[spec.backend]
-            rec = unavailable_record(problem, spec.backend, av.reason, av.fix)
+            rec = {**unavailable_record(problem, spec.backend, av.reason, av.fix), "case_index": j}
             progress(f"[{j}/{len(cases)}] {spec.backend}: unavailable ({av.reason})")
             writer.add(rec)
             done.append(rec)
@@ -398,7 +400,7 @@ def run(
                 done.append(partial)
             raise
         unavailable_before(len(cases) + 1)
-    return done
+    return sorted(done, key=lambda r: r.get("case_index", 0))  # case order, not finishing order
 
 
 @contextlib.contextmanager
@@ -450,7 +452,7 @@ def run_job_once(
     """One job in one fresh worker, and its record (for tests and scripts): a crashed
     or hung worker comes back as a record too."""
     outcome = LocalExecutor(threads=threads).run(job, budget_s, lambda e: None)
-    return kind_of(job).record(job, [ending(outcome, budget_s)])
+    return {**kind_of(job).record(job, [ending(outcome, budget_s)]), **outcome.facts}
 
 
 def run_cnn(
@@ -483,7 +485,7 @@ def run_cnn(
             if not available[job["variant"]].available and j not in written:
                 written.add(j)
                 progress(title(j))
-                rec = {**cnn.run_variant(job), "kind": "cnn"}  # the unavailable row
+                rec = {**cnn.run_variant(job), "kind": "cnn", "case_index": j}  # unavailable
                 progress(f"      -> {rec.get('status')}: {rec.get('reason', '')}")
                 writer.add(rec)
                 done.append(rec)
@@ -517,7 +519,7 @@ def run_cnn(
                 progress(f"      -> {rec.get('status')}: {rec.get('reason', '')}")
             done.append(rec)
         unavailable_before(len(jobs) + 1)
-    return done
+    return sorted(done, key=lambda r: r.get("case_index", 0))  # case order, not finishing order
 
 
 @dataclass(frozen=True)
@@ -667,6 +669,7 @@ def run_ensemble(
 
                     outcome = executor.run(job, settings.budget_s, on_event)
                     rec = kind_of(job).record(job, [ending(outcome, settings.budget_s)])
+                    rec.update(outcome.facts)
                     progress(f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else ""))
                     if rec["status"] == Status.OK.value:
                         largest = size
