@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from sciml_bench.measure.environment import SLOWDOWN_VAR, load_average
-from sciml_bench.measure.noise import NOISE_FLOOR
+from sciml_bench.measure.noise import NOISE_FLOOR, measured_floor
 from sciml_bench.results import compare as cmp
 from sciml_bench.results.store import read
 
@@ -99,17 +99,17 @@ def false_alarms(runs: list[list[dict[str, Any]]]) -> tuple[list[cmp.Change], in
 
 
 def floor_line(changes: Sequence[cmp.Change]) -> tuple[str, float]:
-    """The largest ratio between identical runs per timing kind, over all, and the 95th
-    percentile of all (ratios folded above 1: 0.9 counts as 1/0.9)."""
-    fold = {m: [math.exp(abs(math.log(c.ratio))) for c in changes if c.metric == m
-                and 0 < c.ratio < math.inf] for m, _ in cmp.METRICS}  # fmt: skip
-    every = [r for rs in fold.values() for r in rs]
-    if not every:
-        return "no timing measured twice", math.nan
-    parts = [f"{m} {max(rs):.3f}x" for m, rs in fold.items() if rs]
-    largest = max(every)
+    """The floor identical runs call for (:func:`~sciml_bench.measure.noise.measured_floor`:
+    the largest ratio, folded above 1) per timing kind and over all, with the 95th
+    percentile of all."""
+    by_metric = {m: [c.ratio for c in changes if c.metric == m] for m, _ in cmp.METRICS}
+    every = [r for rs in by_metric.values() for r in rs]
+    largest = measured_floor(every)
+    if math.isnan(largest):
+        return "no timing measured twice", largest
+    parts = [f"{m} {measured_floor(rs):.3f}x" for m, rs in by_metric.items() if rs]
     return (f"{', '.join(parts)}; all {largest:.3f}x (95th percentile "
-            f"{float(np.percentile(every, 95)):.3f}x, {len(every)} ratios)"), largest  # fmt: skip
+            f"{measured_floor(every, 0.95):.3f}x, {len(every)} ratios)"), largest  # fmt: skip
 
 
 def caught_line(changes: Sequence[cmp.Change]) -> tuple[str, bool]:

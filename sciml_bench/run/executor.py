@@ -280,12 +280,22 @@ def merge_facts(into: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     return into
 
 
+#: the slowed worker's warning is printed once per process
+_WARNED = False
+
+
 def _worker_module() -> str:
     """The worker's module: the deliberately slowed one (``run.slowdown``) only when the
     test-only :data:`~sciml_bench.measure.environment.SLOWDOWN_VAR` is set."""
+    global _WARNED
     if os.environ.get(SLOWDOWN_VAR):
+        if not _WARNED:
+            print(f"{SLOWDOWN_VAR}={os.environ[SLOWDOWN_VAR]}: every timed library call is "
+                  "deliberately slowed (test-only); rows say test_slowdown", file=sys.stderr)
+            _WARNED = True
         return "sciml_bench.run.slowdown"
     return "sciml_bench.run.worker"
+
 
 
 class LocalExecutor:
@@ -447,6 +457,8 @@ class LocalExecutor:
         facts = watch.facts() if watch is not None else {}
         n, source = self.thread_budget(job)
         facts.update({"threads": n} if n else {}, threads_source=source)
+        if os.environ.get(SLOWDOWN_VAR):  # a deliberately slowed worker: never unmarked
+            facts["test_slowdown"] = os.environ[SLOWDOWN_VAR]
         merge_facts(self.facts, facts)
         outcome = Outcome(events, rc, timed_out, interrupted is not None, tail, wall, sig, facts)
         if interrupted is not None:
