@@ -124,7 +124,8 @@ def _dask_options(f: Any) -> Any:
                      show_default=True, help="Dask without --scheduler: a LocalCluster here, "
                      "or Slurm jobs through dask-jobqueue."),
         click.option("--workers", type=click.IntRange(1, 4096),
-                     help="Dask LocalCluster workers [one per core]."),
+                     help="Dask LocalCluster workers [1: one case at a time on this "
+                     "machine; more time cases side by side on shared cores]."),
         click.option("--per-worker", type=click.IntRange(1, 1024), default=1, show_default=True,
                      help="Dask: cases one worker runs at once (more than 1 shares its cores)."),
         click.option("--retries", type=click.IntRange(0, 100), default=0, show_default=True,
@@ -170,8 +171,9 @@ def _dask_options(f: Any) -> Any:
 @click.option("--max-steps", type=click.IntRange(10, 10**9), default=None,
               help="Override the problem's shared step bound.")
 @click.option("--threads", type=click.IntRange(1, 1024), default=None,
-              help="Threads for every framework in the workers (OMP/MKL/TF/Julia; XLA when 1). "
-              "Default: each library's own choice, recorded.")
+              help="Threads for every framework in the workers (OMP/MKL/TF/Julia, and XLA "
+              "through PJRT_NPROC); each row records the threads JAX used. Default: each "
+              "library's own choice; CNN baselines: the cores free at the start.")
 @click.option("--quick", is_flag=True, help="CI sizes: 1 cold process, 3 repeats, short budgets.")
 @click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Folder for the results file.")

@@ -23,7 +23,7 @@ from typing import Any
 
 from sciml_bench.results import plots, scaling
 from sciml_bench.results.store import Run
-from sciml_bench.results.table import device_cell, member_counts
+from sciml_bench.results.table import device_cell, load_notes, member_counts
 
 CASE_COLUMNS = (
     "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s [IQR]", "solve ms [IQR]",
@@ -333,6 +333,9 @@ def _case_blocks(
     notes = failure_notes(recs)
     if notes:
         blocks += [Para("Failures and notes:"), Notes(notes)]
+    shared = load_notes(recs)  # cases timed beside others on their host
+    if shared:
+        blocks += [Para("Load:"), Notes(shared)]
     ok = [r for r in recs if r.get("kind", "ode") == "ode"]
     for plot in (
         plots.work_precision_figure(ok, metric),
@@ -385,6 +388,12 @@ def cnn_blocks(recs: list[dict[str, Any]], out: Path, prefix: str = "cnn") -> li
     notes = failure_notes(recs)
     if notes:
         blocks += [Para("Failures and notes:"), Notes(notes)]
+    load = load_notes(recs)  # threads, load at start, others' CPU; cases run side by side
+    if load:
+        oversubscribed = [r for r in recs if r.get("oversubscribed")]
+        warn = (f" **{len(oversubscribed)} row(s) ran on an oversubscribed machine**: their "
+                "timings include waiting for a core." if oversubscribed else "")  # fmt: skip
+        blocks += [Para("Threads and load:" + warn), Notes(load)]
     blocks.append(_figure(plots.cnn_figure(recs), out, prefix))
     blocks.append(_figure(plots.cnn_curve_figure(recs), out, prefix))
     blocks.append(_figure(plots.cnn_speed_figure(recs), out, prefix))
