@@ -72,11 +72,16 @@ def test_threads_n_bounds_xla_and_the_watch_counts_it(
 def test_the_watch_counts_workers_running_at_once_on_the_host(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two live worker processes each see the other's marker; a dead one's marker is
-    cleared, and a case keeps the most it saw."""
+    """Two live worker processes (real workers whose job hangs) each see the other's
+    marker; a dead one's marker is cleared, and a case keeps the most it saw. A live
+    process that is not a worker (a reused pid) does not count."""
     monkeypatch.setenv("SCIML_BENCH_ACTIVE_DIR", str(tmp_path / "active"))
-    sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-                for _ in range(2)]  # fmt: skip
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"kind": "ode", "_fault": "hang"}))
+    sleepers = [subprocess.Popen([sys.executable, "-m", "sciml_bench.run.worker", str(job),
+                                  str(tmp_path / f"events{i}.jsonl")]) for i in range(2)]  # fmt: skip
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    stranger = HostWatch(other.pid)
     a, b = (HostWatch(p.pid) for p in sleepers)
     try:
         a.sample()
@@ -86,12 +91,14 @@ def test_the_watch_counts_workers_running_at_once_on_the_host(
         a.sample()
         assert a.concurrent == 2 and a._running() == 1  # the dead one's marker is gone
         assert len(list((tmp_path / "active").iterdir())) == 1
+        assert stranger._running() == 1  # only the live worker; the stranger's marker cleared
     finally:
-        for p in sleepers:
+        for p in (*sleepers, other):
             p.kill()
             p.wait()
         a.close()
         b.close()
+        stranger.close()
     assert not list((tmp_path / "active").iterdir())
     assert merge_facts({"concurrent_cases": 2, "threads_source": "x"},
                        {"concurrent_cases": 1, "threads_source": "y"}) == {

@@ -225,7 +225,9 @@ def compare_runs(
     if not olds or not news:
         return None
     if len(olds) < 2 or len(news) < 2:
-        return compare_samples(metric, np.concatenate(olds), np.concatenate(news), alpha, floor)
+        unit = None if len(olds) == len(news) == 1 else f"samples of {len(olds)} vs {len(news)} runs"
+        return compare_samples(metric, np.concatenate(olds), np.concatenate(news), alpha, floor,
+                               unit)  # fmt: skip
     mo_runs = np.array([np.median(a) for a in olds])
     mn_runs = np.array([np.median(b) for b in news])
     mo, mn = float(np.median(mo_runs)), float(np.median(mn_runs))
@@ -439,7 +441,7 @@ def rule(comp: Comparison) -> list[str]:
     ]
     if not several:
         out.append(
-            "One run a side: steady samples share one process, so the test alone would "
+            "One run on a side: steady samples share one process, so the test alone would "
             "count run-to-run drift as a change; the noise floor guards against that. Give "
             "several runs a side (OLD1.h5,OLD2.h5,... NEW1.h5,NEW2.h5,...) to test across runs."
         )

@@ -174,13 +174,18 @@ def active_dir() -> Path:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live sciml-bench worker (a reused pid is not, where /proc says)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's: alive
-        return True
-    return True
+    except PermissionError:  # another user's process
+        pass
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"sciml_bench.run." in f.read()
+    except OSError:
+        return True  # no /proc here, or not readable: trust the signal check
 
 
 def _thread_names(pid: int) -> list[str]:
