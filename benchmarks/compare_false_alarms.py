@@ -9,10 +9,12 @@ otherwise). Then, with ``compare``'s defaults:
 
 1. every pair of identical runs (i < j): the share of timings reported slower or faster
    (target 0), beside the share the test alone would flag (p < alpha and no noise
-   floor: the rule before issue 23);
+   floor: the rule before issue 23), and how many were not judged because a row ran
+   while other processes took more than ``LOAD_LIMIT`` cores (its ``others_cpu``);
 2. the noise floor measured: the largest ratio of medians between identical runs, per
-   timing kind and over all (with the 95th percentile); ``NOISE_FLOOR`` in
-   ``sciml_bench/measure/noise.py`` must be at least the largest;
+   timing kind and over all (with the 95th percentile), over every pair and over the
+   timings of rows not under load; ``NOISE_FLOOR`` in ``sciml_bench/measure/noise.py``
+   must be at least the latter's largest;
 3. each identical run against each slowed run: the share of timings reported slower
    (target: every steady solve and gradient; time to first gradient where its samples
    allow a test: ``--cold 5``);
@@ -45,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from sciml_bench.measure.environment import SLOWDOWN_VAR, load_average
-from sciml_bench.measure.noise import NOISE_FLOOR, measured_floor
+from sciml_bench.measure.noise import LOAD_LIMIT, NOISE_FLOOR, measured_floor
 from sciml_bench.results import compare as cmp
 from sciml_bench.results.store import read
 
@@ -126,6 +128,9 @@ def caught_line(changes: Sequence[cmp.Change]) -> tuple[str, bool]:
         too_few = sum(c.verdict == cmp.TOO_FEW for c in cs)
         if too_few:
             extra = f", {too_few} n too small"
+        off = sum(c.verdict == cmp.LOADED for c in cs)
+        if off:
+            extra += f", {off} not judged: loaded"
         parts.append(f"{m} {hit}/{len(cs)} (median ratio {med:.3f}x{extra})")
         if m in STEADY and hit < len(cs):
             all_steady = False
@@ -144,15 +149,20 @@ def report(identical: list[Path], slowed: list[Path], factor: float) -> bool:
     problem = runs[0][0]["problem"] if runs and runs[0] else "?"
     changes, pairs = false_alarms(runs)
     flagged = [c for c in changes if c.significant]
+    loaded = [c for c in changes if c.verdict == cmp.LOADED]
     print(f"identical runs: {len(runs)} of {problem} ({','.join(backends)}), {pairs} pairs, "
           f"{len(changes)} timings compared")  # fmt: skip
     print(f"false alarms at compare's defaults (noise floor {NOISE_FLOOR:g}x, alpha "
           f"{cmp.ALPHA:g}): {share(len(flagged), len(changes))}; the test alone (no floor) "
-          f"would flag {share(sum(map(flagged_by_test_alone, changes)), len(changes))}")  # fmt: skip
+          f"would flag {share(sum(map(flagged_by_test_alone, changes)), len(changes))}; "
+          f"not judged (others took > {LOAD_LIMIT:g} cores): {share(len(loaded), len(changes))}")  # fmt: skip
     for c in flagged:
         print(f"  flagged: {c.metric} {c.ratio:.3f}x p={c.p:.2g}")
-    text, largest = floor_line(changes)
-    print(f"noise floor measured (largest ratio between identical runs): {text}")
+    text, largest_all = floor_line(changes)
+    print(f"noise floor measured (largest ratio between identical runs), every pair: {text}")
+    quiet = [c for c in changes if c.verdict != cmp.LOADED]
+    text, largest = floor_line(quiet)
+    print(f"  rows not under load only: {text}")
     ok = not flagged
     if largest > NOISE_FLOOR:
         print(f"  NOTE: identical runs differed by {largest:.3f}x, more than NOISE_FLOOR "

@@ -314,3 +314,23 @@ def test_false_alarm_benchmark_runs_and_the_slowed_run_says_so(tmp_path: Path) -
     assert [rec["test_slowdown"] for rec in run.records] == ["1.3"]
     for ident in (tmp_path / "identical").glob("*.h5"):
         assert all("test_slowdown" not in rec for rec in read(ident).records)
+
+
+def test_rows_measured_under_load_are_not_judged(tmp_path: Path, timings: np.ndarray) -> None:
+    """Under load identical runs differ by far more than the floor (2.6x here at load
+    10), so a row whose worker ran while other processes took more than --load-limit
+    cores (its others_cpu) gives no verdict, says why, and --fail-above warns."""
+    base = tight(timings)
+    old = write(tmp_path / "old.h5", [record(base, others_cpu=0.05)])
+    new = write(tmp_path / "new.h5", [record(base * 1.3, others_cpu=1.6)])
+    res = invoke("compare", str(old), str(new), "--fail-above", "1.1")
+    assert res.exit_code == 0, res.output
+    assert "not judged: loaded" in res.output and "others used 1.60 cores (NEW)" in res.output
+    assert "1 timing(s) not judged: measured while other processes took more than 0.5" in res.output
+    assert "WARNING: 1 timing(s) not judged" in res.output
+    judged = invoke("compare", str(old), str(new), "--fail-above", "1.1", "--load-limit", "2")
+    assert judged.exit_code == 1 and "SLOWER > 1.1x" in judged.output
+    data = json.loads(invoke("compare", str(old), str(new), "--json").stdout)
+    assert data["not_judged_loaded"] == 1 and data["load_limit"] == 0.5
+    # a quick run's TTFG (1 vs 1) stays "n too small": it could not be judged anyway
+    assert [t["verdict"] for t in data["cases"][0]["timings"]] == [cmp.LOADED, cmp.TOO_FEW]

@@ -102,12 +102,16 @@ def _side(arg: str, name: str) -> list[str]:
 @click.option("--noise-floor", type=click.FloatRange(min=1.0), default=None, metavar="RATIO",
               help="Ratios inside [1/RATIO, RATIO] are never reported as a change [the "
                    "floor measured between identical runs, see benchmarks/README.md].")
+@click.option("--load-limit", type=click.FloatRange(min=0.0), default=None, metavar="CORES",
+              help="Timings of rows measured while other processes took more than CORES "
+                   "cores' worth of CPU (their others_cpu) are not judged [0.5].")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--allow-mixed-hardware", is_flag=True,
               help="Pair cases measured on different hardware (CPU, cores, GPU, driver).")
 def compare(
     old: str, new: str, fail_above: float | None, alpha: float | None, as_json: bool,
     allow_mixed_hardware: bool = False, noise_floor: float | None = None,
+    load_limit: float | None = None,
 ) -> None:
     """Compare results OLD and NEW, case by case: each a file, or several runs of the
     same code as a comma list (a.h5,b.h5,c.h5).
@@ -125,7 +129,9 @@ def compare(
     drift from being called a change. The test: with one run a side, a
     two-sided Mann-Whitney U test on the raw samples; with two or more runs a
     side, Welch's t-test on the runs' log medians (the run is the unit that
-    repeats, as in pyperf). With few samples no change can be significant (3
+    repeats, as in pyperf). A row measured while other processes took more than
+    --load-limit cores (its others_cpu) is not judged: under load, identical runs
+    differ by far more than the floor. With few samples no change can be significant (3
     vs 3: the smallest possible p is 0.1): such rows say "n too small" -- run
     with --repeats 10 (and --cold 5 for TTFG). Ends with the geometric mean of
     the ratios; status and gradient-tier changes are always listed.
@@ -143,6 +149,7 @@ def compare(
         [r.records for r in olds], [r.records for r in news],
         cmp.ALPHA if alpha is None else alpha,
         cmp.NOISE_FLOOR if noise_floor is None else noise_floor,
+        cmp.LOAD_LIMIT if load_limit is None else load_limit,
     )  # fmt: skip
     mixed = cmp.mixed_hardware(comp)
     if mixed and not allow_mixed_hardware:
@@ -161,6 +168,9 @@ def compare(
         return
     slow = comp.slowdowns(fail_above)
     broken = comp.status_regressions()
+    if comp.loaded():
+        click.echo(f"WARNING: {len(comp.loaded())} timing(s) not judged: measured under load "
+                   "(see above)", err=True)  # fmt: skip
     if slow or broken:
         click.echo(
             f"FAIL: {len(slow)} slowdown(s) reported above {fail_above:g}x, "

@@ -19,10 +19,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 #: ratio NEW/OLD (or runner-up/fastest) inside [1/NOISE_FLOOR, NOISE_FLOOR] is noise;
 #: measured between identical runs by benchmarks/compare_false_alarms.py
 NOISE_FLOOR = 1.10
+
+
+#: cores' worth of CPU that other processes may take while a row's worker runs (its
+#: ``others_cpu``) before its timings are not judged: under load, identical runs differ
+#: by far more than any useful floor (up to 2.6x on this project's shared 2-core machine
+#: at a load average of 10, benchmarks/README.md)
+LOAD_LIMIT = 0.5
+
+
+def others_load(record: dict[str, Any]) -> float | None:
+    """The cores' worth of CPU other processes took while ``record``'s worker(s) ran, or
+    None where it was not measured (older files)."""
+    v = record.get("others_cpu")
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def clears_noise(ratio: float, floor: float = NOISE_FLOOR) -> bool:

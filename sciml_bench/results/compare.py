@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.measure.noise import NOISE_FLOOR, clears_noise
+from sciml_bench.measure.noise import LOAD_LIMIT, NOISE_FLOOR, clears_noise, others_load
 
 #: significance level of the two-sided Mann–Whitney U test
 ALPHA = 0.01
@@ -60,9 +60,9 @@ METRICS = (
 )
 TIER_RANK = {"pass": 0, "warn": 1, "fail": 2}
 
-SLOWER, FASTER, SAME, TOO_FEW, CHANGED, IN_NOISE = (
+SLOWER, FASTER, SAME, TOO_FEW, CHANGED, IN_NOISE, LOADED = (
     "slower", "faster", "no significant change", "n too small", "different",
-    "inside noise floor",
+    "inside noise floor", "not judged: loaded",
 )  # fmt: skip
 #: what a timing's test was run on, by metric, with one run a side
 SAMPLE_UNITS = {"solve": "samples of one process", "grad": "samples of one process",
@@ -169,7 +169,8 @@ def decide(ratio: float, p: float, smallest_p: float, alpha: float, floor: float
 
     In order: the test cannot reach ``alpha`` with these counts (``n too small``); the
     ratio is inside the noise floor (never a change, whatever p); the test finds no
-    difference beyond the units' spread; else slower or faster.
+    difference beyond the units' spread; else slower or faster. (:func:`judge_load`
+    then sets aside timings measured under load.)
     """
     if smallest_p > alpha:
         return TOO_FEW, f"min p {smallest_p:.2g} > {alpha:g}"
@@ -241,6 +242,24 @@ def compare_runs(
     return Change(metric, mo, mn, ratio, p, len(olds), len(news), verdict, RUNS, floor, why)
 
 
+def judge_load(ch: Change, old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]],
+               limit: float) -> Change:
+    """``ch`` not judged (``not judged: loaded``) when a row on either side ran while other
+    processes took more than ``limit`` cores' worth of CPU (its ``others_cpu``): identical
+    runs under load differ by far more than the noise floor, which was measured quiet. A
+    timing the test could not judge anyway stays ``n too small``."""
+    worst: tuple[float, str] | None = None
+    for side, rows in (("OLD", old), ("NEW", new)):
+        for r in rows:
+            load = others_load(r)
+            if load is not None and load > limit and (worst is None or load > worst[0]):
+                worst = (load, side)
+    if worst is None or ch.verdict == TOO_FEW:
+        return ch
+    ch.verdict, ch.why = LOADED, f"others used {worst[0]:.2f} cores ({worst[1]})"
+    return ch
+
+
 @dataclass
 class CaseComparison:
     key: CaseKey
@@ -271,6 +290,11 @@ class Comparison:
     #: runs on each side
     runs_old: int = 1
     runs_new: int = 1
+    #: rows whose others_cpu exceeds this many cores are not judged
+    load_limit: float = LOAD_LIMIT
+
+    def loaded(self) -> list[Change]:
+        return [c for cc in self.cases for c in cc.changes if c.verdict == LOADED]
 
     def geomean(self, metric: str) -> tuple[float, int] | None:
         """Geometric mean of the ratios of one timing over every matched case."""
@@ -320,10 +344,10 @@ def _status_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str]
 
 def compare(
     old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], alpha: float = ALPHA,
-    floor: float = NOISE_FLOOR,
+    floor: float = NOISE_FLOOR, load_limit: float = LOAD_LIMIT,
 ) -> Comparison:
     """Match the records of two runs and test every timing both measured."""
-    return compare_many([old], [new], alpha, floor)
+    return compare_many([old], [new], alpha, floor, load_limit)
 
 
 def _by_case(runs: Sequence[Sequence[dict[str, Any]]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
@@ -341,11 +365,12 @@ def _by_case(runs: Sequence[Sequence[dict[str, Any]]]) -> dict[tuple[Any, ...], 
 
 def compare_many(
     old_runs: Sequence[Sequence[dict[str, Any]]], new_runs: Sequence[Sequence[dict[str, Any]]],
-    alpha: float = ALPHA, floor: float = NOISE_FLOOR,
+    alpha: float = ALPHA, floor: float = NOISE_FLOOR, load_limit: float = LOAD_LIMIT,
 ) -> Comparison:
     """Match the records of several runs a side (each a file's records) and test every
     timing both sides measured, with the run as the unit where each side has two or
-    more runs (:func:`compare_runs`)."""
+    more runs (:func:`compare_runs`); timings of rows measured under load are not judged
+    (:func:`judge_load`)."""
     old, new = _by_case(old_runs), _by_case(new_runs)
     cases: list[CaseComparison] = []
     only_new: list[dict[str, Any]] = []
@@ -360,11 +385,12 @@ def compare_many(
             ch = compare_runs(metric, [x.get(key) or [] for x in olds],
                               [x.get(key) or [] for x in news], alpha, floor)  # fmt: skip
             if ch is not None:
-                cc.changes.append(ch)
+                cc.changes.append(judge_load(ch, olds, news, load_limit))
         cc.status_changes, cc.regressed = _status_changes(o, r)
         cases.append(cc)
     only_old = [rs[0] for rs in old.values()]
-    return Comparison(alpha, cases, only_old, only_new, floor, len(old_runs), len(new_runs))
+    return Comparison(alpha, cases, only_old, only_new, floor, len(old_runs), len(new_runs),
+                      load_limit)  # fmt: skip
 
 
 def mixed_hardware(comp: Comparison) -> list[CaseComparison]:
@@ -437,7 +463,9 @@ def rule(comp: Comparison) -> list[str]:
     out = [
         f"Reported slower/faster only when the test finds a difference ({test}, "
         f"p < {comp.alpha:g}) AND the ratio median NEW / median OLD is outside the noise "
-        f"floor {comp.floor:g}x measured between identical runs (--noise-floor)."
+        f"floor {comp.floor:g}x measured between identical runs (--noise-floor); not "
+        f"judged where other processes took more than {comp.load_limit:g} cores while a "
+        "row ran (--load-limit)."
     ]
     if not several:
         out.append(
@@ -472,6 +500,11 @@ def render(comp: Comparison, threshold: float | None = None) -> str:
                          "", "", "no test", ""])  # fmt: skip
     first, *rest = rule(comp)
     out = [first, *([note] if note else []), *rest]  # the note, when there is one, comes first
+    loaded = comp.loaded()
+    if loaded:
+        out.append(f"{len(loaded)} timing(s) not judged: measured while other processes took "
+                   f"more than {comp.load_limit:g} cores (the rows' others_cpu); compare runs "
+                   "from a quieter machine, or raise --load-limit.")  # fmt: skip
     if threshold is not None and threshold < comp.floor:
         out.append(f"--fail-above {threshold:g} is inside the noise floor: only slowdowns "
                    f"beyond {comp.floor:g}x can be reported.")  # fmt: skip
@@ -519,6 +552,8 @@ def to_json(comp: Comparison, threshold: float | None = None) -> dict[str, Any]:
         "alpha": comp.alpha,
         "test": "welch t on log run medians" if several else "mannwhitneyu two-sided",
         "noise_floor": comp.floor,
+        "load_limit": comp.load_limit,
+        "not_judged_loaded": len(comp.loaded()),
         "runs_old": comp.runs_old,
         "runs_new": comp.runs_new,
         "rule": " ".join(rule(comp)),

@@ -279,12 +279,20 @@ def _lost_record(task: CaseTask, fin: Finished) -> dict[str, Any]:
     return kind_of(task.job).record(task.job, [lost])
 
 
+def with_facts(rec: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` with the executor's facts about its processes (``concurrent_cases``,
+    threads, CPU shares); a value the worker recorded itself wins (a CNN worker measures
+    its own load), unless it is None."""
+    return {**facts, **{k: v for k, v in rec.items() if v is not None or k not in facts}}
+
+
 def placed(rec: dict[str, Any], fin: Finished) -> dict[str, Any]:
     """``rec`` with where it ran: host, hardware, Dask worker, retries (``--retries``),
     and what it shared the host with (``concurrent_cases``, threads: ``Finished.facts``)."""
     from sciml_bench.measure.environment import hardware_label
 
-    out = {**rec, **fin.facts, "host": fin.machine.get("host", ""), "retries": len(fin.retried)}
+    out = {**with_facts(rec, fin.facts), "host": fin.machine.get("host", ""),
+           "retries": len(fin.retried)}
     if fin.machine:
         out["hardware"] = hardware_label(fin.machine)
     if fin.worker:
@@ -452,7 +460,7 @@ def run_job_once(
     """One job in one fresh worker, and its record (for tests and scripts): a crashed
     or hung worker comes back as a record too."""
     outcome = LocalExecutor(threads=threads).run(job, budget_s, lambda e: None)
-    return {**kind_of(job).record(job, [ending(outcome, budget_s)]), **outcome.facts}
+    return with_facts(kind_of(job).record(job, [ending(outcome, budget_s)]), outcome.facts)
 
 
 def run_cnn(
@@ -668,8 +676,8 @@ def run_ensemble(
                             progress(f"      {e['phase']:<11} {e['s']:8.3f} s")
 
                     outcome = executor.run(job, settings.budget_s, on_event)
-                    rec = kind_of(job).record(job, [ending(outcome, settings.budget_s)])
-                    rec.update(outcome.facts)
+                    rec = with_facts(kind_of(job).record(job, [ending(outcome, settings.budget_s)]),
+                                     outcome.facts)
                     progress(f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else ""))
                     if rec["status"] == Status.OK.value:
                         largest = size
