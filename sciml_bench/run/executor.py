@@ -342,7 +342,6 @@ def _worker_module() -> str:
     return "sciml_bench.run.worker"
 
 
-
 class LocalExecutor:
     """One fresh local subprocess per job."""
 
@@ -437,6 +436,10 @@ class LocalExecutor:
             events: list[dict[str, Any]] = []
             offset = 0
             job = dict(job)
+            # everything the spawn needs is ready before the clock of its first phase starts
+            cmd = [self.python, "-m", _worker_module(), str(job_path), str(events_path)]
+            env = self.env(scratch, job)
+            meter = CpuMeter()
             with open(stderr_path, "wb") as err:
                 job["t_spawn"] = clock()
                 job_path.write_text(json.dumps(job))
@@ -445,14 +448,13 @@ class LocalExecutor:
                 interrupted: KeyboardInterrupt | None = None
                 proc: subprocess.Popen[bytes] | None = None
                 watch: HostWatch | None = None
-                meter = CpuMeter()
                 try:
                     proc = subprocess.Popen(
-                        [self.python, "-m", _worker_module(), str(job_path), str(events_path)],
+                        cmd,
                         stdin=subprocess.DEVNULL,
                         stdout=err,
                         stderr=err,
-                        env=self.env(scratch, job),
+                        env=env,
                         start_new_session=True,
                     )
                     watch = HostWatch(proc.pid)
