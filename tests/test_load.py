@@ -169,8 +169,10 @@ def test_rows_come_back_in_case_order_with_a_note_when_cases_shared_a_host(
         "host (up to 2 at once)" in text.replace("\n    ", " ")  # fmt: skip
     one = json_record(recs[0])
     assert (one["host"], one["hardware"], one["concurrent_cases"]) == ("h", "X x2", 2)
-    alone = table([_row("a", 1, concurrent_cases=1)])
-    assert "ran beside" not in alone
+    alone = table([_row("a", 1, concurrent_cases=1, others_cpu=0.1)])
+    assert "ran beside" not in alone and "timed while other processes" not in alone
+    busy = table([_row("a", 1, others_cpu=1.62), _row("b", 2, others_cpu=0.2)])
+    assert "a s: timed while other processes took up to 1.62 cores" in busy
 
 
 def test_executor_dask_without_dask_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -245,8 +245,9 @@ def _row_label(r: dict[str, Any]) -> str:
 
 def load_notes(records: Sequence[dict[str, Any]]) -> list[str]:
     """What the rows shared their machine with, when that bears on their timings: rows
-    timed beside other cases on their host (``concurrent_cases`` > 1), and for CNN rows
-    the thread budget and the 1-minute load average at start and peak."""
+    timed beside other cases on their host (``concurrent_cases`` > 1) or while other
+    processes took more than ``LOAD_LIMIT`` cores (``others_cpu``), and for CNN rows the
+    thread budget, the load average it was decided at and the others' CPU during the run."""
     notes = []
     shared = [r for r in records if (r.get("concurrent_cases") or 1) > 1]
     if shared:
@@ -255,6 +256,17 @@ def load_notes(records: Sequence[dict[str, Any]]) -> list[str]:
             f"{', '.join(_row_label(r) for r in shared)}: ran beside other cases on the same "
             f"host (up to {most} at once), so their timings shared its cores; a local run, "
             "and a Dask LocalCluster without --workers, time one case at a time"
+        )
+    from sciml_bench.measure.noise import LOAD_LIMIT
+
+    busy = [r for r in records if r.get("kind") != "cnn"  # a CNN row's reason says it
+            and isinstance(r.get("others_cpu"), int | float) and r["others_cpu"] > LOAD_LIMIT]
+    if busy:
+        most = max(r["others_cpu"] for r in busy)
+        notes.append(
+            f"{', '.join(_row_label(r) for r in busy)}: timed while other processes took up to "
+            f"{most:.2f} cores' worth of CPU (others_cpu): their timings include waiting for "
+            "a core, and compare does not judge them"
         )
     cnn = [r for r in records if r.get("kind") == "cnn" and r.get("cores")]
     if cnn:
