@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from sciml_bench.measure.environment import SLOWDOWN_VAR, load_average
-from sciml_bench.measure.noise import LOAD_LIMIT, NOISE_FLOOR, measured_floor
+from sciml_bench.measure.noise import LOAD_LIMIT, NOISE_FLOOR, measured_floor, others_load
 from sciml_bench.results import compare as cmp
 from sciml_bench.results.store import read
 
@@ -86,18 +86,35 @@ def timings(comp: cmp.Comparison) -> list[cmp.Change]:
     return [c for cc in comp.cases for c in cc.changes]
 
 
+def under_load(comp: cmp.Comparison) -> list[bool]:
+    """For each of :func:`timings`, whether a row behind it ran while other processes took
+    more than ``LOAD_LIMIT`` cores (its ``others_cpu``), whatever its verdict."""
+    out = []
+    for cc in comp.cases:
+        loads = [others_load(r) for r in (*cc.old_runs, *cc.new_runs)]
+        busy = any(x is not None and x > LOAD_LIMIT for x in loads)
+        out += [busy] * len(cc.changes)
+    return out
+
+
 def flagged_by_test_alone(c: cmp.Change) -> bool:
     """Whether the test by itself, with no noise floor, would flag this timing."""
     return c.verdict != cmp.TOO_FEW and c.p < cmp.ALPHA
 
 
-def false_alarms(runs: list[list[dict[str, Any]]]) -> tuple[list[cmp.Change], int]:
-    """Every timing of every pair of identical runs, and the pairs compared."""
+def false_alarms(
+    runs: list[list[dict[str, Any]]], load_limit: float = LOAD_LIMIT
+) -> tuple[list[cmp.Change], list[bool], int]:
+    """Every timing of every pair of identical runs, whether each was under load, and the
+    pairs compared."""
     out: list[cmp.Change] = []
+    busy: list[bool] = []
     pairs = list(itertools.combinations(range(len(runs)), 2))
     for i, j in pairs:
-        out += timings(cmp.compare(runs[i], runs[j]))
-    return out, len(pairs)
+        comp = cmp.compare(runs[i], runs[j], load_limit=load_limit)
+        out += timings(comp)
+        busy += under_load(comp)
+    return out, busy, len(pairs)
 
 
 def floor_line(changes: Sequence[cmp.Change]) -> tuple[str, float]:
@@ -147,7 +164,7 @@ def report(identical: list[Path], slowed: list[Path], factor: float) -> bool:
     slow = [read(p).records for p in slowed]
     backends = sorted({r["backend"] for rs in runs for r in rs})
     problem = runs[0][0]["problem"] if runs and runs[0] else "?"
-    changes, pairs = false_alarms(runs)
+    changes, busy, pairs = false_alarms(runs)
     flagged = [c for c in changes if c.significant]
     loaded = [c for c in changes if c.verdict == cmp.LOADED]
     print(f"identical runs: {len(runs)} of {problem} ({','.join(backends)}), {pairs} pairs, "
@@ -158,13 +175,16 @@ def report(identical: list[Path], slowed: list[Path], factor: float) -> bool:
           f"not judged (others took > {LOAD_LIMIT:g} cores): {share(len(loaded), len(changes))}")  # fmt: skip
     for c in flagged:
         print(f"  flagged: {c.metric} {c.ratio:.3f}x p={c.p:.2g}")
+    anyway, _, _ = false_alarms(runs, math.inf)
+    print(f"  judging rows under load too (--load-limit inf): "
+          f"{share(sum(c.significant for c in anyway), len(anyway))} reported")  # fmt: skip
     text, largest_all = floor_line(changes)
     print(f"noise floor measured (largest ratio between identical runs), every pair: {text}")
-    quiet = [c for c in changes if c.verdict != cmp.LOADED]
+    quiet = [c for c, b in zip(changes, busy, strict=True) if not b]
     text, largest = floor_line(quiet)
-    print(f"  rows not under load only: {text}")
+    print(f"  timings of rows not under load (others_cpu <= {LOAD_LIMIT:g}): {text}")
     ok = not flagged
-    if largest > NOISE_FLOOR:
+    if largest > NOISE_FLOOR:  # nan (no quiet timing) is not
         print(f"  NOTE: identical runs differed by {largest:.3f}x, more than NOISE_FLOOR "
               f"{NOISE_FLOOR:g}x: raise it, or measure on a quieter machine")  # fmt: skip
     steady_ok = True
@@ -173,6 +193,9 @@ def report(identical: list[Path], slowed: list[Path], factor: float) -> bool:
         text, steady_ok = caught_line(caught)
         print(f"deliberate {factor:g}x slowdown, {len(runs)} x {len(slow)} comparisons: "
               f"caught {text}")  # fmt: skip
+        anyway = [c for o in runs for s in slow
+                  for c in timings(cmp.compare(o, s, load_limit=math.inf))]  # fmt: skip
+        print(f"  judging rows under load too: caught {caught_line(anyway)[0]}")
     if len(runs) >= 4:
         half = len(runs) // 2
         halves = timings(cmp.compare_many(runs[:half], runs[half:]))
