@@ -99,7 +99,7 @@ def test_the_watch_counts_workers_running_at_once_on_the_host(
         a.close()
         b.close()
         stranger.close()
-    assert not list((tmp_path / "active").iterdir())
+    assert not (tmp_path / "active").exists()  # the last one out removes the folder
     assert merge_facts({"concurrent_cases": 2, "threads_source": "x"},
                        {"concurrent_cases": 1, "threads_source": "y"}) == {
         "concurrent_cases": 2, "threads_source": "y"}  # fmt: skip

@@ -223,16 +223,18 @@ class HostWatch:
         self._polls = 0
         self._host = socket.gethostname()
         self._marker: Path | None = None
-        try:
-            folder = active_dir()
-            if not folder.is_dir():
-                folder.mkdir(parents=True, exist_ok=True)
-                with contextlib.suppress(OSError):
-                    folder.chmod(0o1777)  # shared by every user's runs, as /tmp is
-            self._marker = folder / f"{self._host}-{pid}"
-            self._marker.touch()
-        except OSError:
-            self._marker = None  # counted as alone: the marker folder is not writable
+        folder = active_dir()
+        for _ in range(3):  # another watch may remove the folder as it empties: retry
+            try:
+                if not folder.is_dir():
+                    folder.mkdir(parents=True, exist_ok=True)
+                    with contextlib.suppress(OSError):
+                        folder.chmod(0o1777)  # shared by every user's runs, as /tmp is
+                self._marker = folder / f"{self._host}-{pid}"
+                self._marker.touch()
+                break
+            except OSError:
+                self._marker = None  # counted as alone: the marker folder is not writable
         self.sample()
 
     def _running(self) -> int:
@@ -261,9 +263,13 @@ class HostWatch:
         self._polls += 1
 
     def close(self) -> None:
+        """Remove the marker, and the folder once no worker is left in it (nothing stays
+        behind in a run's TMPDIR)."""
         if self._marker is not None:
             with contextlib.suppress(OSError):
                 self._marker.unlink()
+            with contextlib.suppress(OSError):
+                self._marker.parent.rmdir()  # fails while another worker's marker is there
 
     def facts(self) -> dict[str, Any]:
         """The record keys: ``concurrent_cases``, ``worker_threads`` and, in a worker
