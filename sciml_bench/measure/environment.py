@@ -168,7 +168,8 @@ def _caches_note() -> str:
     note = "workers get fresh, empty JAX, TorchInductor and Triton cache folders (cold)"
     overridden = [k for k in FRESH_CACHE_VARS if os.environ.get(k)]
     if overridden:
-        note += f"; the shell's {', '.join(overridden)} was not used (cold is forced)"
+        verb = "was" if len(overridden) == 1 else "were"
+        note += f"; the shell's {', '.join(overridden)} {verb} not used (cold is forced)"
     return note
 
 
