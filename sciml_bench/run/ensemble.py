@@ -81,7 +81,6 @@ def work(job: dict[str, Any], events: Events) -> None:
     from sciml_bench.measure.status import Status
     from sciml_bench.problem import ensemble as ens
     from sciml_bench.problem.compiled import CompiledProblem
-    from sciml_bench.problem.ensemble_reference import load_observations
 
     t_spawn = float(job["t_spawn"])
     name = job["backend"]
@@ -96,7 +95,7 @@ def work(job: dict[str, Any], events: Events) -> None:
     ensemble = ens.from_json(job["ensemble"])
     n, sample = int(job["size"]), ensemble.sample
     semantics = job["semantics"]
-    obs = load_observations(job.get("observations"), max(n, sample))
+    obs = ens.load_observations(job.get("observations"), max(n, sample))
     full = ens.batch(ensemble, problem.y0, problem.n_params, max(n, sample), obs)
     options = _options(job, where)
     try:
