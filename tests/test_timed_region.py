@@ -113,3 +113,21 @@ def test_a_slow_case_reports_each_sample_and_starts_none_past_its_deadline(
     assert 2 <= len(samples) <= 3 and case.log.count("call") == len(samples) + 1
     assert reported == [samples[:k] for k in range(1, len(samples) + 1)]
     assert min(samples) >= call_s
+
+
+def test_torchdiffeq_reads_its_progress_in_the_first_calls_only() -> None:
+    """Reading the integrator's time is a host sync on a GPU: the first solve (which the
+    worker's progress thread watches) does it, a steady sample does not."""
+    pytest.importorskip("torchdiffeq")
+    from sciml_bench.backends.torchdiffeq import TorchdiffeqCase
+
+    problem = spec.load("nonstiff-lotka-volterra")
+    cp = reference.compile_problem(problem, None, np.zeros((len(problem.t_save), 2)))
+    case = TorchdiffeqCase(cp, CaseOptions("dopri5", "backprop", cp.rtol, cp.atol, cp.max_steps))
+    theta = np.asarray(cp.theta0)
+    first = case.solve(theta)
+    assert case.steps.t_seen is not None and first.stats["steps"] > 16
+    case.steps.t_seen = None
+    raw = case.timed_solve(case.prepare(theta))
+    assert case.steps.t_seen is None
+    assert case.check_solve(raw).stats == first.stats  # the sample's own counts
