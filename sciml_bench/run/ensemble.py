@@ -198,7 +198,7 @@ def _steady(job: dict[str, Any], case: Any, first: dict[str, Any], events: Event
     for kind, run, check, first_s, reserve_s, nbytes in kinds:
         plan = Plan(
             repeats=int(job.get("repeats", 10)), warmups=int(job.get("warmups", 1)),
-            budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=1,
+            budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=3,
             sample_bytes=nbytes, deadline=deadline, reserve_s=reserve_s, first_s=first_s,
         )  # fmt: skip
         take(run, check, first["params"], plan,

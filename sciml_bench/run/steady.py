@@ -13,11 +13,11 @@ is never counted: the check raises, and the caller reports the failure.
 
 Budgets, checked before a call starts, never during one:
 
-- the steady budget: another sample is taken only while ``elapsed + last`` fits
-  ``budget_s`` (at least ``min_samples`` are taken);
-- the case's deadline (ensembles): a call that would end after it (keeping ``reserve_s``
-  for what follows, e.g. the gradient check) is not started, so a slow rung ends with the
-  samples it has instead of being killed with none.
+- the steady budget: after ``min_samples``, another sample is taken only while
+  ``elapsed + last`` fits ``budget_s``;
+- the case's deadline (ensembles): after the first sample, a call that would end after
+  it (keeping ``reserve_s`` for what follows, e.g. the gradient check) is not started, so
+  a slow rung ends with the samples it has instead of being killed with none.
 """
 
 from __future__ import annotations
@@ -82,9 +82,6 @@ def take(
             return True
         return clock() + next_s + plan.reserve_s <= plan.deadline
 
-    def fits(next_s: float | None, elapsed: float) -> bool:
-        return before_deadline(next_s) and (next_s is None or elapsed + next_s <= plan.budget_s)
-
     last = plan.first_s
     for _ in range(plan.warmups):
         if not before_deadline(last):
@@ -97,7 +94,9 @@ def take(
     t_begin = batch_start = perf()
     taken = 0
     while taken < plan.repeats:
-        if taken >= plan.min_samples and not fits(last, perf() - t_begin):
+        if taken and not before_deadline(last):
+            break  # the samples taken are kept; another call would be killed with them
+        if taken >= plan.min_samples and perf() - t_begin + (last or 0.0) > plan.budget_s:
             break
         start = perf()
         raw = timed(params)
