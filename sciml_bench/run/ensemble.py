@@ -190,16 +190,23 @@ def _steady(job: dict[str, Any], case: Any, first: dict[str, Any], events: Event
     if job.get("budget_s") is not None:
         budget = float(job["budget_s"])
         deadline = float(job["t_spawn"]) + budget - max(1.0, 0.02 * budget)
-    grad_s = first.get("grad_s", 0.0)  # compilation included: an upper bound
-    kinds = [("solve", case.solve_raw, case.check_solve, first["solve_s"], 2 * grad_s,
-              first["solve_bytes"])]  # fmt: skip
+    # What must still fit after a kind's samples, from the first calls' durations (their
+    # compilation included): after the solves, a gradient sample and the gradient check,
+    # each about the last solve times first_grad/first_solve; after the gradients, the
+    # check (one more call, or a sample batch to build and compile when the rung is small)
+    grad_s = first.get("grad_s", 0.0)
+    ratio = max(1.0, grad_s / max(first["solve_s"], 1e-9))
+    small = int(job["size"]) < int(job["ensemble"].get("sample", 0))
+    kinds = [("solve", case.solve_raw, case.check_solve, first["solve_s"], first["solve_bytes"],
+              {"reserve_per_call": 2 * ratio if grad_s else 0.0})]  # fmt: skip
     if case.differentiable:
-        kinds.append(("grad", case.grad_raw, case.check_grad, grad_s, grad_s, 0))
-    for kind, run, check, first_s, reserve_s, nbytes in kinds:
+        kept = {"reserve_s": grad_s} if small else {"reserve_per_call": 1.0}
+        kinds.append(("grad", case.grad_raw, case.check_grad, grad_s, 0, kept))
+    for kind, run, check, first_s, nbytes, kept in kinds:
         plan = Plan(
             repeats=int(job.get("repeats", 10)), warmups=int(job.get("warmups", 1)),
             budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=3,
-            sample_bytes=nbytes, deadline=deadline, reserve_s=reserve_s, first_s=first_s,
+            sample_bytes=nbytes, deadline=deadline, first_s=first_s, **kept,
         )  # fmt: skip
         take(run, check, first["params"], plan,
              lambda values, kind=kind: events.emit(samples=kind, values=values))  # fmt: skip

@@ -46,8 +46,10 @@ class Plan:
     sample_bytes: int = 0
     #: ``clock()`` instant by which the worker must be done, or None
     deadline: float | None = None
-    #: seconds kept before the deadline for what follows the samples
+    #: seconds kept before the deadline for what follows the samples: ``reserve_s``, plus
+    #: ``reserve_per_call`` times the last call's duration (a cost that scales with it)
     reserve_s: float = 0.0
+    reserve_per_call: float = 0.0
     #: the first call's duration (compilation included): the estimate before any warm-up
     first_s: float | None = None
 
@@ -80,7 +82,8 @@ def take(
     def before_deadline(next_s: float | None) -> bool:
         if next_s is None or plan.deadline is None:
             return True
-        return clock() + next_s + plan.reserve_s <= plan.deadline
+        kept = plan.reserve_s + plan.reserve_per_call * next_s
+        return clock() + next_s + kept <= plan.deadline
 
     last = plan.first_s
     for _ in range(plan.warmups):
