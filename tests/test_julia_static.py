@@ -298,8 +298,9 @@ def test_python_calls_exported_julia_functions():
     py = Path(jb.__file__).read_text()
     called = set(re.findall(r"self\._mod(?:ule)?\.(\w+)\(", py)) | set(
         re.findall(r"self\._mod(?:ule)?\.(\w+),", py)
-    )
-    assert {"build_ensemble_case", "solve_ensemble_case", "gpu_status"} <= called
+    ) | set(re.findall(r"\bmodule\.(\w+)", py))  # handles looked up once, at build
+    assert {"build_ensemble_case", "solve_ensemble_raw", "check_ensemble_solve",
+            "solve_case_raw", "check_solve_case", "as_params", "gpu_status"} <= called
     assert called <= julia_exports(), called - julia_exports()
     assert julia_exports() <= julia_functions(), julia_exports() - julia_functions()
 
@@ -585,6 +586,39 @@ class FakeSciMLBenchJL:
         weights, _obs, _lin, *names = rest
         self.built = dict(u0=u0, tsave=tsave, W=weights, names=tuple(names), maxiters=maxiters)
         return "case"
+
+    # the timed calls return an opaque raw result (Julia's Raw); the checks read it
+
+    def as_params(self, a):
+        self.converted = getattr(self, "converted", 0) + 1
+        return np.array(a, dtype=float)  # a Julia Vector{Float64}
+
+    def solve_case_raw(self, case, p):
+        return ("raw", p)
+
+    def check_solve_case(self, case, raw):
+        return self.solve_case(case, raw[1])
+
+    def loss_and_grad_case_raw(self, case, p):
+        return ("raw", p)
+
+    def check_grad_case(self, case, raw):
+        return self.loss_and_grad_case(case, raw[1])
+
+    def solve_ensemble_raw(self, case, p):
+        return ("raw", p)
+
+    def check_ensemble_solve(self, case, raw):
+        return self.solve_ensemble_case(case, raw[1])
+
+    def loss_and_grad_ensemble_raw(self, case, p, w):
+        self.weights = w
+        return ("raw", p)
+
+    def check_ensemble_grad(self, case, raw):
+        return self.loss_and_grad_ensemble_case(case, raw[1])
+
+    # what the checks return, in SciMLBenchJL's layout
 
     def solve_case(self, case, theta):
         if theta[0] < 0:
@@ -1022,6 +1056,45 @@ def test_ensemble_gradient(fake_juliacall):
     case, _, _ = build_ensemble(fake_juliacall)
     value, grad = case.loss_and_grad(np.array([10.0, 28.0, 2.0]))
     assert value == 2.5 and grad.tolist() == [0.5, -2.0]
+    jl = fake_juliacall.Main.SciMLBenchJL
+    assert jl.weights.tolist() == [0.25] * 4  # the members' mean
+    # the gradient check weighs the first members alone, on the same (timed) case
+    w = np.array([0.5, 0.5, 0.0, 0.0])
+    case.check_grad(case.grad_raw(case.prepare(np.array([10.0, 28.0, 2.0]), w)))
+    assert jl.weights.tolist() == w.tolist()
+
+
+def test_timed_calls_take_prepared_parameters_and_return_raw_results(fake_juliacall):
+    """θ is converted once (``as_params``), before the timed calls; a timed call returns
+    Julia's raw result, and the check is a second call."""
+    _, _, case = build(fake_juliacall)
+    jl = fake_juliacall.Main.SciMLBenchJL
+    params = case.prepare(np.array([0.5, 0.2]))
+    converted = jl.converted
+    raws = [case.timed_solve(params) for _ in range(3)] + [case.timed_grad(params)]
+    assert jl.converted == converted  # no conversion inside the timed calls
+    assert all(r[0] == "raw" for r in raws)
+    assert case.check_solve(raws[0]).y.shape == (4, 3)
+
+
+def _julia_function_body(name: str) -> str:
+    src = "\n".join(p.read_text() for p in package_sources())
+    m = re.search(rf"^function {name}\(.*?^end$", src, re.S | re.M)
+    assert m, name
+    return m[0]
+
+
+@pytest.mark.parametrize("name", ["solve_case_raw", "loss_and_grad_case_raw",
+                                  "solve_ensemble_raw", "loss_and_grad_ensemble_raw"])  # fmt: skip
+def test_julia_timed_calls_hold_the_library_call_alone(name: str):
+    """No conversion of θ, no return-code check, no member loop and no copy of the
+    states inside a timed call: those are the check's (``check_*``), a second call."""
+    body = _julia_function_body(name)
+    assert "p::Vector{Float64}" in body.splitlines()[0]  # converted before, by as_params
+    for forbidden in ("Vector{Float64}(", "Array(", "vec(", "retcode", "for ", "stats",
+                      "member_states", "check_"):  # fmt: skip
+        assert forbidden not in body, (name, forbidden)
+    assert "return Raw(" in body
 
 
 def test_cuda_ensemble_without_a_usable_gpu(fake_juliacall):

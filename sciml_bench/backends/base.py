@@ -170,9 +170,10 @@ class EnsembleCase(ABC):
     CUDA: ``torch.cuda.synchronize``), and the worker checks statuses and finiteness and
     copies to the host outside the timed region with :meth:`check_solve` /
     :meth:`check_grad`, which raise :class:`~sciml_bench.measure.status.SolverFailure`.
-    The loss is the mean of the members' losses
-    (:class:`~sciml_bench.problem.ensemble.Batch`), differentiated w.r.t. the nominal
-    ``theta``. The device is ``options.device`` (``cpu`` or ``cuda``); the worker reads
+    The loss is ``L̄ = Σ_m w_m L_m``, the members' losses
+    (:class:`~sciml_bench.problem.ensemble.Batch`) weighted by ``w`` (:meth:`prepare`:
+    ``1/n`` each by default, the mean), differentiated w.r.t. the nominal ``theta``; the
+    gradient check weighs the first ``sample`` members alone, on the timed batch. The device is ``options.device`` (``cpu`` or ``cuda``); the worker reads
     back where the library put the arrays with :meth:`placement`.
     """
 
@@ -180,9 +181,10 @@ class EnsembleCase(ABC):
     #: whether :meth:`grad_raw` exists (SciPy: solve only)
     differentiable: bool = True
 
-    def prepare(self, theta: np.ndarray) -> Any:
-        """The nominal ``theta`` in the library's own form on the case's device, made once
-        before the timed calls (default: ``theta`` itself, for host-only libraries)."""
+    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
+        """The nominal ``theta`` and the member weights ``weights`` (length ``n``; None:
+        ``1/n`` each) in the library's own form on the case's device, made once before the
+        timed calls (default: ``theta`` itself, for a backend with no gradient)."""
         return theta
 
     @abstractmethod

@@ -202,6 +202,8 @@ class JuliaCase(Case):
         self._case = jl_case
         self._mod = module
         self._julia_error = julia_error
+        # the module's functions, looked up once: a lookup is a call into Julia
+        self._raw = {"solve": module.solve_case_raw, "grad": module.loss_and_grad_case_raw}
         self._shape = (len(problem.t_save), problem.n_state)
         self._t_end = float(problem.t_span[1])
         self._solver = options.solver
@@ -221,25 +223,27 @@ class JuliaCase(Case):
         except self._julia_error as e:
             raise SolverFailure(Status.ERROR, f"Julia error: {e}") from None
 
-    def prepare(self, theta: np.ndarray) -> np.ndarray:
-        return _f64(theta)
+    def prepare(self, theta: np.ndarray) -> Any:
+        # a Julia Vector{Float64}, converted once: the timed calls take it as it is
+        return self._call(self._mod.as_params, _f64(theta))
 
-    def timed_solve(self, params: np.ndarray) -> Any:
-        # One call into Julia; it returns Julia values, converted in check_solve.
-        return self._call(self._mod.solve_case, self._case, params)
+    def timed_solve(self, params: Any) -> Any:
+        # One call into Julia; it returns the raw solution (a Julia object), checked and
+        # copied by check_solve's second call.
+        return self._call(self._raw["solve"], self._case, params)
 
     def check_solve(self, raw: Any) -> Solution:
-        y, retcode, t, stats, message = raw
+        y, retcode, t, stats, message = self._call(self._mod.check_solve_case, self._case, raw)
         counters = {k: int(v) for k, v in zip(STAT_KEYS, stats, strict=True) if int(v) >= 0}
         if str(retcode) not in SUCCESS_CODES:
             raise failure(str(retcode), float(t), self._t_end, self._solver, str(message))
         return Solution(y=np.array(y, dtype=np.float64).reshape(self._shape), stats=counters)
 
-    def timed_grad(self, params: np.ndarray) -> Any:
-        return self._call(self._mod.loss_and_grad_case, self._case, params)
+    def timed_grad(self, params: Any) -> Any:
+        return self._call(self._raw["grad"], self._case, params)
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
-        value, grad, retcode, t, message = raw
+        value, grad, retcode, t, message = self._call(self._mod.check_grad_case, self._case, raw)
         if str(retcode) not in SUCCESS_CODES:
             raise failure(str(retcode), float(t), self._t_end, self._solver, str(message))
         g = np.array(grad, dtype=np.float64)
@@ -265,8 +269,9 @@ class JuliaEnsembleCase(EnsembleCase):
     """An ensemble built in Julia (:func:`SciMLBenchJL.build_ensemble_case`).
 
     The timed calls are one call into Julia each (the ensemble solve, or the loss and
-    gradient); member statuses, finiteness and the conversion to NumPy are checked here,
-    outside the clock.
+    gradient), returning Julia's raw result; the member loop, the copies out of Julia,
+    member statuses, finiteness and the conversion to NumPy are a second call, checked
+    here, outside the clock.
     """
 
     def __init__(
@@ -283,6 +288,8 @@ class JuliaEnsembleCase(EnsembleCase):
         self._case = jl_case
         self._mod = module
         self._julia_error = julia_error
+        # the module's functions, looked up once: a lookup is a call into Julia
+        self._raw = {"solve": module.solve_ensemble_raw, "grad": module.loss_and_grad_ensemble_raw}
         self.semantics = semantics
         self._n = n
         self._shape = (n, len(problem.t_save), problem.n_state)
@@ -315,14 +322,19 @@ class JuliaEnsembleCase(EnsembleCase):
         where = f"{failed} of {self._n} members (first: member {first - 1})"
         raise SolverFailure(err.status, f"{err.reason}; {where}", err.t_reached)
 
-    def prepare(self, theta: np.ndarray) -> np.ndarray:
-        return _f64(theta)  # converted once, outside the timed calls
+    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
+        """θ and the member weights (``1/n`` each by default) as Julia vectors, converted
+        once, outside the timed calls."""
+        w = np.full(self._n, 1.0 / self._n) if weights is None else weights
+        return (self._call(self._mod.as_params, _f64(theta)),
+                self._call(self._mod.as_params, _f64(w)))  # fmt: skip
 
-    def solve_raw(self, params: np.ndarray) -> Any:
-        return self._call(self._mod.solve_ensemble_case, self._case, params)
+    def solve_raw(self, params: Any) -> Any:
+        return self._call(self._raw["solve"], self._case, params[0])
 
     def check_solve(self, raw: Any) -> EnsembleSolution:
-        y, failed, first, retcode, t, steps, rhs_evals, message = raw
+        out = self._call(self._mod.check_ensemble_solve, self._case, raw)
+        y, failed, first, retcode, t, steps, rhs_evals, message = out
         self._check(int(failed), int(first), str(retcode), float(t), str(message))
         y = np.array(y, dtype=np.float64).reshape(self._shape)
         if not np.all(np.isfinite(y)):
@@ -334,11 +346,12 @@ class JuliaEnsembleCase(EnsembleCase):
             )
         return EnsembleSolution(y, steps=_counters(steps), rhs_evals=_counters(rhs_evals))
 
-    def grad_raw(self, params: np.ndarray) -> Any:
-        return self._call(self._mod.loss_and_grad_ensemble_case, self._case, params)
+    def grad_raw(self, params: Any) -> Any:
+        return self._call(self._raw["grad"], self._case, *params)
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
-        value, grad, failed, first, retcode, t, message = raw
+        out = self._call(self._mod.check_ensemble_grad, self._case, raw)
+        value, grad, failed, first, retcode, t, message = out
         self._check(int(failed), int(first), str(retcode), float(t), str(message))
         g = np.array(grad, dtype=np.float64)
         value = float(value)

@@ -64,8 +64,10 @@ class StepBound(AssertionError):
 class _Steps:
     """Accepted and rejected steps, from torchdiffeq's step callbacks, against the bound.
 
-    ``t_seen`` is a Python float refreshed every 16 accepted steps, so the progress
-    thread reads a float and never touches a tensor the solver is using.
+    While ``track`` is set (the first solve and gradient, which the worker's progress
+    thread watches), ``t_seen`` is a Python float refreshed every 16 accepted steps, so
+    that thread reads a float and never touches a tensor the solver is using. Steady-state
+    samples run untracked: reading a tensor's value is a host sync on a GPU.
     """
 
     def __init__(self, max_steps: int):
@@ -74,6 +76,7 @@ class _Steps:
         self.rejected = 0
         self.t: Any = None
         self.t_seen: float | None = None
+        self.track = False
 
     def reset(self) -> None:
         self.accepted = self.rejected = 0
@@ -88,7 +91,7 @@ class _Steps:
     def accept(self, t0: Any, y0: Any, dt: Any) -> None:
         self.accepted += 1
         self.t = t0
-        if self.accepted & 15 == 1:
+        if self.track and self.accepted & 15 == 1:
             self.t_seen = float(t0.detach())
         self._bound()
 
@@ -172,6 +175,22 @@ class TorchdiffeqCase(TorchPlaced, Case):
     def progress_t(self) -> float | None:
         return self.steps.t_seen
 
+    def solve(self, theta: np.ndarray) -> Solution:
+        """The checked solve, its progress tracked (the worker's first solve)."""
+        self.steps.track = True
+        try:
+            return super().solve(theta)
+        finally:
+            self.steps.track = False
+
+    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        """The checked loss and gradient, progress tracked (the worker's first gradient)."""
+        self.steps.track = True
+        try:
+            return super().loss_and_grad(theta)
+        finally:
+            self.steps.track = False
+
     def prepare(self, theta: np.ndarray) -> Any:
         torch = self.torch
         with torch.no_grad():
@@ -184,13 +203,14 @@ class TorchdiffeqCase(TorchPlaced, Case):
         with self.torch.no_grad():
             ys = self._odeint()
         self.sync()
-        return ys
+        return ys, self.steps.accepted, self.steps.rejected  # this solve's own counts
 
     def check_solve(self, raw: Any) -> Solution:
-        y = raw.cpu().numpy()
+        ys, accepted, rejected = raw
+        y = ys.cpu().numpy()
         if not np.all(np.isfinite(y)):
             raise SolverFailure(Status.NONFINITE, "torchdiffeq: non-finite values in the solution")
-        return Solution(y, {"steps": self.steps.accepted, "rejected_steps": self.steps.rejected})
+        return Solution(y, {"steps": accepted, "rejected_steps": rejected})
 
     def timed_grad(self, params: Any) -> Any:
         torch = self.torch
@@ -276,14 +296,17 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
     def _params(self, th: Any) -> Any:
         return th * self.S + self.A if self.per_member else th
 
-    def prepare(self, theta: np.ndarray) -> Any:
+    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
+        """θ and the member weights (``1/n`` each by default) as tensors on the device."""
         torch = self.torch
-        return torch.as_tensor(theta, dtype=torch.float64, device=self.base.device)
+        w = np.full(self.n, 1.0 / self.n) if weights is None else weights
+        on = {"dtype": torch.float64, "device": self.base.device}
+        return torch.as_tensor(theta, **on), torch.as_tensor(w, **on)
 
     def solve_raw(self, params: Any) -> Any:
         torch, b = self.torch, self.base
         with torch.no_grad():
-            self.func.p = self._params(params)
+            self.func.p = self._params(params[0])
             ys = b.integrate(self.func)
         b.sync()
         return ys, b.steps.accepted, b.steps.rejected
@@ -297,12 +320,14 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
 
     def grad_raw(self, params: Any) -> Any:
         torch, b = self.torch, self.base
-        th = params.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
+        theta, w = params
+        th = theta.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
         self.func.p = self._params(th)
         ys = b.integrate(self.func, **({"adjoint_params": (th,)} if self.adjoint else {}))
         ys = ys.permute(1, 0, 2)
         d = ys - b.O
-        loss = (torch.sum(b.W * d * d) + torch.sum(b.C * ys)) / self.n
+        # Σ_m w_m L_m: the members' mean with the default weights
+        loss = torch.dot(w, torch.sum(b.W * d * d + b.C * ys, dim=(1, 2)))
         b.steps.reset()  # the adjoint's backward solve gets the same bound
         try:
             (grad,) = torch.autograd.grad(loss, th)

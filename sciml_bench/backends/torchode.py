@@ -115,13 +115,16 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
         st = _STATUS.get(int(code[~ok][0]), Status.SOLVER_FAILURE)
         raise SolverFailure(st, f"torchode: {st.value} in {failed_members(ok)}")
 
-    def prepare(self, theta: np.ndarray) -> Any:
+    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
+        """θ and the member weights (``1/n`` each by default) as tensors on the device."""
         torch = self.torch
-        return torch.as_tensor(theta, dtype=torch.float64, device=self.device)
+        w = np.full(self.n, 1.0 / self.n) if weights is None else weights
+        on = {"dtype": torch.float64, "device": self.device}
+        return torch.as_tensor(theta, **on), torch.as_tensor(w, **on)
 
     def solve_raw(self, params: Any) -> Any:
         with self.torch.no_grad():
-            sol = self._solve(params)
+            sol = self._solve(params[0])
         self.sync()
         return sol
 
@@ -136,10 +139,12 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
 
     def grad_raw(self, params: Any) -> Any:
         torch = self.torch
-        th = params.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
+        theta, w = params
+        th = theta.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
         sol = self._solve(th)
         d = sol.ys - self.O
-        loss = (torch.sum(self.W * d * d) + torch.sum(self.C * sol.ys)) / self.n
+        # Σ_m w_m L_m: the members' mean with the default weights
+        loss = torch.dot(w, torch.sum(self.W * d * d + self.C * sol.ys, dim=(1, 2)))
         (grad,) = torch.autograd.grad(loss, th)
         self.sync()
         return loss.detach(), grad, sol.status

@@ -230,13 +230,21 @@ def _activation(kind: str, z: str, target: _Target) -> str:
     return z
 
 
-def _torch_component(c: str, e: sympy.Expr, printer: _Printer, like: str, batched: bool) -> str:
+def _torch_component(
+    c: str, e: sympy.Expr, printer: _Printer, like: str, batched: bool,
+    whole: sympy.Expr | None = None,
+) -> str:
     """Source ``c`` of expression ``e`` as a tensor shaped like ``like`` (a state column),
     so that components stack: a constant is filled in, and on a batch a value shared by
-    the members (one that reads no state; states print as ``s_<name>``) is broadcast."""
-    if not e.free_symbols:
+    the members (one that reads no state; states print as ``s_<name>``) is broadcast.
+
+    ``whole`` is ``e`` with the CSE definitions substituted back (the equation as
+    written): whether a component reads the state is decided on it, since a CSE symbol
+    (``cse0 = k1*y1``) hides the state it reads."""
+    symbols = (e if whole is None else whole).free_symbols
+    if not symbols:
         return f"torch.full_like({like}, {c})"
-    if batched and not any(printer.doprint(v).startswith("s_") for v in e.free_symbols):
+    if batched and not any(printer.doprint(v).startswith("s_") for v in symbols):
         return f"({c}) + torch.zeros_like({like})"
     return c
 
@@ -310,13 +318,14 @@ def _cse(exprs: Sequence[sympy.Expr]) -> tuple[list[tuple[sympy.Symbol, sympy.Ex
 
 def _components(
     exprs: Sequence[sympy.Expr], printer: _Printer, target_name: str, like: str,
-    batched: bool = False,
+    batched: bool = False, wholes: Sequence[sympy.Expr] | None = None,
 ) -> list[str]:
+    """Printed components; ``wholes`` are the same expressions before CSE."""
     out = []
-    for e in exprs:
+    for i, e in enumerate(exprs):
         s = printer.doprint(e)
         if target_name == "torch":  # torch.stack needs tensors of the state's dtype and device
-            s = _torch_component(s, e, printer, like, batched)
+            s = _torch_component(s, e, printer, like, batched, wholes[i] if wholes else None)
         out.append(s)
     return out
 
@@ -358,7 +367,7 @@ def _rhs_body(problem: Problem, target: str, form: Form = "module") -> list[str]
         printer = _Printer(tg, names)
         body += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
         first = "y[..., 0]" if batched else f"s_{problem.state_names[0]}"
-        comps = _components(reduced, printer, target, first, batched)
+        comps = _components(reduced, printer, target, first, batched, problem.rhs)
         body.append("return " + tg.stack.format(", ".join(comps)))
     return _drop_unused(body) if target != "numpy" else body
 

@@ -169,11 +169,9 @@ def observations_path(problem: Problem, n: int, cache: Path | None = None) -> Pa
     return path
 
 
-def load_observations(path: str | os.PathLike[str] | None, n: int) -> np.ndarray | None:
-    """The first ``n`` members' observations from :func:`observations_path`'s file."""
-    if path is None:
-        return None
-    return np.load(path, mmap_mode="r")[:n].astype(float)
+#: the first ``n`` members' observations from :func:`observations_path`'s file (it lives in
+#: :mod:`~sciml_bench.problem.ensemble`, which workers import without sympy)
+load_observations = ens.load_observations
 
 
 def loss_arrays(

@@ -61,6 +61,7 @@ ENSEMBLE_JSON_KEYS = (
     "kind", "semantics", "size", "device", "throughput", "grad_throughput", "largest_ok_size",
     "steps_min", "steps_median", "steps_max", "rhs_evals_min", "rhs_evals_median",
     "rhs_evals_max", "sample", "solution_members_checked", "loss", "reference_loss",
+    "gradient_batch", "gradient_members",
 )
 
 

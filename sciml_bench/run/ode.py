@@ -229,15 +229,17 @@ def _nonfinite_grad(name: str, loss: float, grad: Any) -> str | None:
 
 
 def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Events) -> bool:
-    """Warm-ups, then timed repeats, each kind bounded by a time budget.
+    """Warm-ups, then timed repeats, each kind bounded by a time budget
+    (:func:`sciml_bench.run.steady.take`).
 
-    The clock holds the library's call only (``case.timed_*``); the checks
-    (``case.check_*``: status, step statistics, finiteness, conversion to NumPy) run
-    after it on every sample, so a failed sample is reported, never counted.
-    Returns False when a sample failed (its status is already reported).
+    The clock holds the library's call only (``case.timed_*``), taken back to back; the
+    checks (``case.check_*``: status, step statistics, finiteness, conversion to NumPy)
+    run after the loop on every sample, warm-ups' included, so a failed sample is
+    reported, never counted. Returns False when a sample failed (its status is already
+    reported).
     """
-    from sciml_bench.measure.clock import perf
     from sciml_bench.measure.status import SolverFailure, Status
+    from sciml_bench.run.steady import Plan, take
 
     def check_grad(raw: Any) -> None:
         loss, g = case.check_grad(raw)
@@ -245,28 +247,20 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
         if bad:
             raise SolverFailure(Status.NONFINITE, bad)
 
-    repeats = int(job.get("repeats", 10))
-    warmups = int(job.get("warmups", 1))
-    budget = float(job.get("steady_budget_s", 20.0))
+    p = job.get("problem", {})
+    # what a raw output holds, about: the states at the save points, or the gradient
+    sizes = {"solve": 8 * len(p.get("t_save", ())) * len(p.get("y0", ())),
+             "grad": 8 * (len(p.get("theta0", ())) + 1)}  # fmt: skip
     params = case.prepare(theta)  # once, as a user holds parameters between calls
     kinds = [("solve", case.timed_solve, case.check_solve)]
     if grad:
         kinds.append(("grad", case.timed_grad, check_grad))
     for kind, timed, check in kinds:
+        plan = Plan(repeats=int(job.get("repeats", 10)), warmups=int(job.get("warmups", 1)),
+                    budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=3,
+                    sample_bytes=sizes[kind])  # fmt: skip
         try:
-            for _ in range(warmups):
-                check(timed(params))
-            samples: list[float] = []
-            t_begin = perf()
-            while len(samples) < repeats:
-                start = perf()
-                raw = timed(params)
-                elapsed = perf() - start
-                check(raw)  # outside the clock; raises before a failed sample is counted
-                raw = None  # freed here, not when the next sample's result replaces it
-                samples.append(elapsed)
-                if perf() - t_begin > budget and len(samples) >= 3:
-                    break
+            samples = take(timed, check, params, plan)
         except Exception as e:
             report_failure(events, e, f"steady-state {kind}")
             return False

@@ -606,6 +606,8 @@ def ensemble_job(
         "repeats": settings.repeats,
         "warmups": settings.warmups,
         "steady_budget_s": settings.steady_budget_s,
+        # the worker starts no steady call that would end past it (it keeps its samples)
+        "budget_s": settings.budget_s,
         "reference": ref,
     }  # fmt: skip
 
