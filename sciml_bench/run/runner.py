@@ -33,7 +33,7 @@ from sciml_bench.run.executor import (
     Sink,
 )
 from sciml_bench.run.jobs import Process, kind_of
-from sciml_bench.run.ode import PHASES
+from sciml_bench.run.ode import running_phase
 from sciml_bench.run.signals import signal_of
 
 #: the work-precision ladder of ``--sweep`` (DiffEqDevTools style)
@@ -138,10 +138,7 @@ def _ending(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
     status_events = [e for e in o.events if "status" in e]
     progress = [e["progress_t"] for e in o.events if "progress_t" in e]
     t_reached = progress[-1] if progress else None
-    phases_done = [e["phase"] for e in o.events if "phase" in e]
-    running = next((p for p in PHASES if p not in phases_done), "steady state")
-    if any("ttfg_s" in e for e in o.events):  # past the first gradient, or past the first
-        running = "steady state"  # solve of a backend without one (no first_grad phase)
+    running = running_phase(o.events)  # past TTFG (a first solve without gradient): steady
     stages = [e["cnn_stage"] for e in o.events if "cnn_stage" in e]
     if stages:  # a CNN worker: the stage after the last one it announced
         running = CNN_NEXT.get(stages[-1], running)
