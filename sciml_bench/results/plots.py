@@ -308,7 +308,8 @@ def ttfg_figure(records: Sequence[dict[str, Any]]) -> Plot:
     with_rtol = _several_rtols(records)
     rows: list[tuple[str, np.ndarray, np.ndarray, float]] = []
     for r in records:
-        phases = np.asarray(r.get("phases") or [], dtype=float)
+        raw = r.get("phases")  # a list read from a file, or a record's array
+        phases = np.asarray(raw if raw is not None else [], dtype=float)
         failing = failed_time(r)
         if (phases.ndim != 2 or not phases.size or not np.isfinite(phases).any()) and not failing:
             plot.notes.append(f"{case_label(r, with_rtol)}: no cold phases ({r.get('status')})")
