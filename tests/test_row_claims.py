@@ -144,3 +144,48 @@ def test_a_row_scored_against_an_unverified_reference_says_so(tmp_path: Path) ->
     text = table([rec])
     assert f"{rec['gradient_error']:.2e} {rec['gradient_tier']}*" in text
     assert "* scored against an unverified reference" in text
+
+
+ENSEMBLE_BLOWUP = """
+name = "ens-all-blow-up"
+stiff = false
+[state]
+names = ["y"]
+initial = [1.0]
+[parameters]
+a = 1.0
+[equations]
+y = "a*y^2"
+[time]
+span = [0.0, 2.0]
+save = { linspace = [0.5, 2.0, 4] }
+[loss]
+kind = "final"
+weights = [1.0]
+[reference]
+rtol = 1.0e-6
+[ensemble]
+sizes = [2, 4]
+sample = 2
+[ensemble.vary]
+a = { uniform = [0.9, 1.1], apply = "scale" }
+"""
+
+
+def test_an_ensemble_without_a_reference_is_rows_that_say_so(tmp_path: Path) -> None:
+    """Every member blows up before t = 2: the reference sample cannot be made. The run
+    goes on with one row per ladder saying why (an ensemble row is scored on the sample)."""
+    toml = tmp_path / "e.toml"
+    toml.write_text(ENSEMBLE_BLOWUP)
+    r = subprocess.run(
+        [*SCIML, "run", "--problem-file", str(toml), "-b", "scipy", "--out", str(tmp_path),
+         "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    (row,) = json.loads(r.stdout)
+    assert row["status"] == "error" and row["reason"].startswith("no reference: reference solver")
+    (path,) = tmp_path.glob("*.h5")
+    run = store.read(path)
+    assert run.meta["status"] == "complete" and run.records[0]["reference_source"] == "none"
+    assert run.environment["references"]["ens-all-blow-up"]["source"] == "none"

@@ -644,8 +644,19 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
     sizes = ensemble_sizes(problem.ensemble.sizes, plan.sizes, o.quick)
     n_obs = max(max(sizes), problem.ensemble.sample)
     click.echo(f"ensemble reference for {problem.name} ...", err=True)
-    obs_path = er.observations_path(problem, n_obs)
-    ref = er.get(problem, refresh=o.refresh_reference)
+    try:
+        obs_path = er.observations_path(problem, n_obs)
+        ref = er.get(problem, refresh=o.refresh_reference)
+    except reference.ReferenceError as e:  # rows that say so; the run goes on
+        gone = reference.missing(problem, str(e))
+        click.echo(_reference_line(gone), err=True)
+        remember_reference(writer, problem.name, gone)
+        compiled = reference.compile_problem(problem, gone)
+        ladders = runner.plan_ensemble(
+            compiled, problem.ensemble.semantics, sizes, plan.backend_names, o.solvers,
+            o.gradients, o.max_steps, plan.devices,
+        )  # fmt: skip
+        return runner.ensemble_without_reference(compiled, ladders, gone.missing, writer)
     click.echo(_reference_line(ref), err=True)
     remember_reference(writer, problem.name, ref)
     obs0 = er.load_observations(obs_path, 1)
@@ -664,7 +675,7 @@ def _reference_line(ref: Any) -> str:
     """The progress line of a run's reference: built, read from the (shared) cache, or
     missing; and what its complex-step cross-check found."""
     if getattr(ref, "missing", ""):
-        return f"reference: none ({ref.missing}); the backends run without one"
+        return f"reference: none ({ref.missing}); the backends run without one"  # ensembles: rows
     if ref.cached:
         built = (f"read from the cache {ref.cache_path} (shared by every checkout and "
                  "environment of this user; --refresh-reference rebuilds it)")  # fmt: skip

@@ -607,6 +607,25 @@ def _ensemble_row(spec: EnsembleSpec, problem: CompiledProblem, size: int | None
     })  # fmt: skip
 
 
+def ensemble_without_reference(
+    problem: CompiledProblem, ladders: Sequence[EnsembleSpec], reason: str,
+    writer: ResultsWriter, progress: Progress = _stderr,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """An ensemble problem whose reference sample could not be built (``reason``): one
+    ``error`` row per ladder saying so, on disk, so that the run goes on. Its backends are
+    not run: an ensemble row is scored on the reference sample's members."""
+    done = []
+    for i, spec in enumerate(ladders, 1):
+        note = (f"no reference: {reason}; the ensemble was not run (its rows are scored "
+                "against the reference sample)")  # fmt: skip
+        rec = _ensemble_row(spec, problem, None, Status.ERROR.value, note)
+        rec["reference_source"] = "none"
+        progress(f"[ladder {i}/{len(ladders)}] {spec.backend}: not run (no reference)")
+        writer.add(rec)
+        done.append(rec)
+    return done
+
+
 def run_ensemble(
     problem: CompiledProblem,
     ensemble: dict[str, Any],
