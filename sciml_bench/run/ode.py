@@ -8,6 +8,11 @@ Phases of time-to-first-gradient, measured from the parent's spawn instant
 - ``first_solve``: the first solve, including any JIT compilation;
 - ``first_grad``:  the first loss+gradient, including any JIT compilation.
 
+A backend without a gradient (SciPy) reports its time to first solve as its TTFG
+(``ttfg_kind = "solve"``). A phase that fails is reported with the seconds spent in it
+until the failure; a process that fails keeps the phases it completed, marked partial
+(:func:`failure_timing`).
+
 Nothing heavy is imported at module level, so the import phase is the
 library's own cost, and the Julia worker can import juliacall before anything
 else (it must never follow torch: PythonCall #215).
