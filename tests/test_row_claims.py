@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from sciml_bench.problem import reference, spec
-from sciml_bench.results import store
+from sciml_bench.results import compare, export, publish, store
 from sciml_bench.results.table import reference_notes, table, ttfg_cell
 from sciml_bench.run import runner
 from sciml_bench.run.executor import LocalExecutor
@@ -68,6 +68,17 @@ def test_a_failing_reference_keeps_the_run_its_rows_and_the_next_problem(tmp_pat
                            timeout=120, check=True).stdout  # fmt: skip
     assert "no ref" in shown and "no reference: reference solver BDF failed" in shown
     assert f"{ok['ttfg_s']:.2f} (solve)" in shown and "TTFG (solve): scipy" in shown
+    # export and compare take such rows as they are (no reference, no timings)
+    doc = json.loads(export.to_json([run]))  # strict JSON: NaN became null
+    assert doc["files"][0]["records"][0]["complex_step_agreement"] is None
+    assert "no reference: reference solver" in export.to_csv([run])
+    assert compare.compare(run.records, run.records).cases[0].status_changes == []
+    # the report's table row and environment (the figures are drawn in test_report.py)
+    assert publish.case_row(run.records[0], "solution_error")[-2:] == ["no ref", "-"]  # SciPy
+    (sources,) = [row[1] for b in publish.environment_blocks([run])
+                  if isinstance(b, publish.Table) for row in b.rows if row[0] == "references"]
+    assert sources == (f"blowup: none (the reference solver failed); "
+                       f"decay: read from the cache ({cached.cache_path})")  # fmt: skip
 
 
 def _killed(problem_file: str, settings: runner.Settings) -> dict:
