@@ -244,7 +244,7 @@ def cross_check(
         g_cs = _cs_gradient(loss, theta0, log)
     except (ReferenceError, ValueError, TypeError) as e:
         first = " ".join(str(e).split())[:200]
-        return None, f"not run to the end: the complex solve through BDF failed ({first})"
+        return None, f"not run to the end: the complex solve through BDF failed: {first}"
     scaled = np.where(log, theta0, 1.0)
     ref = g_cs * scaled
     floor = 1e-8 * max(float(np.max(np.abs(ref))), 1e-300)
