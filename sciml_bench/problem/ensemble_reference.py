@@ -227,20 +227,13 @@ def build(problem: Problem, cache: Path | None = None) -> EnsembleReference:
         g = single._fd_gradient(loss, theta0, log, h)
     log = np.asarray(problem.log_params)
     agreement, skipped = single.cross_check(problem, lambda z: loss(z, "BDF"), g, theta0, log)
-    if directions is not None:
-        skipped = f"not run: {problem.n_params} parameters > {single.CS_MAX_PARAMS}, directional FD"
-    checked = (
-        f"; complex-step cross-check through BDF: FD and complex step differ by at most "
-        f"{agreement:.2g} (relative)" if agreement is not None
-        else f"; no complex-step cross-check ({skipped.removeprefix('not run: ')})"
-    )  # fmt: skip
     return EnsembleReference(
         problem=problem.name,
         content_hash=problem.content_hash,
         sample=s,
         method=f"scipy.solve_ivp {method} with exact Jacobian, each of the first {s} members "
         f"alone; central FD (h={h:g}, log space for positive parameters) of the mean loss"
-        + checked,
+        + single.checked(agreement, skipped),
         rtol=rtol,
         atol=atol,
         t=list(problem.t_save),

@@ -233,11 +233,11 @@ def cross_check(
     """The complex-step cross-check of the FD gradient ``g``: ``(agreement, "")`` when it
     ran, ``(None, why not)`` when it did not. ``loss(z)`` is the loss through BDF at a
     complex θ. Shared by the single-trajectory and the ensemble reference."""
-    if g.size != problem.n_params:
-        return None, "not run: there is no full FD gradient to check"
     if problem.n_params > CS_MAX_PARAMS:
         return None, (f"not run: {problem.n_params} parameters > {CS_MAX_PARAMS} "
                       "(it costs one complex solve per parameter)")  # fmt: skip
+    if g.size != problem.n_params:
+        return None, "not run: there is no full FD gradient to check"
     if not _is_analytic(problem):
         return None, "not run: the equations use abs(), which is not analytic"
     try:
@@ -259,10 +259,15 @@ def describe(
             "log space for positive parameters)")  # fmt: skip
     if gradient_missing:
         return f"{text} failed, no reference gradient ({gradient_missing})"
+    return text + checked(agreement, skipped)
+
+
+def checked(agreement: float | None, skipped: str) -> str:
+    """The part of a ``method`` string that says whether the complex-step check ran."""
     if agreement is not None:
-        return (f"{text}; complex-step cross-check through BDF: FD and complex step differ "
+        return (f"; complex-step cross-check through BDF: FD and complex step differ "
                 f"by at most {agreement:.2g} (relative)")  # fmt: skip
-    return f"{text}; no complex-step cross-check ({skipped.removeprefix('not run: ')})"
+    return f"; no complex-step cross-check ({skipped.removeprefix('not run: ')})"
 
 
 @dataclass
@@ -339,8 +344,6 @@ def build(problem: Problem) -> Reference:
     g, directions, directional, gradient_missing = _gradient(problem, loss, theta0, cfg.h)
     log = np.asarray(problem.log_params)
     agreement, skipped = cross_check(problem, lambda z: loss(z, "BDF"), g, theta0, log)
-    if directions is not None:
-        skipped = f"not run: {problem.n_params} parameters > {CS_MAX_PARAMS}, directional FD"
     return Reference(
         problem=problem.name,
         content_hash=problem.content_hash,
@@ -367,7 +370,9 @@ def build(problem: Problem) -> Reference:
     )
 
 
-def missing(problem: Problem, reason: str, observations: Any = None, build_s: float = 0.0) -> Reference:
+def missing(
+    problem: Problem, reason: str, observations: Any = None, build_s: float = 0.0
+) -> Reference:
     """The reference of a problem whose reference solver failed (``reason``): no solution,
     no loss, no gradient. The backends still run: their loss needs the fit's data, which
     are ``observations`` when they were made; when not, O = 0 stands in (the loss is then

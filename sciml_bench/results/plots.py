@@ -294,6 +294,16 @@ def failed_time(r: dict[str, Any]) -> float:
     return float(s) if r.get("failed_phase") in PHASE_NAMES and finite(s) and s > 0 else 0.0
 
 
+def _failure_note(r: dict[str, Any], with_rtol: bool, failing: float) -> str:
+    """Where a failed row failed, and the time it spent failing, under the TTFG figure."""
+    where = str(r.get("failed_phase") or "an unknown phase").replace("_", " ")
+    spent = ""
+    if failing:
+        how = " (estimated from the wall time)" if r.get("failed_phase_s_estimated") else ""
+        spent = f", {failing:.3g} s in it{how}"
+    return f"{case_label(r, with_rtol)}: {r.get('status')} in {where}{spent}; phases up to the failure"
+
+
 def _ttfg_label(r: dict[str, Any], with_rtol: bool) -> str:
     label = case_label(r, with_rtol, "\n")
     if r.get("ttfg_kind") == "solve":
@@ -317,11 +327,7 @@ def ttfg_figure(records: Sequence[dict[str, Any]]) -> Plot:
         if phases.ndim != 2 or not phases.size:
             phases = np.full((1, len(PHASE_NAMES)), np.nan)
         if not _is_ok(r):
-            where = r.get("failed_phase") or "an unknown phase"
-            spent = (f", {failing:.3g} s in it" + (" (estimated from the wall time)"
-                     if r.get("failed_phase_s_estimated") else "")) if failing else ""  # fmt: skip
-            plot.notes.append(f"{case_label(r, with_rtol)}: {r.get('status')} in "
-                              f"{str(where).replace('_', ' ')}{spent}; phases up to the failure")  # fmt: skip
+            plot.notes.append(_failure_note(r, with_rtol, failing))
         rows.append((_ttfg_label(r, with_rtol), _median_phases(r, phases),
                      np.nansum(phases, axis=1), failing))  # fmt: skip
     if not rows:
