@@ -607,8 +607,10 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
             records += _run_ensemble(problem, plan, o, writer)
             continue
         click.echo(f"reference for {problem.name} ...", err=True)
-        ref = reference.get(problem, refresh=o.refresh_reference)
+        # a reference that cannot be built leaves rows saying so, not an aborted run
+        ref = reference.get_or_missing(problem, refresh=o.refresh_reference)
         click.echo(_reference_line(ref), err=True)
+        remember_reference(writer, problem.name, ref)
         compiled = reference.compile_problem(problem, ref)
         cases = runner.plan(
             compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps,
@@ -644,9 +646,21 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
     sizes = ensemble_sizes(problem.ensemble.sizes, plan.sizes, o.quick)
     n_obs = max(max(sizes), problem.ensemble.sample)
     click.echo(f"ensemble reference for {problem.name} ...", err=True)
-    obs_path = er.observations_path(problem, n_obs)
-    ref = er.get(problem, refresh=o.refresh_reference)
+    try:
+        obs_path = er.observations_path(problem, n_obs)
+        ref = er.get(problem, refresh=o.refresh_reference)
+    except reference.ReferenceError as e:  # rows that say so; the run goes on
+        gone = reference.missing(problem, str(e))
+        click.echo(_reference_line(gone), err=True)
+        remember_reference(writer, problem.name, gone)
+        compiled = reference.compile_problem(problem, gone)
+        ladders = runner.plan_ensemble(
+            compiled, problem.ensemble.semantics, sizes, plan.backend_names, o.solvers,
+            o.gradients, o.max_steps, plan.devices,
+        )  # fmt: skip
+        return runner.ensemble_without_reference(compiled, ladders, gone.missing, writer)
     click.echo(_reference_line(ref), err=True)
+    remember_reference(writer, problem.name, ref)
     obs0 = er.load_observations(obs_path, 1)
     compiled = reference.compile_problem(problem, None, None if obs0 is None else obs0[0])
     ladders = runner.plan_ensemble(
@@ -660,10 +674,34 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
 
 
 def _reference_line(ref: Any) -> str:
-    built = "cached" if ref.cached else f"built in {ref.build_s:.1f} s"
+    """The progress line of a run's reference: built, read from the (shared) cache, or
+    missing; and what its complex-step cross-check found."""
+    if getattr(ref, "missing", ""):
+        return f"reference: none ({ref.missing}); the backends run without one"  # ensembles: rows
+    if ref.cached:
+        built = (f"read from the cache {ref.cache_path} (shared by every checkout and "
+                 "environment of this user; --refresh-reference rebuilds it)")  # fmt: skip
+    else:
+        built = f"built in {ref.build_s:.1f} s"
     if ref.complex_step_agreement is None:
-        return f"reference: {built}"
+        skipped = getattr(ref, "complex_step_skipped", "") or "not run"
+        return f"reference: {built}; complex-step cross-check {skipped}"
     return f"reference: {built}; FD vs complex step agree to {ref.complex_step_agreement:.1e}"
+
+
+def remember_reference(writer: Any, name: str, ref: Any) -> None:
+    """The run's environment says, per problem, whether its reference was computed or
+    read from the cache, and where (``environment.references``)."""
+    refs = writer.environment.setdefault("references", {})
+    source = "none" if getattr(ref, "missing", "") else "cache" if ref.cached else "computed"
+    refs[name] = {
+        "source": source,
+        "path": getattr(ref, "cache_path", "") or None,
+        "build_s": None if ref.cached else ref.build_s,
+        "method": ref.method,
+        "complex_step_agreement": ref.complex_step_agreement,
+    }
+    writer.flush()
 
 
 def _precisions(text: str | None) -> list[str]:
@@ -843,7 +881,10 @@ def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, 
         "rtol": ref.rtol,
         "atol": ref.atol,
         "complex_step_agreement": ref.complex_step_agreement,
+        "complex_step_skipped": ref.complex_step_skipped or None,
+        "gradient_missing": ref.gradient_missing or None,
         "cached": ref.cached,
+        "cache_path": ref.cache_path or None,
         "build_s": ref.build_s,
     }
     if as_json:
@@ -861,8 +902,13 @@ def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, 
             f"  ... {len(rest)} more components (|dL/dθ| from {rest.min():.3g} to "
             f"{rest.max():.3g}); --json prints every one"
         )
+    if ref.gradient_missing:
+        click.echo(f"  no reference gradient: {ref.gradient_missing}")
     if ref.complex_step_agreement is not None:
         click.echo(f"  FD vs complex step: max relative difference {ref.complex_step_agreement:.2e}")
+    else:
+        click.echo(f"  complex-step cross-check {ref.complex_step_skipped or 'not run'}")
+    click.echo(f"  {'read from' if ref.cached else 'cached at'} {ref.cache_path or '(not cached)'}")
 
 
 def _register_commands() -> None:

@@ -23,7 +23,14 @@ from typing import Any
 
 from sciml_bench.results import plots, scaling
 from sciml_bench.results.store import Run
-from sciml_bench.results.table import device_cell, load_notes, member_counts
+from sciml_bench.results.table import (
+    device_cell,
+    error_cells,
+    load_notes,
+    member_counts,
+    reference_notes,
+    ttfg_cell,
+)
 
 CASE_COLUMNS = (
     "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s [IQR]", "solve ms [IQR]",
@@ -112,7 +119,7 @@ def _grad_err(r: dict[str, Any]) -> str:
 
 
 def case_row(r: dict[str, Any], metric_key: str) -> list[str]:
-    grad_err = _grad_err(r)
+    sol_err, grad_err = error_cells(r, _f(r.get(metric_key), ".2e"), _grad_err(r))
     status = str(r.get("status", "?"))
     return [
         str(r.get("backend", "")),
@@ -121,10 +128,10 @@ def case_row(r: dict[str, Any], metric_key: str) -> list[str]:
         device_cell(r),
         _f(r.get("rtol"), ".0e"),
         status if status == "ok" else f"**{status}**",
-        _spread(r.get("ttfg_s"), r.get("ttfg_iqr"), 1.0, ".2f"),
+        ttfg_cell(r, _spread(r.get("ttfg_s"), r.get("ttfg_iqr"), 1.0, ".2f")),
         _spread(r.get("solve_s"), r.get("solve_iqr"), 1e3),
         _spread(r.get("grad_s"), r.get("grad_iqr"), 1e3),
-        _f(r.get(metric_key), ".2e"),
+        sol_err,
         grad_err,
     ]
 
@@ -256,6 +263,8 @@ def environment_blocks(runs: Sequence[Run]) -> list[Block]:
         rows.append(["packages", ", ".join(f"{k} {v}" for k, v in pk.items()) or "-"])
         if env.get("caches"):
             rows.append(["caches", str(env["caches"])])
+        if env.get("references"):  # computed, or read from the cache every checkout shares
+            rows.append(["references", reference_sources(env["references"])])
         if env.get("machines"):  # where the cases ran (a Dask run: every distinct host)
             from sciml_bench.measure.environment import hardware_label
 
@@ -264,6 +273,17 @@ def environment_blocks(runs: Sequence[Run]) -> list[Block]:
             )])  # fmt: skip
         blocks.append(Table(["", "value"], rows))
     return blocks
+
+
+def reference_sources(refs: dict[str, Any]) -> str:
+    """Per problem, whether its reference was computed in the run or read from the cache
+    (``environment.references``), and where."""
+    parts = []
+    for name, d in refs.items():
+        how = {"computed": "computed", "cache": "read from the cache",
+               "none": "none (the reference solver failed)"}.get(d.get("source"), "?")  # fmt: skip
+        parts.append(f"{name}: {how}" + (f" ({d['path']})" if d.get("path") else ""))
+    return "; ".join(parts)
 
 
 def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2") -> list[Block]:
@@ -330,7 +350,7 @@ def _case_blocks(
     header = (("run",) if several else ()) + CASE_COLUMNS
     rows = [([r["_run"]] if several else []) + case_row(r, metric_key) for r in recs]
     blocks.append(Table(header, rows))
-    notes = failure_notes(recs)
+    notes = failure_notes(recs) + reference_notes(recs)
     if notes:
         blocks += [Para("Failures and notes:"), Notes(notes)]
     shared = load_notes(recs)  # cases timed beside others on their host

@@ -26,6 +26,14 @@ JSON_KEYS = (
     "host", "hardware", "dask_worker", "concurrent_cases", "threads", "threads_source",
     "xla_threads", "worker_threads",
 )
+#: keys of the --json record about what a row's numbers claim: what its TTFG measures,
+#: the phases a failed row kept, and the reference it is scored against (NaN -> null)
+CLAIM_JSON_KEYS = (
+    "ttfg_kind", "phases_partial", "partial_ttfg_s", "ttfg_reached", "failed_phase",
+    "failed_phase_s", "failed_phase_s_estimated", "reference_method", "complex_step_agreement",
+    "complex_step_skipped", "reference_unverified", "reference_source", "reference_path",
+    "solution_error_note", "gradient_error_note",
+)  # fmt: skip
 
 
 def _num(x: Any, fmt: str = ".2e") -> str:
@@ -164,11 +172,78 @@ def device_cell(r: dict[str, Any]) -> str:
     return f"{dev} (asked {asked})" if asked and asked != dev else str(dev)
 
 
-def ode_row(r: dict[str, Any]) -> list[str]:
+def ttfg_cell(r: dict[str, Any], ok_cell: str | None = None) -> str:
+    """The TTFG column of an ODE row: the median (``ok_cell`` when the caller formats it
+    with its spread), ``(solve)`` where the backend computes no gradient and the time is
+    to its first solve; for a failed row, what it kept: ``108.58 partial`` where it got
+    past its first gradient, ``(3.51) partial`` (to the end of its last completed phase)
+    where it did not; ``-`` where nothing was measured."""
     ttfg = r.get("ttfg_s")
+    if _finite(ttfg):
+        cell = ok_cell or f"{ttfg:.2f}"
+        return f"{cell} (solve)" if r.get("ttfg_kind") == "solve" else cell
+    partial = r.get("partial_ttfg_s")
+    if not _finite(partial):
+        return "-"
+    return f"{partial:.2f} partial" if r.get("ttfg_reached") else f"({partial:.2f}) partial"
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def error_cells(r: dict[str, Any], sol: str, grad: str) -> tuple[str, str]:
+    """The solution- and gradient-error cells (formatted by the caller) with what they
+    claim: ``no ref`` where there was nothing to score against, ``*`` after a gradient
+    error scored against an unverified reference (notes: :func:`reference_notes`)."""
+    if r.get("solution_error_note"):
+        sol = "no ref"
+    if r.get("gradient_error_note"):
+        grad = "no ref"
+    elif r.get("reference_unverified") and r.get("gradient_error") is not None:
+        grad += "*"
+    return sol, grad
+
+
+def reference_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per distinct thing a problem's rows claim about their numbers: no
+    reference (or no reference gradient) and why, an unverified reference, TTFG columns
+    that are times to first solve, and failed rows' partial TTFG."""
+    from sciml_bench.measure.metrics import PASS_TOL
+
+    out: list[str] = []
+    for key, what in (("solution_error_note", "solution and gradient errors are not scored"),
+                      ("gradient_error_note", "gradient errors are not scored")):  # fmt: skip
+        for note in dict.fromkeys(str(r[key]) for r in records if r.get(key)):
+            if key == "gradient_error_note" and any(r.get("solution_error_note") == note
+                                                     for r in records):  # fmt: skip
+                continue  # said once, by the solution's line
+            out.append(f"{note.rstrip('.')}: {what}")
+    for r in records:
+        if r.get("reference_unverified"):
+            out.append(
+                f"* scored against an unverified reference: its FD and complex-step gradients "
+                f"differ by {r.get('complex_step_agreement', float('nan')):.1e} > "
+                f"{PASS_TOL / 100:g} (PASS_TOL/100)"
+            )
+            break
+    solve = sorted({str(r.get("backend")) for r in records
+                    if r.get("ttfg_kind") == "solve" and _finite(r.get("ttfg_s"))})  # fmt: skip
+    if solve:
+        out.append(f"TTFG (solve): {', '.join(solve)} compute(s) no gradient: the time to "
+                   "first solve, from spawn")  # fmt: skip
+    if any(_finite(r.get("partial_ttfg_s")) for r in records):
+        out.append("TTFG partial: a failed row keeps the phases it completed before it "
+                   "failed: its time to first gradient where it got that far, else (in "
+                   "parentheses) the time to the end of its last completed phase")  # fmt: skip
+    return out
+
+
+def ode_row(r: dict[str, Any]) -> list[str]:
     grad_err = _num(r.get("gradient_error"))
     if r.get("gradient_tier"):
         grad_err += f" {r['gradient_tier']}"
+    sol_err, grad_err = error_cells(r, _num(r.get("solution_error")), grad_err)
     steps = r.get("steps")
     if steps is None and r.get("rhs_evals") is not None:
         steps = f"{r['rhs_evals']} f"
@@ -179,10 +254,10 @@ def ode_row(r: dict[str, Any]) -> list[str]:
         device_cell(r),
         fmt_rtol(r.get("rtol")),
         r.get("status", ""),
-        f"{ttfg:.2f}" if ttfg is not None else "-",
+        ttfg_cell(r),
         _ms(r.get("solve_s"), r.get("solve_iqr")),
         _ms(r.get("grad_s"), r.get("grad_iqr")),
-        _num(r.get("solution_error")),
+        sol_err,
         grad_err,
         str(steps) if steps is not None else "-",
     ]
@@ -228,6 +303,8 @@ def table(records: Sequence[dict[str, Any]]) -> str:
                 f"{', '.join(labels)}: {status}: {reason}", width=100, subsequent_indent="    "
             )
             out.append("  " + wrapped)
+        for note in reference_notes(ode):
+            out.append("  " + textwrap.fill(note, width=100, subsequent_indent="    "))
         out += [textwrap.fill(n, width=100, initial_indent="  ", subsequent_indent="    ")
                 for n in load_notes(recs)]  # fmt: skip
     return "\n".join(out).lstrip("\n")
@@ -312,5 +389,7 @@ def json_record(r: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in r.items() if not isinstance(v, dict)}
     if r.get("kind") == "ensemble":
         return {k: r.get(k) for k in (*JSON_KEYS, *ENSEMBLE_JSON_KEYS)}
-    return {k: r.get(k) for k in JSON_KEYS}
+    claims = {k: None if isinstance(v := r.get(k), float) and math.isnan(v) else v
+              for k in CLAIM_JSON_KEYS}  # fmt: skip
+    return {**{k: r.get(k) for k in JSON_KEYS}, **claims}
 

@@ -33,7 +33,7 @@ from sciml_bench.run.executor import (
     Sink,
 )
 from sciml_bench.run.jobs import Process, kind_of
-from sciml_bench.run.ode import PHASES
+from sciml_bench.run.ode import running_phase
 from sciml_bench.run.signals import signal_of
 
 #: the work-precision ladder of ``--sweep`` (DiffEqDevTools style)
@@ -138,10 +138,7 @@ def _ending(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
     status_events = [e for e in o.events if "status" in e]
     progress = [e["progress_t"] for e in o.events if "progress_t" in e]
     t_reached = progress[-1] if progress else None
-    phases_done = [e["phase"] for e in o.events if "phase" in e]
-    running = next((p for p in PHASES if p not in phases_done), "steady state")
-    if any("ttfg_s" in e for e in o.events):  # past the first gradient, or past the first
-        running = "steady state"  # solve of a backend without one (no first_grad phase)
+    running = running_phase(o.events)  # past TTFG (a first solve without gradient): steady
     stages = [e["cnn_stage"] for e in o.events if "cnn_stage" in e]
     if stages:  # a CNN worker: the stage after the last one it announced
         running = CNN_NEXT.get(stages[-1], running)
@@ -620,6 +617,25 @@ def _ensemble_row(spec: EnsembleSpec, problem: CompiledProblem, size: int | None
         "semantics": spec.semantics, "size": size, "device": spec.device,
         "device_requested": spec.device_requested, "status": status, "reason": reason,
     })  # fmt: skip
+
+
+def ensemble_without_reference(
+    problem: CompiledProblem, ladders: Sequence[EnsembleSpec], reason: str,
+    writer: ResultsWriter, progress: Progress = _stderr,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """An ensemble problem whose reference sample could not be built (``reason``): one
+    ``error`` row per ladder saying so, on disk, so that the run goes on. Its backends are
+    not run: an ensemble row is scored on the reference sample's members."""
+    done = []
+    for i, spec in enumerate(ladders, 1):
+        note = (f"no reference: {reason}; the ensemble was not run (its rows are scored "
+                "against the reference sample)")  # fmt: skip
+        rec = _ensemble_row(spec, problem, None, Status.ERROR.value, note)
+        rec["reference_source"] = "none"
+        progress(f"[ladder {i}/{len(ladders)}] {spec.backend}: not run (no reference)")
+        writer.add(rec)
+        done.append(rec)
+    return done
 
 
 def run_ensemble(
