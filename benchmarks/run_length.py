@@ -27,7 +27,8 @@ def timed_run(names: list[str], env: dict[str, str], out: str) -> tuple[float, s
         [sys.executable, "-m", "sciml_bench.cli.main", "run", *names, "--out", out, "--json"],
         capture_output=True, text=True, env=env, check=True,
     )
-    return time.perf_counter() - start, r.stderr, json.loads(r.stdout)
+    cases = [x for x in json.loads(r.stdout) if x.get("kind") != "verdict"]
+    return time.perf_counter() - start, r.stderr, cases
 
 
 def main() -> None:

@@ -243,9 +243,9 @@ def run(**options: Any) -> None:
     plan = _plan_run(opts)
     records, path = _execute(plan, opts)
     if opts.as_json:
-        from sciml_bench.results.table import json_record
+        from sciml_bench.results.table import json_records
 
-        click.echo(json.dumps([json_record(r) for r in records], indent=2, default=str))
+        click.echo(json.dumps(json_records(records), indent=2, default=str))
     else:
         from sciml_bench.results.table import table
 
@@ -620,11 +620,11 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
 
 def _interrupted(records: list[dict[str, Any]], message: str, signum: int, as_json: bool) -> NoReturn:
     """Print what completed, as a finished run would (table or JSON); exit 128 + signal."""
-    from sciml_bench.results.table import json_record, table
+    from sciml_bench.results.table import json_records, table
     from sciml_bench.run.signals import exit_status
 
     if as_json:
-        click.echo(json.dumps([json_record(r) for r in records], indent=2, default=str))
+        click.echo(json.dumps(json_records(records), indent=2, default=str))
     elif records:
         click.echo(table(records))
     click.echo(message, err=True)
@@ -723,7 +723,7 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
     for f in files:
         run = results.read(f)
         if as_json:
-            click.echo(json.dumps([report.json_record(r) for r in run.records], indent=2, default=str))
+            click.echo(json.dumps(report.json_records(run.records), indent=2, default=str))
             continue
         env = run.environment
         status = run.meta.get("status")

@@ -206,3 +206,56 @@ def jax_alloc_peak_mb(device: Any) -> float | None:
         return None
     peak = stats.get("peak_bytes_in_use")
     return None if peak is None else peak / MB
+
+
+def return_free_heap() -> None:
+    """Give the C heap's free pages back to the kernel (glibc ``malloc_trim(0)``), so that
+    RSS counts live memory only; a no-op where there is no glibc (macOS, musl)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+class CallPeak:
+    """What one call needs in RAM: the peak RSS during it above the RSS just before it.
+
+    ``need = max RSS(t), t in the call  -  RSS(start)``, in MiB. The start is read after
+    :func:`return_free_heap`, so memory an earlier phase freed but the allocator kept
+    is not counted as already there. The peak comes from two sources:
+
+    - the kernel's high-water mark ``ru_maxrss``, which never decreases: if it *rose*
+      during the call, the call set a new process peak and that peak is exactly the new
+      mark (``source = "high_water"``);
+    - otherwise the call stayed below a peak set earlier (a JIT compilation, say), which
+      ``ru_maxrss`` cannot see under; then the peak is the largest RSS sampled every
+      ``interval`` seconds by a thread (``source = "sampled"``: a lower bound that can
+      miss a spike shorter than the interval).
+
+    Use :meth:`start` just before the call and :meth:`stop` just after it (after the
+    call's clock is read: joining the thread is not the call's time).
+    """
+
+    def __init__(self, interval: float = 0.01):
+        self.sampler = ResourceSampler(interval=interval)
+        self.rss0_mb = 0.0
+        self.high_water0_mb = 0.0
+
+    def start(self) -> CallPeak:
+        return_free_heap()
+        self.high_water0_mb = ru_maxrss_mb()
+        self.rss0_mb = rss_mb()
+        self.sampler.start()
+        return self
+
+    def stop(self) -> tuple[float, str]:
+        """``(need in MiB, source)``, source ``"high_water"`` or ``"sampled"``."""
+        self.sampler.stop()
+        high_water = ru_maxrss_mb()
+        if high_water > self.high_water0_mb:
+            peak, source = high_water, "high_water"
+        else:
+            peak, source = self.sampler.rss_peak_mb, "sampled"
+        return max(0.0, peak - self.rss0_mb), source

@@ -194,13 +194,19 @@ def work(job: dict[str, Any], events: Events) -> None:
         events.emit(y=sol.y, stats=sol.stats)
 
     if backend.differentiable:
+        from sciml_bench.measure.memory import CallPeak
+
+        ram = CallPeak().start()  # what this gradient call needs above the RSS before it
         start = clock()
         try:
             loss, grad = case.loss_and_grad(theta)
         except Exception as e:
+            ram.stop()
             report_failure(events, e, "first gradient")
             return
         events.emit(phase="first_grad", s=clock() - start)
+        grad_rss_mb, grad_rss_source = ram.stop()
+        events.emit(grad_rss_mb=grad_rss_mb, grad_rss_source=grad_rss_source)
         bad = _nonfinite_grad(name, loss, grad)
         if bad:
             # A NaN gradient from a "successful" solve is a failure, never a score.
@@ -338,6 +344,9 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "jac_evals": stats.get("jac_evals"),
         "lu_decomps": stats.get("lu_decomps"),
         "peak_rss_mb": ev.get("peak_rss_mb"),
+        # the first gradient's RAM above the process's RSS before it (measure.memory.CallPeak)
+        "grad_rss_mb": ev.get("grad_rss_mb"),
+        "grad_rss_source": ev.get("grad_rss_source"),
         "worker_wall_s": full.wall_s,
         "reference_loss": ref.loss,
         "reference_gradient": ref.gradient,
