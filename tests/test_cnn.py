@@ -114,6 +114,12 @@ def test_missing_framework_is_unavailable_with_fix(monkeypatch):
     assert rec["status"] == "unavailable"
     assert rec["fix"] == "pip install -c constraints.txt -e '.[tensorflow]'"
     assert set(RECORD_FIELDS) <= set(rec)
+    # the table's note under the row says how to fix it, as an ODE backend's does
+    from sciml_bench.results.table import table
+
+    assert "Fix: pip install -c constraints.txt -e '.[tensorflow]'" in " ".join(
+        table([{**rec, "kind": "cnn", "problem": "cnn"}]).split()
+    )
 
 
 def test_errors_are_records_not_exceptions():

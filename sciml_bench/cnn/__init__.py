@@ -156,7 +156,8 @@ def run_variant(job: dict[str, Any], progress: Any = None) -> dict[str, Any]:
         )
         return rec
     if not info.available:
-        rec.update(status="unavailable", reason=info.reason, fix=info.fix)
+        # the fix in the reason too, as an ODE backend's unavailable row has it
+        rec.update(status="unavailable", reason=f"{info.reason}. Fix: {info.fix}", fix=info.fix)
         return rec
     try:
         module_name, fn = info.builder.split(":")
