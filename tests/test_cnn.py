@@ -249,8 +249,12 @@ def test_jobs_per_precision_reference_first():
     assert len(js) == 2 * len(variants())
     with pytest.raises(ValueError, match="unknown precision"):
         jobs(True, precisions=["fp8"])
-    # CIFAR-style ResNet: 32x32 unless asked otherwise; quick keeps its size
+    # CIFAR-style ResNet: 32x32 unless asked otherwise, quick too (with fewer steps)
     assert jobs(False, "cpu", overrides={"model": "resnet18"})[0]["config"]["image_size"] == 32
+    quick = jobs(True, "cpu", overrides={"model": "resnet18"})[0]["config"]
+    assert quick["image_size"] == 32 and quick["steps_per_epoch"] < PRESETS["quick"].steps_per_epoch
+    assert jobs(True, "cpu", overrides={"model": "resnet18", "steps_per_epoch": 2}
+                )[0]["config"]["steps_per_epoch"] == 2  # fmt: skip
     big = jobs(False, "cpu", overrides={"model": "resnet18", "image_size": 64})
     assert big[0]["config"]["image_size"] == 64
 

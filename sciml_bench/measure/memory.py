@@ -1,7 +1,7 @@
 """Process RAM and GPU readings for workers: an RSS/NVML sampling thread and NVML helpers.
 
-RAM peak is the larger of the sampled RSS and ``ru_maxrss`` (the kernel's own peak,
-which catches spikes between samples). GPU readings come from NVML (the module
+RAM peak is the larger of the sampled RSS and the kernel's own peak of the process
+(``VmHWM``; :func:`high_water_mb`), which catches spikes between samples. GPU readings come from NVML (the module
 ``pynvml`` of the ``nvidia-ml-py`` package), imported lazily: with no NVML library or
 no GPU every GPU helper returns ``None`` instead of raising.
 
@@ -29,9 +29,29 @@ def rss_mb() -> float:
 
 
 def ru_maxrss_mb() -> float:
-    """Peak RSS of this process so far, as the kernel counts it (KiB on Linux, bytes on macOS)."""
+    """Peak RSS of this process so far, as the kernel counts it (KiB on Linux, bytes on macOS).
+
+    On Linux a spawned process starts with its parent's peak at the spawn: ``ru_maxrss``
+    is the larger of that and its own (see :func:`high_water_mb`)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / MB if sys.platform == "darwin" else peak / 1024.0
+
+
+def high_water_mb() -> float:
+    """This process's own peak RSS (MiB): ``VmHWM`` of ``/proc/self/status`` on Linux.
+
+    Unlike ``ru_maxrss`` it starts at zero in a fresh process: a worker spawned by a
+    parent of 300 MiB has ``ru_maxrss >= 300`` from its first instruction (the kernel
+    carries the parent's peak over the exec), so a rise of ``ru_maxrss`` there says
+    nothing below the parent's size. Elsewhere ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return ru_maxrss_mb()
 
 
 class Nvml:
@@ -147,8 +167,9 @@ class ResourceSampler:
 
     @property
     def ram_max_mb(self) -> float:
-        """Peak RAM: the sampled peak or the kernel's ``ru_maxrss``, whichever is larger."""
-        return max(self.rss_peak_mb, ru_maxrss_mb())
+        """Peak RAM: the sampled peak or the kernel's own peak of this process
+        (:func:`high_water_mb`, not the parent's), whichever is larger."""
+        return max(self.rss_peak_mb, high_water_mb())
 
     def mean_utilization(self, t0: float, t1: float) -> float | None:
         """Mean GPU utilisation (%) over samples taken in ``[t0, t1]``."""
@@ -226,11 +247,11 @@ class CallPeak:
     :func:`return_free_heap`, so memory an earlier phase freed but the allocator kept
     is not counted as already there. The peak comes from two sources:
 
-    - the kernel's high-water mark ``ru_maxrss``, which never decreases: if it *rose*
-      during the call, the call set a new process peak and that peak is exactly the new
-      mark (``source = "high_water"``);
+    - the kernel's high-water mark of the process (:func:`high_water_mb`), which never
+      decreases: if it *rose* during the call, the call set a new process peak and that
+      peak is exactly the new mark (``source = "high_water"``);
     - otherwise the call stayed below a peak set earlier (a JIT compilation, say), which
-      ``ru_maxrss`` cannot see under; then the peak is the largest RSS sampled every
+      the mark cannot see under; then the peak is the largest RSS sampled every
       ``interval`` seconds by a thread (``source = "sampled"``: a lower bound that can
       miss a spike shorter than the interval).
 
@@ -245,7 +266,7 @@ class CallPeak:
 
     def start(self) -> CallPeak:
         return_free_heap()
-        self.high_water0_mb = ru_maxrss_mb()
+        self.high_water0_mb = high_water_mb()
         self.rss0_mb = rss_mb()
         self.sampler.start()
         return self
@@ -253,7 +274,7 @@ class CallPeak:
     def stop(self) -> tuple[float, str]:
         """``(need in MiB, source)``, source ``"high_water"`` or ``"sampled"``."""
         self.sampler.stop()
-        high_water = ru_maxrss_mb()
+        high_water = high_water_mb()
         if high_water > self.high_water0_mb:
             peak, source = high_water, "high_water"
         else:

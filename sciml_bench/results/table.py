@@ -22,7 +22,7 @@ JSON_KEYS = (
     "solve_s", "grad_s", "solution_error", "gradient_error", "gradient", "steps",
     "rhs_evals", "gradient_tier", "gradient_cosine", "rtol", "atol", "t_reached",
     "peak_rss_mb", "device", "device_requested", "device_name", "vram_max_mb", "alloc_peak_mb",
-    "grad_rss_mb", "grad_rss_source",
+    "grad_rss_mb", "grad_rss_source", "kind",
 )
 
 
