@@ -40,8 +40,12 @@ METHODS = (
 
 
 def scaled_problem(factor: float, folder: Path) -> Path:
-    """The spiral's file with its horizon, save points and name stretched by ``factor``."""
-    text = (spec.problems_dir() / f"{PROBLEM}.toml").read_text()
+    """The spiral's file with its horizon, save points and name stretched by ``factor``
+    (at 1x the shipped file itself, whose reference may be cached already)."""
+    shipped = spec.problems_dir() / f"{PROBLEM}.toml"
+    if factor == 1:
+        return shipped
+    text = shipped.read_text()
     end = 1.5 * factor
     edits = {
         f'name = "{PROBLEM}"': f'name = "{PROBLEM}-x{factor:g}"',
