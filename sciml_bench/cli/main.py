@@ -719,12 +719,13 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
     """Print the table of one or more results files again.
 
     The header line gives the run's status (complete, interrupted by a signal,
-    failed, or running while it runs), when it started and where.
+    failed, or running while it runs), when it started and where; each table
+    ends with its verdict (--json: records of kind "verdict" after the cases).
 
     \b
     Examples:
       sciml-bench show results/stiff-robertson-*.h5
-      sciml-bench show results/run.h5 --json | jq '.[] | {backend, status, ttfg_s}'
+      sciml-bench show results/run.h5 --json | jq '.[] | select(.kind != "verdict") | {backend, status, ttfg_s}'
     """
     from sciml_bench.results import store as results
     from sciml_bench.results import table as report

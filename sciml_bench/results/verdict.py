@@ -144,7 +144,7 @@ def _pick_text(p: Pick) -> str:
     t = p.winner[p.key]
     head = f"{p.criterion}: {label(p.winner)} ({_seconds(t)})"
     if p.runner_up is None:
-        return f"{head}, the only qualifying row"
+        return f"{head}, the only qualifying row with this timing"
     r = p.ratio or 1.0
     times = f"{r:.2f}x" if r < 10 else f"{r:.3g}x"
     other = f"{label(p.runner_up)} ({_seconds(p.runner_up[p.key])})"
