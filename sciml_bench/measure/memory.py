@@ -256,27 +256,36 @@ class CallPeak:
       miss a spike shorter than the interval).
 
     Use :meth:`start` just before the call and :meth:`stop` just after it (after the
-    call's clock is read: joining the thread is not the call's time).
+    call's clock is read: joining the thread is not the call's time). :attr:`own_s` is
+    the probe's own time in both (the heap trim can take a fraction of a second in a
+    large, fragmented heap), for a caller to leave out of a time that spans the call.
+    The call itself pays only the page faults of reusing trimmed pages (about 0.25 µs
+    per 4 KiB) and a sample every ``interval``.
     """
 
     def __init__(self, interval: float = 0.01):
         self.sampler = ResourceSampler(interval=interval)
         self.rss0_mb = 0.0
         self.high_water0_mb = 0.0
+        self.own_s = 0.0
 
     def start(self) -> CallPeak:
+        t0 = time.perf_counter()
         return_free_heap()
         self.high_water0_mb = high_water_mb()
         self.rss0_mb = rss_mb()
         self.sampler.start()
+        self.own_s += time.perf_counter() - t0
         return self
 
     def stop(self) -> tuple[float, str]:
         """``(need in MiB, source)``, source ``"high_water"`` or ``"sampled"``."""
+        t0 = time.perf_counter()
         self.sampler.stop()
         high_water = high_water_mb()
         if high_water > self.high_water0_mb:
             peak, source = high_water, "high_water"
         else:
             peak, source = self.sampler.rss_peak_mb, "sampled"
+        self.own_s += time.perf_counter() - t0
         return max(0.0, peak - self.rss0_mb), source
