@@ -14,6 +14,8 @@ can be apart on this machine (on a shared 2-core VM, sub-millisecond rows move b
 ±25% between processes running identical code).
 
     python benchmarks/harness_overhead.py [--rounds 3] [--repeats 20]
+    python benchmarks/harness_overhead.py --rounds 1 --repeats 2 \
+        --problems nonstiff-lotka-volterra --backends torchdiffeq     # a smoke test
 
 Prints one line per row, then ``worst overhead = X.XXX``.
 """
@@ -107,7 +109,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--problems", help="comma list of the rows' problems (default: all; "
+                    "stiff-robertson-short is torchdiffeq's ROBER)")
+    ap.add_argument("--backends", default=",".join(BACKENDS), help="comma list")
     args = ap.parse_args()
+    wanted_backends = set(args.backends.split(","))
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -118,6 +124,14 @@ def main() -> None:
             ("stiff-robertson", "robertson", ("diffrax",)),
             (str(short_robertson(tmp)), "robertson", ("torchdiffeq",)),
         ]
+        groups = [
+            (target, rhs, tuple(b for b in backends if b in wanted_backends))
+            for target, rhs, backends in groups
+            if not args.problems or spec.load(target).name in args.problems.split(",")
+        ]
+        groups = [g for g in groups if g[2]]
+        if not groups:
+            sys.exit("harness_overhead: no row left; see --problems and --backends")
         configs = {}
         for target, rhs, backends in groups:
             problem = spec.load(target)

@@ -114,6 +114,12 @@ def test_missing_framework_is_unavailable_with_fix(monkeypatch):
     assert rec["status"] == "unavailable"
     assert rec["fix"] == "pip install -c constraints.txt -e '.[tensorflow]'"
     assert set(RECORD_FIELDS) <= set(rec)
+    # the table's note under the row says how to fix it, as an ODE backend's does
+    from sciml_bench.results.table import table
+
+    assert "Fix: pip install -c constraints.txt -e '.[tensorflow]'" in " ".join(
+        table([{**rec, "kind": "cnn", "problem": "cnn"}]).split()
+    )
 
 
 def test_errors_are_records_not_exceptions():
@@ -287,8 +293,12 @@ def test_jobs_per_precision_reference_first():
     assert len(js) == 2 * len(variants())
     with pytest.raises(ValueError, match="unknown precision"):
         jobs(True, precisions=["fp8"])
-    # CIFAR-style ResNet: 32x32 unless asked otherwise; quick keeps its size
+    # CIFAR-style ResNet: 32x32 unless asked otherwise, quick too (with fewer steps)
     assert jobs(False, "cpu", overrides={"model": "resnet18"})[0]["config"]["image_size"] == 32
+    quick = jobs(True, "cpu", overrides={"model": "resnet18"})[0]["config"]
+    assert quick["image_size"] == 32 and quick["steps_per_epoch"] < PRESETS["quick"].steps_per_epoch
+    assert jobs(True, "cpu", overrides={"model": "resnet18", "steps_per_epoch": 2}
+                )[0]["config"]["steps_per_epoch"] == 2  # fmt: skip
     big = jobs(False, "cpu", overrides={"model": "resnet18", "image_size": 64})
     assert big[0]["config"]["image_size"] == 64
 
@@ -523,7 +533,7 @@ def test_cli_runs_the_second_wave_options(tmp_path):
     r = subprocess.run([sys.executable, "-m", "sciml_bench.cli.main", *args],
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
-    printed = json.loads(r.stdout)
+    printed = [x for x in json.loads(r.stdout) if x.get("kind") != "verdict"]
     (path,) = tmp_path.glob("*.h5")
     stored = read(path).records
     assert [x["precision"] for x in printed] == [x["precision"] for x in stored] == ["fp32", "bf16"]

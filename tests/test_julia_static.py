@@ -533,7 +533,7 @@ def test_cli_status_without_julia(no_julia: Path):
     from sciml_bench.cli.julia import julia
 
     result = CliRunner().invoke(julia, ["status", "--json"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # as every sciml-bench error that says what to do
     report = json.loads(result.output)
     assert report["available"] is False and "julia" in report["reason"]
 
@@ -561,7 +561,9 @@ def test_cli_setup_without_julia(no_julia: Path):
     from sciml_bench.cli.julia import julia
 
     result = CliRunner().invoke(julia, ["setup"])
-    assert result.exit_code != 0 and "juliaup" in result.output
+    assert result.exit_code == 2 and "juliaup" in result.output
+    (line,) = result.output.strip().splitlines()  # one line: what is wrong, then the fix
+    assert line.startswith("Error: ") and "Fix: Install Julia" in line
 
 
 # --- the Python glue, against a fake juliacall ---------------------------------------------

@@ -28,7 +28,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
     )
     assert r.returncode == 0, r.stderr[-3000:]
     (path,) = out.glob("*.h5")
-    return json.loads(r.stdout), path
+    return [x for x in json.loads(r.stdout) if x.get("kind") != "verdict"], path
 
 
 @pytest.mark.slow
@@ -98,6 +98,9 @@ def test_results_file_holds_raw_samples_and_environment(run) -> None:
     assert len(d["phases"]) == 1 and len(d["phases"][0]) == 4
     printed = next(r for r in records if r["backend"] == "diffrax")
     assert d["grad_s"] == pytest.approx(printed["grad_s"])
+    # what the first gradient needed in RAM (its JIT compilation included), and how known
+    assert d["grad_rss_mb"] > 1 and d["grad_rss_source"] in ("high_water", "sampled")
+    assert printed["grad_rss_mb"] == pytest.approx(d["grad_rss_mb"])
 
 
 @pytest.mark.slow
@@ -109,6 +112,10 @@ def test_show_prints_the_table_again(run) -> None:
     )
     for word in ("diffrax", "Kvaerno4", "torchdiffeq", "max_steps", "unavailable", "pass"):
         assert word in r.stdout
+    # the table ends with its verdict: here Diffrax alone has a passing gradient
+    verdict = " ".join(r.stdout.rsplit("\nverdict", 1)[1].split())
+    assert verdict.startswith(": diffrax Kvaerno4 RecursiveCheckpointAdjoint is the only row "
+                              "with a passing gradient (steady gradient ")  # fmt: skip
 
 
 @pytest.mark.slow

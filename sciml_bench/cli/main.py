@@ -15,8 +15,11 @@ from typing import Any, NoReturn
 import click
 
 from sciml_bench import __version__
+from sciml_bench.backends import REGISTRY
 
 EXIT_BAD_INPUT = 2
+#: every backend, for the help texts (the registry imports no library)
+BACKEND_NAMES = tuple(REGISTRY)
 #: gradient components `reference` prints before summarizing the rest
 GRADIENT_LINES = 10
 #: Ctrl-C; SIGTERM gives 143 and SIGHUP 129 (128 + the signal's number)
@@ -66,8 +69,9 @@ class _Group(click.Group):
 @click.option("--debug", is_flag=True,
               help="Show full tracebacks for errors (also accepted after the command).")
 def main(debug: bool) -> None:
-    """Benchmark solving and differentiating ODEs across torchdiffeq, Diffrax,
-    DifferentialEquations.jl (Julia) and SciPy, fairly and reproducibly.
+    """Benchmark solving and differentiating ODEs across torchdiffeq and torchode
+    (PyTorch), Diffrax (JAX), DifferentialEquations.jl (Julia) and SciPy, fairly and
+    reproducibly.
 
     \b
     Typical use:
@@ -153,8 +157,8 @@ def _dask_options(f: Any) -> Any:
 @click.option("--problem-file", "problem_files", multiple=True, type=click.Path(),
               help="Run your own problem file (TOML); repeatable.")
 @click.option("-b", "--backend", "backend_names", multiple=True, callback=_comma_list,
-              help="Backend(s) to run, repeated or comma-separated (default: all). "
-              "See `sciml-bench list`.")
+              help="Backend(s) to run, repeated or comma-separated (default: all of "
+              f"{', '.join(BACKEND_NAMES)}). See `sciml-bench list`.")
 @click.option("--solver", "solvers", multiple=True, callback=_comma_list,
               help="Solver name(s), repeated or comma-separated; each applies to the "
               "backends that offer it.")
@@ -209,7 +213,9 @@ def _dask_options(f: Any) -> Any:
               "problem's [ensemble] sizes (quick: its sizes up to 64).")
 @_dask_options
 def run(**options: Any) -> None:
-    """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend.
+    """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend
+    (torchdiffeq, torchode, Diffrax, Julia, SciPy, ...: -b picks; `sciml-bench list`
+    shows each one's solvers and gradient methods).
 
     The name `cnn` runs the CNN training baselines instead (torch-eager,
     torch-compile, jax, tensorflow; select with -b), each variant in a fresh
@@ -224,7 +230,10 @@ def run(**options: Any) -> None:
     first solve and first gradient; steady-state solve and gradient times are
     raw samples; every row carries its solution error and its gradient
     agreement with a finite-difference reference. Failures are rows with a
-    status and a reason. Results go to one HDF5 file per run in --out.
+    status and a reason. Results go to one HDF5 file per run in --out. Under
+    each problem's table a verdict names the fastest rows with a passing
+    gradient (steady and first gradient), the ratio to the runner-up and
+    whether it clears the noise floor (--json: records of kind "verdict").
 
     \b
     Examples:
@@ -245,9 +254,9 @@ def run(**options: Any) -> None:
     plan = _plan_run(opts)
     records, path = _execute(plan, opts)
     if opts.as_json:
-        from sciml_bench.results.table import json_record
+        from sciml_bench.results.table import json_records
 
-        click.echo(json.dumps([json_record(r) for r in records], indent=2, default=str))
+        click.echo(json.dumps(json_records(records), indent=2, default=str))
     else:
         from sciml_bench.results.table import table
 
@@ -624,11 +633,11 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
 
 def _interrupted(records: list[dict[str, Any]], message: str, signum: int, as_json: bool) -> NoReturn:
     """Print what completed, as a finished run would (table or JSON); exit 128 + signal."""
-    from sciml_bench.results.table import json_record, table
+    from sciml_bench.results.table import json_records, table
     from sciml_bench.run.signals import exit_status
 
     if as_json:
-        click.echo(json.dumps([json_record(r) for r in records], indent=2, default=str))
+        click.echo(json.dumps(json_records(records), indent=2, default=str))
     elif records:
         click.echo(table(records))
     click.echo(message, err=True)
@@ -750,12 +759,13 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
     """Print the table of one or more results files again.
 
     The header line gives the run's status (complete, interrupted by a signal,
-    failed, or running while it runs), when it started and where.
+    failed, or running while it runs), when it started and where; each table
+    ends with its verdict (--json: records of kind "verdict" after the cases).
 
     \b
     Examples:
       sciml-bench show results/stiff-robertson-*.h5
-      sciml-bench show results/run.h5 --json | jq '.[] | {backend, status, ttfg_s}'
+      sciml-bench show results/run.h5 --json | jq '.[] | select(.kind != "verdict") | {backend, status, ttfg_s}'
     """
     from sciml_bench.results import store as results
     from sciml_bench.results import table as report
@@ -763,7 +773,7 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
     for f in files:
         run = results.read(f)
         if as_json:
-            click.echo(json.dumps([report.json_record(r) for r in run.records], indent=2, default=str))
+            click.echo(json.dumps(report.json_records(run.records), indent=2, default=str))
             continue
         env = run.environment
         status = run.meta.get("status")
@@ -780,7 +790,8 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
 @main.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_(as_json: bool) -> None:
-    """List problems (size, stiffness, description) and backends (availability).
+    """List problems (size, stiffness, description) and backends (availability, the
+    solvers with the stiff ones marked, the gradient methods, and the defaults).
 
     \b
     Examples:
@@ -791,9 +802,11 @@ def list_(as_json: bool) -> None:
     from sciml_bench.problem import spec
 
     probs = []
+    loaded = []
     for name in spec.available_problems():
         try:
             p = spec.load(name)
+            loaded.append(p)
             probs.append({
                 "name": p.name, "states": p.n_state, "parameters": p.n_params,
                 "stiff": p.stiff, "description": p.description,
@@ -807,7 +820,7 @@ def list_(as_json: bool) -> None:
         bks.append({
             "name": name, "available": av.ok, "reason": av.reason, "fix": av.fix,
             "solvers": list(b.solvers()), "gradient_methods": list(b.gradient_methods),
-            "devices": list(b.devices),
+            "devices": list(b.devices), **_backend_defaults(b, loaded),
         })
     if as_json:
         click.echo(json.dumps({"problems": probs, "backends": bks}, indent=2))
@@ -822,12 +835,69 @@ def list_(as_json: bool) -> None:
                 f"  {p['name']:<28} {p['states']:>3} states {p['parameters']:>4} params  "
                 f"{kind:<9}  {p['description']}"
             )
-    click.echo("\nBackends:")
+    click.echo("\nBackends (solvers and gradient methods as --solver and --gradient take them):")
     for b in bks:
         state = "available" if b["available"] else f"unavailable: {b['reason']}"
         click.echo(f"  {b['name']:<12} {state}")
         if not b["available"] and b["fix"]:
             click.echo(f"  {'':<12} fix: {b['fix']}")
+        for line in _backend_lines(b):
+            click.echo(line)
+
+
+def _backend_defaults(b: Any, problems: Sequence[Any]) -> dict[str, Any]:
+    """A backend's stiff solvers and defaults, for ``list``: the default solver per
+    problem class and the default gradient method per shipped problem (some backends,
+    Julia's, pick it by the problem's size)."""
+    gradients: dict[str, list[str]] = {}
+    for p in problems:
+        try:
+            gradients.setdefault(b.default_gradient(p), []).append(p.name)
+        except Exception:  # a backend that needs the compiled problem to decide
+            continue
+    return {
+        "stiff_solvers": [n for n, info in b.solvers().items() if info.stiff],
+        "default_solver": {"stiff": b.default_solver(True), "nonstiff": b.default_solver(False)},
+        "default_gradient": gradients,
+    }
+
+
+def _backend_lines(b: dict[str, Any]) -> list[str]:
+    """``list``'s lines of one backend: its solvers and gradient methods, stiff solvers
+    and the defaults marked, wrapped between items."""
+    stiff, default = set(b["stiff_solvers"]), b["default_solver"]
+    solvers = []
+    for name in b["solvers"]:
+        notes = ["stiff"] if name in stiff else []
+        if name == default["stiff"] == default["nonstiff"]:
+            notes.append("default")
+        elif name in (default["stiff"], default["nonstiff"]):
+            kind = "stiff" if name == default["stiff"] else "non-stiff"
+            notes.append(f"default for {kind} problems")
+        solvers.append(name + (f" ({'; '.join(notes)})" if notes else ""))
+    by_default = b["default_gradient"]
+    usual = max(by_default, key=lambda g: len(by_default[g]), default=None)
+    others = sorted(p for g, ps in by_default.items() if g != usual for p in ps)
+    grads = []
+    for name in b["gradient_methods"]:
+        if name == usual:
+            grads.append(f"{name} (default{', except for ' + ', '.join(others) if others else ''})")
+        elif name in by_default:
+            grads.append(f"{name} (default for {', '.join(by_default[name])})")
+        else:
+            grads.append(name)
+    return _wrap_items("solvers", solvers) + _wrap_items("gradients", grads)
+
+
+def _wrap_items(label: str, items: Sequence[str], width: int = 100) -> list[str]:
+    """``label: a, b, c`` indented under a backend's name, broken between items only."""
+    lines = [f"{'':<15}{label}:"]
+    for i, item in enumerate(items):
+        piece = f" {item}" + ("," if i < len(items) - 1 else "")
+        if len(lines[-1]) + len(piece) > width and lines[-1].strip() != f"{label}:":
+            lines.append(f"{'':<17}")
+        lines[-1] += piece
+    return lines
 
 
 @main.command()

@@ -26,6 +26,7 @@ from sciml_bench.results.store import Run
 from sciml_bench.results.table import (
     device_cell,
     error_cells,
+    grad_memory_cell,
     load_notes,
     member_counts,
     reference_notes,
@@ -34,7 +35,7 @@ from sciml_bench.results.table import (
 
 CASE_COLUMNS = (
     "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s [IQR]", "solve ms [IQR]",
-    "grad ms [IQR]", "sol err", "grad err",
+    "grad ms [IQR]", "sol err", "grad err", "grad mem MiB",
 )  # fmt: skip
 CNN_COLUMNS = (
     ("backend", "variant"), ("device", "device"), ("status", "status"),
@@ -133,6 +134,7 @@ def case_row(r: dict[str, Any], metric_key: str) -> list[str]:
         _spread(r.get("grad_s"), r.get("grad_iqr"), 1e3),
         sol_err,
         grad_err,
+        grad_memory_cell(r),
     ]
 
 
@@ -337,6 +339,23 @@ def by_hardware(recs: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]
     return groups
 
 
+def verdict_blocks(recs: Sequence[dict[str, Any]], which: str = "whose gradient passes"
+                   ) -> list[Block]:  # fmt: skip
+    """The verdict under a table (:mod:`sciml_bench.results.verdict`), one item per
+    comparison (tolerance, size, results file)."""
+    from sciml_bench.measure.noise import NOISE_FLOOR
+    from sciml_bench.results import verdict
+
+    found = verdict.verdicts(recs)
+    if not found:
+        return []
+    return [
+        Para(f"**Verdict**: the fastest rows {which}, the ratio to the "
+             f"runner-up, and whether it clears the {NOISE_FLOOR:.2f}x noise floor:"),
+        Notes([v.text().removeprefix("verdict").lstrip(" :") for v in found]),
+    ]  # fmt: skip
+
+
 def _case_blocks(
     recs: list[dict[str, Any]], out: Path, prefix: str, metric: str, metric_key: str,
     several: bool,
@@ -356,6 +375,7 @@ def _case_blocks(
     shared = load_notes(recs)  # cases timed beside others on their host
     if shared:
         blocks += [Para("Load:"), Notes(shared)]
+    blocks += verdict_blocks(recs)
     ok = [r for r in recs if r.get("kind", "ode") == "ode"]
     for plot in (
         plots.work_precision_figure(ok, metric),
@@ -391,6 +411,7 @@ def _ensemble_blocks(
     notes = failure_notes(recs)
     if notes:
         blocks += [Para("Failures and notes:"), Notes(notes)]
+    blocks += verdict_blocks(recs)
     blocks.append(_figure(scaling.scaling_figure(recs), out, prefix))
     texts = scaling.scaling_texts(recs)
     if texts:
@@ -414,6 +435,7 @@ def cnn_blocks(recs: list[dict[str, Any]], out: Path, prefix: str = "cnn") -> li
         warn = (f" **{len(oversubscribed)} row(s) ran on an oversubscribed machine**: their "
                 "timings include waiting for a core." if oversubscribed else "")  # fmt: skip
         blocks += [Para("Threads and load:" + warn), Notes(load)]
+    blocks += verdict_blocks(recs, "that trained beyond chance and kept their accuracy")
     blocks.append(_figure(plots.cnn_figure(recs), out, prefix))
     blocks.append(_figure(plots.cnn_curve_figure(recs), out, prefix))
     blocks.append(_figure(plots.cnn_speed_figure(recs), out, prefix))

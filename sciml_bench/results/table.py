@@ -13,7 +13,7 @@ from typing import Any
 
 ODE_COLUMNS = (
     "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s", "solve ms [IQR]",
-    "grad ms [IQR]", "sol err", "grad err", "steps",
+    "grad ms [IQR]", "sol err", "grad err", "steps", "grad MB",
 )
 
 #: keys of the machine-readable (--json) case record, timing keys being medians
@@ -25,6 +25,7 @@ JSON_KEYS = (
     # where and beside what it ran (stored rows have them; --executor dask rows too)
     "host", "hardware", "dask_worker", "concurrent_cases", "threads", "threads_source",
     "xla_threads", "worker_threads",
+    "grad_rss_mb", "grad_rss_source", "kind",
 )
 #: keys of the --json record about what a row's numbers claim: what its TTFG measures,
 #: the phases a failed row kept, and the reference it is scored against (NaN -> null)
@@ -172,6 +173,18 @@ def device_cell(r: dict[str, Any]) -> str:
     return f"{dev} (asked {asked})" if asked and asked != dev else str(dev)
 
 
+def grad_memory_cell(r: dict[str, Any]) -> str:
+    """What the first gradient needed in memory: on the CPU the RAM above the worker's RSS
+    before it (``grad_rss_mb``; ``≥`` marks a sampled lower bound), on a GPU the
+    allocator's peak over the case (``alloc_peak_mb``, ``gpu``); ``-`` when not measured."""
+    if r.get("device") == "cuda" and r.get("alloc_peak_mb") is not None:
+        return f"{r['alloc_peak_mb']:.3g} gpu"
+    mb = r.get("grad_rss_mb")
+    if mb is None:
+        return "-"
+    return ("≥" if r.get("grad_rss_source") == "sampled" else "") + f"{mb:.3g}"
+
+
 def ttfg_cell(r: dict[str, Any], ok_cell: str | None = None) -> str:
     """The TTFG column of an ODE row: the median (``ok_cell`` when the caller formats it
     with its spread), ``(solve)`` where the backend computes no gradient and the time is
@@ -260,6 +273,7 @@ def ode_row(r: dict[str, Any]) -> list[str]:
         sol_err,
         grad_err,
         str(steps) if steps is not None else "-",
+        grad_memory_cell(r),
     ]
 
 
@@ -307,6 +321,7 @@ def table(records: Sequence[dict[str, Any]]) -> str:
             out.append("  " + textwrap.fill(note, width=100, subsequent_indent="    "))
         out += [textwrap.fill(n, width=100, initial_indent="  ", subsequent_indent="    ")
                 for n in load_notes(recs)]  # fmt: skip
+        out += verdict_lines(recs)
     return "\n".join(out).lstrip("\n")
 
 
@@ -381,6 +396,21 @@ def generic_table(records: Sequence[dict[str, Any]]) -> str:
             row.append(_num(v, ".3g") if isinstance(v, float) else ("-" if v is None else str(v)))
         rows.append(row)
     return render(keys, rows)
+
+
+def verdict_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The verdict lines of one problem's rows (:mod:`sciml_bench.results.verdict`)."""
+    from sciml_bench.results import verdict
+
+    return verdict.lines(records)
+
+
+def json_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ``--json`` prints: every case's :func:`json_record`, then the verdicts
+    (records with ``kind = "verdict"``; consumers of case rows skip them by kind)."""
+    from sciml_bench.results import verdict
+
+    return [json_record(r) for r in records] + verdict.json_records(records)
 
 
 def json_record(r: dict[str, Any]) -> dict[str, Any]:

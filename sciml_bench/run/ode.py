@@ -198,14 +198,22 @@ def work(job: dict[str, Any], events: Events) -> None:
     if full:
         events.emit(y=sol.y, stats=sol.stats)
 
+    probe_s = 0.0  # the memory probe's own time: never part of time to first gradient
     if backend.differentiable:
+        from sciml_bench.measure.memory import CallPeak
+
+        ram = CallPeak().start()  # what this gradient call needs above the RSS before it
         start = clock()
         try:
             loss, grad = case.loss_and_grad(theta)
         except Exception as e:
+            ram.stop()
             report_failure(events, e, "first gradient", "first_grad", clock() - start)
             return
         events.emit(phase="first_grad", s=clock() - start)
+        grad_rss_mb, grad_rss_source = ram.stop()
+        probe_s = ram.own_s
+        events.emit(grad_rss_mb=grad_rss_mb, grad_rss_source=grad_rss_source)
         bad = _nonfinite_grad(name, loss, grad)
         if bad:
             # A NaN gradient from a "successful" solve is a failure, never a score.
@@ -215,7 +223,7 @@ def work(job: dict[str, Any], events: Events) -> None:
             events.emit(loss=loss, gradient=grad)
     # without a gradient (SciPy) the time to first gradient is the time to first solve
     kind = "gradient" if backend.differentiable else "solve"
-    events.emit(ttfg_s=clock() - t_spawn, ttfg_kind=kind)
+    events.emit(ttfg_s=clock() - t_spawn - probe_s, ttfg_kind=kind)
 
     if full and not _steady(job, case, theta, backend.differentiable, events):
         return
@@ -470,6 +478,9 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "jac_evals": stats.get("jac_evals"),
         "lu_decomps": stats.get("lu_decomps"),
         "peak_rss_mb": ev.get("peak_rss_mb"),
+        # the first gradient's RAM above the process's RSS before it (measure.memory.CallPeak)
+        "grad_rss_mb": ev.get("grad_rss_mb"),
+        "grad_rss_source": ev.get("grad_rss_source"),
         "worker_wall_s": full.wall_s,
         **reference_columns(ref, opts["gradient_method"]),
         **_scores(problem, ref, ev, status == Status.OK.value),

@@ -377,19 +377,23 @@ def run(
             job = case_job(spec, problem, ref, settings)
             tasks.append((i, CaseTask(job, _modes(settings), settings.budget_s)))
 
+    # the counter counts rows: an unavailable backend's cases make one row between them
+    row_of = {i: n for n, i in enumerate(sorted([*unavailable, *(i for i, _ in tasks)]), 1)}
+    rows = len(row_of)
+
     def unavailable_before(i: int) -> None:
         for j in sorted(k for k in unavailable if k < i):
             spec = unavailable.pop(j)
             av = availability[spec.backend]
             rec = {**unavailable_record(problem, spec.backend, av.reason, av.fix), "case_index": j}
-            progress(f"[{j}/{len(cases)}] {spec.backend}: unavailable ({av.reason})")
+            progress(f"[{row_of[j]}/{rows}] {spec.backend}: unavailable ({av.reason})")
             writer.add(rec)
             done.append(rec)
 
     def announce(i: int, where: str) -> None:
         unavailable_before(i)
         on = f"  on {where}" if where else ""
-        progress(f"[{i}/{len(cases)}] {problem.name}: {cases[i - 1].label}{on}")
+        progress(f"[{row_of[i]}/{rows}] {problem.name}: {cases[i - 1].label}{on}")
 
     with _saved_on_interrupt(writer, done):
         try:
