@@ -98,9 +98,9 @@ def integrator_options(options: CaseOptions) -> dict[str, Any]:
         "max_num_steps": options.max_steps,
         "linear_multistep_method": lmm,
         "nonlinear_solver_iteration": iteration,
-        # a failing solve is reported as a status, not as one warning per RHS evaluation
         # the adjoint's parameter gradient (a quadrature) under error control, as the states
         "quad_err_con": True,
+        # a failing solve is reported as a status, not as one warning per RHS evaluation
         "show_eval_warnings": False,
         "disable_internal_warnings": True,
     }

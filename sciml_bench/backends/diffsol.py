@@ -28,8 +28,9 @@ CVODES' parameter scaling would, made ROBER's sensitivities fail their error tes
 Step bound: diffsol has none (its solvers stop on a step size that underflows or on
 repeated error-test or Newton failures). The shared ``max_steps`` is checked after the
 solve against diffsol's accepted steps, counted once per parameter vector by
-``ode.solve(theta, t_end)``, which takes the same steps as ``solve_dense`` and returns
-every step's time; a solve that would never end is stopped by the case's budget.
+``ode.solve(theta, t_last)`` (``t_last`` the last save time, where ``solve_dense`` stops),
+which takes the same steps as ``solve_dense`` and returns every step's time; a solve that
+would never end is stopped by the case's budget.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ IDIOM = (
     "pydiffsol.Ode(DiffSL code, scalar_type=f64, matrix_type, ode_solver), JIT-compiled "
     "at build; timed solve = ode.solve_dense(theta, t_save); timed gradient = "
     "solve_fwd_sens (forward) or solve_adjoint_fwd + solve_adjoint_bkwd (adjoint) and the "
-    "loss's chain rule in NumPy; steps counted by ode.solve(theta, t_end) after the clock"
+    "loss's chain rule in NumPy; steps counted by ode.solve(theta, t_save[-1]) after the clock"
 )
 #: diffsol's messages end "... at time = 0.378"
 _AT_TIME = re.compile(r"at time = ([-+0-9.eE]+)")
@@ -115,7 +116,7 @@ class DiffsolCase(Case):
         self.ode.sens_rtol, self.ode.sens_atol = sr, sa
         self.ode.param_rtol, self.ode.param_atol = sr, sa
         self.t_save = np.asarray(problem.t_save, dtype=np.float64)
-        self.t_end = float(problem.t_span[1])
+        self.t_end = float(self.t_save[-1])  # where solve_dense stops
         self.max_steps = options.max_steps
         self.W, self.O, self.C = problem.loss_W, problem.loss_O, problem.loss_C
         self.adjoint = options.gradient_method == "adjoint"
