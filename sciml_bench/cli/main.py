@@ -67,7 +67,8 @@ class _Group(click.Group):
               help="Show full tracebacks for errors (also accepted after the command).")
 def main(debug: bool) -> None:
     """Benchmark solving and differentiating ODEs across torchdiffeq, Diffrax,
-    DifferentialEquations.jl (Julia) and SciPy, fairly and reproducibly.
+    CVODES (CasADi), diffsol, DifferentialEquations.jl (Julia) and SciPy, fairly and
+    reproducibly.
 
     \b
     Typical use:
