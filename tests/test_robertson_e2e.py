@@ -35,7 +35,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
 def test_every_backend_has_a_row_with_the_required_keys(run) -> None:
     records, _ = run
     assert [r["backend"] for r in records] == [
-        "scipy", "diffrax", "torchdiffeq", "torchode", "julia"
+        "scipy", "diffrax", "torchdiffeq", "torchode", "cvodes", "diffsol", "julia"
     ]
     for r in records:
         assert set(r) >= REQUIRED
@@ -51,6 +51,24 @@ def test_diffrax_gradient_agrees_with_the_reference(run) -> None:
     assert d["solution_error"] < 1e-4
     assert d["ttfg_s"] > 0 and d["solve_s"] > 0 and d["grad_s"] > 0
     assert d["steps"] > 100  # Kvaerno4 takes ~360 steps on ROBER
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["cvodes", "diffsol"])
+def test_compiled_stiff_solvers_solve_and_differentiate(run, backend: str) -> None:
+    """CVODES (through CasADi) and diffsol: ok rows with every timing, their BDF's step
+    counts, and gradients in the pass tier (diffsol, 7e-5) or warn tier (CVODES' k3
+    component, 2.2e-4: README "cvodes and diffsol" says why)."""
+    records, _ = run
+    r = next(r for r in records if r["backend"] == backend)
+    if r["status"] == "unavailable":
+        pytest.skip(r["reason"])
+    assert r["status"] == "ok", r["reason"]
+    assert (r["solver"], r["gradient_method"]) == ({"cvodes": "BDF"}.get(backend, "bdf"), "forward")
+    assert r["ttfg_s"] > 0 and r["solve_s"] > 0 and r["grad_s"] > 0
+    assert r["solution_error"] < 1e-5 and 200 < r["steps"] < 1000
+    assert r["gradient_tier"] == "pass" if backend == "diffsol" else r["gradient_tier"] in ("pass", "warn")
+    assert r["gradient_error"] < 1e-3 and list(r["gradient"]) == ["k1", "k2", "k3"]
 
 
 @pytest.mark.slow

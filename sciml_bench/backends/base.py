@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
 
@@ -154,8 +155,28 @@ class EnsembleSolution:
     rhs_evals: np.ndarray | None = None
 
 
+#: CVODES' and diffsol's guides: forward sensitivities for few parameters, the adjoint for
+#: many. Their default gradient is ``forward`` up to this many parameters, ``adjoint``
+#: above (the crossover and robustness measured in README's "cvodes and diffsol" section;
+#: the reference gradient switches to directional derivatives above the same count)
+FORWARD_SENSITIVITY_LIMIT = 64
+
+
+def forward_or_adjoint(problem: CompiledProblem) -> str:
+    """``forward`` up to :data:`FORWARD_SENSITIVITY_LIMIT` parameters, else ``adjoint``."""
+    return "forward" if problem.n_params <= FORWARD_SENSITIVITY_LIMIT else "adjoint"
+
+
 class EnsembleNotOffered(NotImplementedError):
     """The backend has no ensemble of these semantics."""
+
+
+class ProblemNotExpressible(SolverFailure):
+    """Raised by ``build``: the library's modelling language cannot express the problem
+    (the reason names what is missing). The case is an ``unavailable`` row, not an error."""
+
+    def __init__(self, reason: str):
+        super().__init__(Status.UNAVAILABLE, reason)
 
 
 class EnsembleCase(ABC):

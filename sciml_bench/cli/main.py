@@ -69,8 +69,8 @@ class _Group(click.Group):
 @click.option("--debug", is_flag=True,
               help="Show full tracebacks for errors (also accepted after the command).")
 def main(debug: bool) -> None:
-    """Benchmark solving and differentiating ODEs across torchdiffeq and torchode
-    (PyTorch), Diffrax (JAX), DifferentialEquations.jl (Julia) and SciPy, fairly and
+    """Benchmark solving and differentiating ODEs across torchdiffeq, Diffrax,
+    CVODES (CasADi), diffsol, DifferentialEquations.jl (Julia) and SciPy, fairly and
     reproducibly.
 
     \b
@@ -163,7 +163,10 @@ def _dask_options(f: Any) -> Any:
               help="Solver name(s), repeated or comma-separated; each applies to the "
               "backends that offer it.")
 @click.option("--gradient", "gradients", multiple=True, callback=_comma_list,
-              help="Gradient method(s), repeated or comma-separated, e.g. BacksolveAdjoint.")
+              help="Gradient method(s), repeated or comma-separated, e.g. BacksolveAdjoint. "
+              "cvodes and diffsol: forward or adjoint; their default is forward up to 64 "
+              "parameters and adjoint above (their guides: forward sensitivities for few "
+              "parameters, the adjoint for many).")
 @click.option("--tolerances", help="Comma-separated rtols; atol keeps the problem's ratio.")
 @click.option("--sweep", is_flag=True, help="Work-precision ladder rtol 1e-3 ... 1e-9.")
 @click.option("--cold", type=click.IntRange(1, 50), default=None,
@@ -903,8 +906,8 @@ def _wrap_items(label: str, items: Sequence[str], width: int = 100) -> list[str]
 @main.command()
 @click.argument("problem", required=False)
 @click.option("--problem-file", type=click.Path(), help="A problem file instead of a name.")
-@click.option("--target", type=click.Choice(["numpy", "torch", "jax", "julia"]), default="numpy",
-              show_default=True)
+@click.option("--target", type=click.Choice(["numpy", "torch", "jax", "julia", "casadi", "diffsl"]),
+              default="numpy", show_default=True)
 def codegen(problem: str | None, problem_file: str | None, target: str) -> None:
     """Print the exact code a backend runs for PROBLEM, to audit fairness.
 
@@ -913,6 +916,7 @@ def codegen(problem: str | None, problem_file: str | None, target: str) -> None:
       sciml-bench codegen stiff-robertson --target jax
       sciml-bench codegen nonstiff-spiral-node --target julia
       sciml-bench codegen --problem-file my.toml --target numpy   (with the Jacobian)
+      sciml-bench codegen stiff-robertson-ude --target diffsl    (what diffsol compiles)
     """
     from sciml_bench.problem import codegen as cg
 

@@ -18,7 +18,9 @@ Targets and what they define:
   with one shared parameter vector or one per member (``P`` of shape ``(n, n_params)``),
   written on columns as a torch user writes a batched vector field (ensembles);
 - ``jax``:   ``rhs(t, y, p)`` on 1-D arrays, the parameters passed as Diffrax's ``args``;
-- ``julia``: in-place ``rhs!(du, u, p, t)``.
+- ``julia``: in-place ``rhs!(du, u, p, t)``;
+- ``casadi``: ``rhs(t, y, p)`` building CasADi expressions (:mod:`.codegen_casadi`);
+- ``diffsl``: the DiffSL model pydiffsol compiles (:mod:`.codegen_diffsl`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from sciml_bench.problem.spec import Network, Problem
 
 __all__ = ["TARGETS", "generate", "load_python", "python_source", "julia_source"]
 
-TARGETS = ("numpy", "torch", "jax", "julia")
+TARGETS = ("numpy", "torch", "jax", "julia", "casadi", "diffsl")
 
 
 @dataclass(frozen=True)
@@ -498,6 +500,14 @@ def julia_source(problem: Problem) -> str:
 
 def generate(problem: Problem, target: str) -> str:
     """The exact source a backend runs for ``target`` (one of :data:`TARGETS`)."""
+    if target == "casadi":
+        from sciml_bench.problem.codegen_casadi import casadi_source
+
+        return casadi_source(problem)
+    if target == "diffsl":
+        from sciml_bench.problem.codegen_diffsl import diffsl_source
+
+        return diffsl_source(problem)
     if target not in _TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     return julia_source(problem) if target == "julia" else python_source(problem, target)
