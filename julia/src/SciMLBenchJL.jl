@@ -20,6 +20,7 @@ module SciMLBenchJL
 import ChainRulesCore
 import DiffResults
 import ForwardDiff
+import Optimisers
 import SciMLBase
 import Zygote
 using OrdinaryDiffEqBDF: OrdinaryDiffEqBDF, FBDF
@@ -39,6 +40,7 @@ using SciMLSensitivity:
 export build_case, gradient_names, loss_and_grad_case, solve_case, solver_names, versions
 export build_ensemble_case, gpu_device_name, gpu_status
 export loss_and_grad_ensemble_case, solve_ensemble_case
+export build_training, train_step_case, training_parameters, training_rule
 
 # Solvers by the name the command line uses, which is the library's own.
 const SOLVERS = Dict{String, Function}(
@@ -301,6 +303,7 @@ end
 """Julia's and the solver stack's versions, as `((name, version), ...)`, for the record."""
 function versions()
     mods = (
+        Optimisers,
         SciMLBase,
         SciMLSensitivity,
         Zygote,
@@ -320,5 +323,6 @@ function versions()
 end
 
 include("ensemble.jl")
+include("training.jl")
 
 end # module SciMLBenchJL
