@@ -247,7 +247,7 @@ def test_a_budget_kill_keeps_the_partial_curve(tiny: Any) -> None:
     done, its = rec["iterations_done"], rec["curve_iteration"]
     assert done > 2 and its[0] == 0 and its[-1] <= done - 1 and its == sorted(set(its))
     assert len(rec["iteration_samples"]) == done and len(rec["curve_loss"]) == len(its)
-    assert f"after {done} of 1000000 iterations" in rec["reason"]
+    assert f"budget, with {done} of 1000000 iterations done" in rec["reason"]
     assert f"curve up to iteration {its[-1]} is kept" in rec["reason"]
     assert rec["curve_loss"][0] == pytest.approx(reference.get(problem).loss, rel=1e-4)
     assert rec["ttfg_s"] > 0 and rec["phases"][0][2] > 0  # the first iteration's phase
@@ -266,7 +266,7 @@ def test_an_explicit_solver_on_a_stiff_problem_cannot_train() -> None:
     assert rec["reason"].startswith("cannot train: dopri5 (an explicit solver on a stiff "
                                     "problem) failed the first iteration")  # fmt: skip
     assert "training iteration 0 of 50" in rec["reason"]
-    assert rec["target_reached"] is False and rec.get("curve_loss") in (None, [])
+    assert "target_reached" not in rec and rec.get("curve_loss") in (None, [])
 
 
 # --- the command line -------------------------------------------------------------------------

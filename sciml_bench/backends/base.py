@@ -383,6 +383,11 @@ class TrainingCase(ABC):
     def parameters(self) -> np.ndarray:
         """θ now (natural units, declaration order), as a NumPy copy."""
 
+    def progress_t(self) -> float | None:
+        """The latest time the current solve reached, if the library tells (as
+        :meth:`Case.progress_t`)."""
+        return None
+
     def placement(self) -> tuple[str, str | None]:
         """Where the training's arrays are (as :meth:`Case.placement`)."""
         from sciml_bench.measure.environment import cpu_model

@@ -419,6 +419,9 @@ class TorchdiffeqTrainingCase(TrainingCase):
         vec = self.torch.nn.utils.parameters_to_vector(self.case.params)
         return vec.detach().cpu().numpy()
 
+    def progress_t(self) -> float | None:
+        return self.case.progress_t()
+
     def placement(self) -> tuple[str, str | None]:
         return self.case.placement()
 

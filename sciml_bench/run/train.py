@@ -137,6 +137,7 @@ def _train(case: Any, training: Any, job: dict[str, Any], events: Events) -> boo
     pending: list[float] = []  # timed seconds not yet reported
     total, reached = 0.0, False
     for k in range(n):
+        watch = _first_iteration_watch(case, events) if k == 0 else None
         start = perf()
         try:
             raw = case.step()
@@ -147,6 +148,9 @@ def _train(case: Any, training: Any, job: dict[str, Any], events: Events) -> boo
                 events.emit(iteration_s=pending)
             report_failure(events, e, f"training iteration {k} of {n}")
             return False
+        finally:
+            if watch is not None:
+                watch()
         total += elapsed
         pending.append(elapsed)
         if k == 0:
@@ -162,6 +166,25 @@ def _train(case: Any, training: Any, job: dict[str, Any], events: Events) -> boo
                         **({"target_iteration": k} if first else {}))  # fmt: skip
             pending = []
     return True
+
+
+def _first_iteration_watch(case: Any, events: Events) -> Any:
+    """During the first iteration, report how far in t the solve got where the library
+    tells (an explicit solver stuck on a stiff problem is killed at the budget, and its
+    row says how far it got); returns the function that stops the watcher."""
+    import threading
+
+    from sciml_bench.run.ode import _watch_progress
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_progress, args=(case, events, stop), daemon=True)
+    watcher.start()
+
+    def done() -> None:
+        stop.set()
+        watcher.join(timeout=2.0)
+
+    return done
 
 
 def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
@@ -224,7 +247,7 @@ def curve_columns(
         "first_iteration_s": seconds[0] if seconds else None,
         "initial_loss": float(curve[0][2]) if curve and curve[0][0] == 0 else None,
         "final_loss": float(curve[-1][2]) if curve else None,
-        "target_reached": hit.iteration is not None,
+        "target_reached": hit.iteration is not None if seconds else None,
         "target_iteration": hit.iteration,
         "time_to_target_s": hit.seconds,
         "time_to_target_warm_s": hit.warm_seconds,
@@ -254,18 +277,20 @@ def _reason(proc: Process, rec: dict[str, Any], job: dict[str, Any]) -> str:
     """The worker's reason, saying how far training got when it stopped early and that a
     backend whose first iteration failed cannot train this problem at all."""
     done, n = rec["iterations_done"], rec["iterations"]
+    stiff = " (an explicit solver on a stiff problem)" if job.get("stiff_mismatch") else ""
+    cannot = f"cannot train: {job['options']['solver']}{stiff}"
     if proc.status in ("budget_exceeded", "crashed"):
         how = proc.reason.split(" during ")[0].split(" (--budget")[0]
+        where = ", before the first iteration ended (compilation included)"
+        if proc.t_reached is not None:
+            where += f"; its solve had reached t={proc.t_reached:g}"
         if done:
-            where = (f"after {done} of {n} iterations; the curve up to iteration "
-                     f"{rec['curve_iteration'][-1]} is kept") if rec["curve_iteration"] else \
-                f"after {done} of {n} iterations"  # fmt: skip
-        else:
-            where = "before the first iteration ended (compilation included)"
+            where = f", with {done} of {n} iterations done"
+            if rec["curve_iteration"]:
+                where += f"; the curve up to iteration {rec['curve_iteration'][-1]} is kept"
         more = " (--budget S gives each case more)" if proc.status == "budget_exceeded" else ""
-        return f"{how} {where}{more}"
+        prefix = f"{cannot}: " if stiff and not done else ""
+        return f"{prefix}{how}{where}{more}"
     if proc.status not in ("ok", "unavailable", "error") and done == 0:
-        solver = job["options"]["solver"]
-        stiff = " (an explicit solver on a stiff problem)" if job.get("stiff_mismatch") else ""
-        return f"cannot train: {solver}{stiff} failed the first iteration: {proc.reason}"
+        return f"{cannot} failed the first iteration: {proc.reason}"
     return proc.reason
