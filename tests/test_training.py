@@ -269,6 +269,29 @@ def test_an_explicit_solver_on_a_stiff_problem_cannot_train() -> None:
     assert "target_reached" not in rec and rec.get("curve_loss") in (None, [])
 
 
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["diffrax", "torchdiffeq", "torchode"])
+def test_training_on_the_gpu_reads_back_cuda(request: pytest.FixtureRequest, backend: str) -> None:
+    from sciml_bench.backends.base import probe_cuda
+    from sciml_bench.measure.memory import gpu_count
+
+    if not gpu_count():
+        pytest.skip("no NVIDIA GPU visible (NVML sees none)")
+    if not backends.get(backend).availability().ok:
+        pytest.skip(f"{backend}: {backends.get(backend).availability().reason}")
+    missing = probe_cuda(backend)
+    if missing:
+        pytest.skip(f"{missing[0]}; fix: {missing[1]}")
+    problem, _, cp = request.getfixturevalue("tiny")  # built only where a GPU can run it
+    job = {**job_for(cp, backend, problem.training.quick(True)), "device": "cuda",
+           "device_requested": "cuda"}  # fmt: skip
+    rec = run_job_once(job, budget_s=300)
+    assert rec["status"] == "ok", rec["reason"]
+    assert rec["device"] == "cuda" and rec["alloc_peak_mb"] > 0 and rec["iterations_done"] == 5
+    assert rec["curve_loss"][-1] < rec["curve_loss"][0]
+
+
 # --- the command line -------------------------------------------------------------------------
 
 
