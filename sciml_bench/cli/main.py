@@ -21,6 +21,8 @@ EXIT_BAD_INPUT = 2
 GRADIENT_LINES = 10
 #: Ctrl-C; SIGTERM gives 143 and SIGHUP 129 (128 + the signal's number)
 EXIT_INTERRUPTED = 130
+#: the default --budget of a --train case (not --quick)
+TRAIN_BUDGET_S = 900.0
 
 
 class UserError(click.ClickException):
@@ -166,7 +168,8 @@ def _dask_options(f: Any) -> Any:
 @click.option("--repeats", type=click.IntRange(1, 10_000), default=None,
               help="Timed steady-state repeats of solve and of gradient [10; quick: 3].")
 @click.option("--budget", type=click.FloatRange(1, None), default=None,
-              help="Wall-clock seconds per worker process before its group is killed [300].")
+              help="Wall-clock seconds per worker process before its group is killed "
+              "[300; --train 900; quick 120].")
 @click.option("--max-steps", type=click.IntRange(10, 10**9), default=None,
               help="Override the problem's shared step bound.")
 @click.option("--threads", type=click.IntRange(1, 1024), default=None,
@@ -570,6 +573,8 @@ def _settings(o: RunOptions, rtols: list[float] | None) -> Any:
     settings = runner.Settings()
     if o.quick:
         settings = runner.Settings(cold=1, repeats=3, budget_s=120.0, steady_budget_s=5.0)
+    elif o.train:  # a whole training run is hundreds of gradients, compilation included
+        settings.budget_s = TRAIN_BUDGET_S
     if o.cold:
         settings.cold = o.cold
     if o.repeats:
