@@ -47,10 +47,11 @@ def per_iteration(r: dict[str, Any]) -> str:
     med, q = r.get("iteration_s"), r.get("iteration_iqr")
     if not finite(med):
         return "-"
-    s = f"{med * 1e3:.3g}"
-    if q and len(q) == 2:
-        s += f" [{q[0] * 1e3:.3g}-{q[1] * 1e3:.3g}]"
-    return s
+
+    def ms(x: float) -> str:  # 3 significant digits, never an exponent
+        return f"{x * 1e3:.3g}" if x < 1.0 else f"{x * 1e3:.0f}"
+
+    return ms(med) + (f" [{ms(q[0])}-{ms(q[1])}]" if q and len(q) == 2 else "")
 
 
 def to_target(r: dict[str, Any]) -> str:
@@ -117,7 +118,8 @@ def training_figure(records: Sequence[dict[str, Any]]) -> Plot:
                               f"{r.get('iterations_done')} iterations: {r.get('reason', '')}")
     ref = next((r["reference_curve_loss"] for r in recs if r.get("reference_curve_loss")), None)
     if ref:
-        ax_i.plot(range(len(ref)), ref, "k--", lw=1.0, label="reference (SciPy, K iterations)")
+        ax_i.plot(range(len(ref)), ref, "k--", lw=1.0,
+                  label=f"reference (SciPy gradient, first {len(ref)} iterations)")
     targets = sorted({float(r["target_loss"]) for r in recs if finite(r.get("target_loss"))})
     for ax in (ax_t, ax_i):
         for tgt in targets:
