@@ -51,6 +51,7 @@ REGISTRY_UUIDS = {
     "OrdinaryDiffEqSDIRK": "2d112036-d095-4a1e-ab9a-08536f3ecdbf",
     "OrdinaryDiffEqTsit5": "b1df2697-797e-41e3-8120-5422d3b24e4a",
     "OrdinaryDiffEqVerner": "79d7bb75-1356-48c1-b8c0-6832512096c2",
+    "Optimisers": "3bd65402-5787-11e9-1adc-39752487f4e2",
     "PythonCall": "6099a3de-0909-46bc-b1f4-468b9a2dfc0d",
     "ReverseDiff": "37e2e3b7-166d-5795-8a7a-e32c996b4267",
     "SciMLBase": "0bca4576-84f4-4d90-8ffe-ffa030f20462",
@@ -668,6 +669,27 @@ class FakeSciMLBenchJL:
         steps = [-1] * n if theta[1] < 0 else list(range(10, 10 + n))
         return (Y.flatten(order="F").tolist(), 0, 0, "Success", 5.0, steps, [-1] * n, "")
 
+    # training: the layout and return values of julia/src/training.jl
+
+    def build_training(self, case, eta, beta1, beta2, epsilon):
+        self.trained = {"case": case, "rule": (eta, beta1, beta2, epsilon),
+                        "p": np.array([0.5, 0.2]), "steps": 0}  # fmt: skip
+        return "train state"
+
+    def training_rule(self, state):
+        return getattr(self, "held_rule", self.trained["rule"])
+
+    def train_step_case(self, state):
+        t = self.trained
+        if t["p"][0] > 0.5 + 1e-9:  # the second step's solve fails
+            return (float("nan"), "MaxIters", 1.5, "")
+        t["steps"] += 1
+        t["p"] = t["p"] + t["rule"][0]
+        return (1.0 / t["steps"], "Success", 5.0, "")
+
+    def training_parameters(self, state):
+        return self.trained["p"].tolist()
+
     def loss_and_grad_ensemble_case(self, case, theta):
         if theta[0] < 0:
             return (float("nan"), [], 0, 0, "Exception:DomainError", float("nan"), "log of -1")
@@ -1117,3 +1139,51 @@ def test_cuda_ensemble_build(fake_juliacall):
     assert case.placement() == ("cuda", "NVIDIA H100 80GB HBM3")
     case, _, built = build_ensemble(fake_juliacall, semantics="coupled", device="cuda")
     assert built["static_src"] == "" and case.semantics == "coupled"
+
+
+# --- training (Optimisers.jl's Adam) --------------------------------------------------------
+
+
+def test_training_module_is_optimisers_adam_with_every_constant():
+    src = (JULIA_DIR / "src" / "training.jl").read_text()
+    # positional: Adam(η, β, ϵ) in Optimisers 0.3 and 0.4 (src/rules.jl, @def struct Adam)
+    assert "Optimisers.Adam(Float64(eta), (Float64(beta1), Float64(beta2)), Float64(epsilon))" in src
+    assert "Optimisers.setup(rule, p)" in src and "Optimisers.update!(s.opt, s.p, grad)" in src
+    assert "Zygote.withgradient(q -> loss(s.case, q), s.p)" in src
+    assert "rule.eta" in src and "rule.beta[1]" in src and "rule.epsilon" in src  # read back
+    assert project()["compat"]["Optimisers"] == "0.3, 0.4"
+
+
+def test_adam_constants_reach_julia(fake_juliacall):
+    from sciml_bench.problem.training import Adam
+
+    backend = jb.JuliaBackend()
+    adam = Adam(0.03, 0.8, 0.95, 0.3)
+    loop = backend.build_training(compiled(), options(solver="Rodas5P"), adam)
+    fake = fake_juliacall.Main.SciMLBenchJL
+    assert fake.trained["case"] == "case" and fake.trained["rule"] == (0.03, 0.8, 0.95, 0.3)
+    assert loop.info["optimizer"] == "Optimisers.Adam(0.03, (0.8, 0.95), 0.3)"
+    assert loop.check(loop.step()) == 1.0
+    np.testing.assert_allclose(loop.parameters(), [0.53, 0.23])
+
+
+def test_julia_holding_another_epsilon_is_caught(fake_juliacall):
+    from sciml_bench.problem.training import Adam
+
+    fake_juliacall.Main.SciMLBenchJL.held_rule = (0.03, 0.8, 0.95, 1e-8)  # its default ε
+    with pytest.raises(RuntimeError, match=r"holds .* \(0.03, 0.8, 0.95, 1e-08\), not the "
+                                           r"declared \(0.03, 0.8, 0.95, 0.3\)"):
+        jb.JuliaBackend().build_training(compiled(), options(solver="Rodas5P"),
+                                         Adam(0.03, 0.8, 0.95, 0.3))  # fmt: skip
+
+
+def test_julia_training_failure_is_a_status(fake_juliacall):
+    from sciml_bench.measure.status import SolverFailure
+    from sciml_bench.problem.training import Adam
+
+    loop = jb.JuliaBackend().build_training(compiled(), options(solver="Rodas5P"),
+                                            Adam(0.1, 0.9, 0.999, 1e-8))  # fmt: skip
+    loop.check(loop.step())
+    with pytest.raises(SolverFailure) as info:
+        loop.check(loop.step())
+    assert info.value.status is Status.MAX_STEPS and "ReturnCode.MaxIters" in info.value.reason

@@ -28,6 +28,7 @@ module SciMLBenchJL
 import ChainRulesCore
 import DiffResults
 import ForwardDiff
+import Optimisers
 import SciMLBase
 import Zygote
 using OrdinaryDiffEqBDF: OrdinaryDiffEqBDF, FBDF
@@ -49,6 +50,7 @@ export check_grad_case, check_solve_case, loss_and_grad_case_raw, solve_case_raw
 export build_ensemble_case, gpu_device_name, gpu_status
 export check_ensemble_grad, check_ensemble_solve, loss_and_grad_ensemble_raw
 export solve_ensemble_raw
+export build_training, train_step_case, training_parameters, training_rule
 
 # Solvers by the name the command line uses, which is the library's own.
 const SOLVERS = Dict{String, Function}(
@@ -356,6 +358,7 @@ end
 """Julia's and the solver stack's versions, as `((name, version), ...)`, for the record."""
 function versions()
     mods = (
+        Optimisers,
         SciMLBase,
         SciMLSensitivity,
         Zygote,
@@ -375,5 +378,6 @@ function versions()
 end
 
 include("ensemble.jl")
+include("training.jl")
 
 end # module SciMLBenchJL

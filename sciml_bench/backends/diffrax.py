@@ -27,11 +27,13 @@ from sciml_bench.backends.base import (
     EnsembleSolution,
     Solution,
     SolverInfo,
+    TrainingCase,
     failed_members,
 )
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
+from sciml_bench.problem.training import Adam
 
 _SOLVERS = {
     "Kvaerno5": SolverInfo("Kvaerno5", True, "ESDIRK, order 5"),
@@ -167,6 +169,8 @@ class DiffraxCase(Case):
 
         self._solve_full = jax.jit(_solve_full)
         self._solve_ys = jax.jit(lambda theta: _solve(theta)[0])  # XLA drops the status
+        #: the traced loss, (L, [L, result code, steps]): DiffraxTrainingCase's step too
+        self.loss_fn = _loss
         # jax.grad with the loss as auxiliary output: two buffers, as value_and_grad gives
         self._value_and_grad = jax.jit(jax.grad(_loss, has_aux=True))
         self._block = jax.block_until_ready
@@ -494,6 +498,11 @@ class DiffraxBackend(Backend):
             raise EnsembleNotOffered(f"diffrax: no {semantics} ensemble")
         return DiffraxEnsembleCase(problem, options, batch, semantics)
 
+    def build_training(
+        self, problem: CompiledProblem, options: CaseOptions, adam: Adam
+    ) -> TrainingCase:
+        return DiffraxTrainingCase(problem, options, adam)
+
 
 def _no_gpu(version: str, first: Any) -> str:
     """What is missing when a JAX pinned to ``cuda,cpu`` starts on the CPU: JAX skips a
@@ -506,3 +515,57 @@ def _no_gpu(version: str, first: Any) -> str:
         return (f"jax {version} has no CUDA backend (no jax-cuda plugin is installed: a "
                 f"CPU-only jaxlib; its first device is {first})")  # fmt: skip
     return f"jax {version} found no GPU ({', '.join(plugins)} installed; first device {first})"
+
+
+# -- training (sciml-bench run NAME --train) -------------------------------------------------
+
+
+class DiffraxTrainingCase(TrainingCase):
+    """Diffrax's training loop as its neural-ODE example writes it: one ``jax.jit``-compiled
+    step that takes the gradient of the loss and applies ``optax.adam``'s update
+    (``optim.update``, ``optax.apply_updates``), called once per iteration on the parameters
+    and optimizer state the previous call returned. The loss is :class:`DiffraxCase`'s
+    (``diffeqsolve`` with ``throw=False``); its result code comes out of the step beside the
+    loss and is checked after the clock."""
+
+    def __init__(self, problem: CompiledProblem, options: CaseOptions, adam: Adam):
+        import jax
+        import jax.numpy as jnp
+        import optax
+
+        self.case = c = DiffraxCase(problem, options)
+        # eps_root = 0: ε added to sqrt(v̂), as torch and Optimisers.jl do (Optax's default)
+        optim = optax.adam(adam.learning_rate, b1=adam.beta1, b2=adam.beta2, eps=adam.eps,
+                           eps_root=0.0)  # fmt: skip
+
+        def make_step(theta: Any, opt_state: Any) -> Any:
+            grads, aux = jax.grad(c.loss_fn, has_aux=True)(theta)
+            updates, opt_state = optim.update(grads, opt_state, theta)
+            return optax.apply_updates(theta, updates), opt_state, aux
+
+        self._step = jax.jit(make_step)
+        self.state = (jnp.asarray(problem.theta0), optim.init(jnp.asarray(problem.theta0)))
+        self.info = {**c.info, "loop": "jax.jit(grad + optax.adam update + apply_updates)",
+                     "optimizer": f"optax.adam({adam.learning_rate!r}, b1={adam.beta1!r}, "
+                                  f"b2={adam.beta2!r}, eps={adam.eps!r}, eps_root=0.0)"}  # fmt: skip
+
+    def step(self) -> Any:
+        theta, opt_state, aux = self.case._run(lambda s: self._step(*s), self.state)
+        self.state = (theta, opt_state)
+        return aux
+
+    def check(self, raw: Any) -> float:
+        value, code, _, _ = np.asarray(raw)
+        self.case._check(code, None)
+        if not np.isfinite(value):
+            raise SolverFailure(Status.NONFINITE, f"diffrax: non-finite loss ({value})")
+        return float(value)
+
+    def parameters(self) -> np.ndarray:
+        return np.asarray(self.state[0]).copy()
+
+    def placement(self) -> tuple[str, str | None]:
+        return jax_placement(jax_device(self.state[0]))
+
+    def alloc_peak_mb(self) -> float | None:
+        return jax_alloc_peak(jax_device(self.state[0]))

@@ -46,10 +46,12 @@ from sciml_bench.backends.base import (
     EnsembleSolution,
     Solution,
     SolverInfo,
+    TrainingCase,
 )
 from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
+from sciml_bench.problem.training import Adam
 
 SOLVERS: dict[str, SolverInfo] = {
     "Rodas5P": SolverInfo("Rodas5P", True, "Rosenbrock-W, order 5, ForwardDiff Jacobian"),
@@ -634,3 +636,56 @@ class JuliaBackend(Backend):
         return JuliaEnsembleCase(
             jl_case, self._module, problem, batch.n, semantics, info, self._julia_error, device
         )
+
+    def build_training(
+        self, problem: CompiledProblem, options: CaseOptions, adam: Adam
+    ) -> TrainingCase:
+        """The case's problem under Optimisers.jl's Adam (``julia/src/training.jl``)."""
+        case = self.build(problem, options)
+        assert isinstance(case, JuliaCase) and self._julia_error is not None
+        constants = (adam.learning_rate, adam.beta1, adam.beta2, adam.eps)
+        try:
+            state = self._module.build_training(case._case, *map(float, constants))
+        except self._julia_error as e:
+            raise RuntimeError(f"building the Julia training loop failed: {e}") from None
+        return JuliaTrainingCase(state, self._module, case, adam)
+
+
+# -- training (sciml-bench run NAME --train) -------------------------------------------------
+
+
+class JuliaTrainingCase(TrainingCase):
+    """Optimisers.jl's loop (``julia/src/training.jl``): per iteration, one call into Julia
+    that takes ``Zygote.withgradient`` of the loss (the case's ``sensealg``) and applies
+    ``Optimisers.update!`` with ``Optimisers.Adam(η, (β1, β2), ϵ)``. The rule's constants
+    are read back from Julia when it is built: a rule holding anything but the declared
+    constants is an error, never a silent default."""
+
+    def __init__(self, state: Any, module: Any, case: JuliaCase, adam: Adam):
+        self._state = state
+        self._mod = module
+        self._case = case
+        declared = (adam.learning_rate, adam.beta1, adam.beta2, adam.eps)
+        held = tuple(float(x) for x in self._mod.training_rule(state))
+        if held != declared:
+            raise RuntimeError(f"Optimisers.Adam holds (eta, beta1, beta2, epsilon) = {held}, "
+                               f"not the declared {declared}")  # fmt: skip
+        self.info = {**case.info, "loop": "Zygote.withgradient; Optimisers.update!",
+                     "optimizer": f"Optimisers.Adam({held[0]!r}, ({held[1]!r}, {held[2]!r}), "
+                                  f"{held[3]!r})"}  # fmt: skip
+
+    def step(self) -> Any:
+        return self._case._call(self._mod.train_step_case, self._state)
+
+    def check(self, raw: Any) -> float:
+        value, retcode, t, message = raw
+        c = self._case
+        if str(retcode) not in SUCCESS_CODES:
+            raise failure(str(retcode), float(t), c._t_end, c._solver, str(message))
+        value = float(value)
+        if not np.isfinite(value):
+            raise SolverFailure(Status.NONFINITE, f"Julia {c._solver}: non-finite loss ({value})")
+        return value
+
+    def parameters(self) -> np.ndarray:
+        return np.array(self._mod.training_parameters(self._state), dtype=np.float64)

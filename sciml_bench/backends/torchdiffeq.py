@@ -32,11 +32,13 @@ from sciml_bench.backends.base import (
     EnsembleSolution,
     Solution,
     SolverInfo,
+    TrainingCase,
 )
 from sciml_bench.backends.torch_device import TorchPlaced, torch_cuda_missing
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
+from sciml_bench.problem.training import Adam
 
 _SOLVERS = {
     "dopri5": SolverInfo("dopri5", False, "Dormand-Prince 5(4)"),
@@ -381,3 +383,96 @@ class TorchdiffeqBackend(Backend):
         if semantics != "coupled":
             raise EnsembleNotOffered(f"torchdiffeq: no {semantics} ensemble (coupled only)")
         return TorchdiffeqEnsembleCase(problem, options, batch)
+
+    def build_training(
+        self, problem: CompiledProblem, options: CaseOptions, adam: Adam
+    ) -> TrainingCase:
+        return TorchdiffeqTrainingCase(problem, options, adam)
+
+
+# -- training (sciml-bench run NAME --train) -------------------------------------------------
+
+
+def torch_adam(torch: Any, params: Any, adam: Adam) -> Any:
+    """``torch.optim.Adam`` with every constant given (no default left to torch); shared by
+    torchdiffeq and torchode."""
+    return torch.optim.Adam(params, lr=adam.learning_rate, betas=(adam.beta1, adam.beta2),
+                            eps=adam.eps)  # fmt: skip
+
+
+def torch_optimizer_info(optimizer: Any) -> dict[str, Any]:
+    """The optimizer as torch holds it (read back from its parameter group)."""
+    group = optimizer.param_groups[0]
+    return {"optimizer": f"torch.optim.Adam(lr={group['lr']!r}, betas={tuple(group['betas'])!r}, "
+                         f"eps={group['eps']!r}, foreach={group['foreach']}, "
+                         f"fused={group['fused']})"}  # fmt: skip
+
+
+class TorchdiffeqTrainingCase(TrainingCase):
+    """torchdiffeq's training loop as its ``examples/ode_demo.py`` writes it, one iteration
+    per step: ``optimizer.zero_grad()``, ``odeint`` of the RHS module, the loss,
+    ``loss.backward()``, ``optimizer.step()``; with ``torch.optim.Adam`` and the declared
+    constants instead of the demo's RMSprop, on the full batch and the suite's loss
+    ``Σ W (y − O)² + Σ C y``. The RHS module, save grid and step bound are
+    :class:`TorchdiffeqCase`'s (``odeint_adjoint`` for gradient method ``adjoint``)."""
+
+    def __init__(self, problem: CompiledProblem, options: CaseOptions, adam: Adam):
+        self.case = c = TorchdiffeqCase(problem, options)
+        self.torch = c.torch
+        self.optimizer = torch_adam(c.torch, c.module.parameters(), adam)
+        self.info = {**c.info, **torch_optimizer_info(self.optimizer),
+                     "loop": "optimizer.zero_grad(); odeint; loss.backward(); optimizer.step()"}
+
+    def step(self) -> Any:
+        c = self.case
+        self.optimizer.zero_grad()
+        ys = c.integrate(c.module)
+        loss = torch_fit_loss(c, ys)
+        c.steps.reset()  # the adjoint's backward solve gets the same bound
+        try:
+            loss.backward()
+        except AssertionError as e:  # the adjoint's backward solve can fail too
+            raise SolverFailure(classify_message(str(e)), f"torchdiffeq backward: {e}") from None
+        self.optimizer.step()
+        c.sync()
+        return loss.detach()
+
+    def check(self, raw: Any) -> float:
+        return checked_loss("torchdiffeq", raw, self.case.params)
+
+    def parameters(self) -> np.ndarray:
+        vec = self.torch.nn.utils.parameters_to_vector(self.case.params)
+        return vec.detach().cpu().numpy()
+
+    def progress_t(self) -> float | None:
+        return self.case.progress_t()
+
+    def placement(self) -> tuple[str, str | None]:
+        return self.case.placement()
+
+    def alloc_peak_mb(self) -> float | None:
+        return self.case.alloc_peak_mb()
+
+
+def torch_fit_loss(c: TorchdiffeqCase, ys: Any) -> Any:
+    """The suite's loss on ``ys`` (the save points), without terms that are identically 0."""
+    torch = c.torch
+    if not c._has_fit:
+        return torch.sum(c.C * ys)
+    d = ys - c.O
+    loss = torch.sum(c.W * d * d)
+    return loss + torch.sum(c.C * ys) if c._has_linear else loss
+
+
+def checked_loss(name: str, loss: Any, params: Any) -> float:
+    """A training iteration's loss as a float, after the clock: a non-finite loss, or a
+    non-finite gradient left in the parameters' ``.grad``, is a ``nonfinite`` failure
+    (the optimizer would carry it into every later iteration)."""
+    import math
+
+    value = float(loss)
+    bad = sum(int((~p.grad.isfinite()).sum()) for p in params if p.grad is not None)
+    if not math.isfinite(value) or bad:
+        raise SolverFailure(Status.NONFINITE, f"{name}: non-finite loss or gradient "
+                            f"(loss={value:.6g}, {bad} non-finite gradient component(s))")
+    return value

@@ -24,6 +24,8 @@ BACKEND_NAMES = tuple(REGISTRY)
 GRADIENT_LINES = 10
 #: Ctrl-C; SIGTERM gives 143 and SIGHUP 129 (128 + the signal's number)
 EXIT_INTERRUPTED = 130
+#: the default --budget of a --train case (not --quick)
+TRAIN_BUDGET_S = 900.0
 
 
 class UserError(click.ClickException):
@@ -174,7 +176,8 @@ def _dask_options(f: Any) -> Any:
 @click.option("--repeats", type=click.IntRange(1, 10_000), default=None,
               help="Timed steady-state repeats of solve and of gradient [10; quick: 3].")
 @click.option("--budget", type=click.FloatRange(1, None), default=None,
-              help="Wall-clock seconds per worker process before its group is killed [300].")
+              help="Wall-clock seconds per worker process before its group is killed "
+              "[300; --train 900; quick 120].")
 @click.option("--max-steps", type=click.IntRange(10, 10**9), default=None,
               help="Override the problem's shared step bound.")
 @click.option("--threads", type=click.IntRange(1, 1024), default=None,
@@ -214,6 +217,9 @@ def _dask_options(f: Any) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON on stdout.")
 @click.option("--sizes", help="Ensembles: comma-separated member counts, overriding the "
               "problem's [ensemble] sizes (quick: its sizes up to 64).")
+@click.option("--train", is_flag=True, help="Train each problem's [training] section (Adam, "
+              "to its target loss) on every backend instead of timing solve and gradient "
+              "(quick: 5 iterations).")
 @_dask_options
 def run(**options: Any) -> None:
     """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend
@@ -248,6 +254,14 @@ def run(**options: Any) -> None:
       sciml-bench run cnn --quick --pipeline host --precision fp32,bf16 --target-accuracy 0.9
       sciml-bench run nonstiff-spiral-node --device cpu,cuda   CPU and GPU rows side by side
       sciml-bench run ensemble-lorenz --sizes 1,16,256
+      sciml-bench run nonstiff-spiral-node --train -b diffrax,torchdiffeq
+
+    With --train, each backend trains the problem's [training] section in one fresh
+    worker: Adam with the declared constants in the library's own loop, from the
+    problem's initial parameters. Rows: time to first gradient, median time per
+    iteration, time to the target loss (with and without the first iteration's
+    compilation), final loss, and the loss curve's agreement with SciPy's reference
+    curve over the first iterations; the curve is stored.
 
     A problem with an [ensemble] section runs one case per backend x semantics
     (independent: per-member steps; coupled: one error norm) x ensemble size,
@@ -300,6 +314,7 @@ class RunOptions:
     target_accuracy: float | None = None
     eval_every: int | None = None
     sizes: str | None = None
+    train: bool = False
     executor: str = "local"
     scheduler: str | None = None
     cluster: str = "local"
@@ -368,6 +383,7 @@ def _plan_run(o: RunOptions) -> RunPlan:
     _check_applies(o, loaded, with_cnn)
     _check_dask(o)
     label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
+    label += "-train" if o.train else ""
     return RunPlan(
         loaded, names, rtols, cnn_jobs, _settings(o, rtols), label, devices, _sizes(o.sizes)
     )
@@ -378,6 +394,7 @@ TARGETS = {
     "single": "single-trajectory problems (e.g. stiff-robertson)",
     "ensemble": "problems with an [ensemble] section (e.g. ensemble-lorenz)",
     "cnn": "the CNN baselines (`cnn`)",
+    "train": "training runs (--train)",
 }
 
 
@@ -387,14 +404,18 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
     kinds: dict[str, list[str]] = {"cnn": ["cnn"] if with_cnn else []}
     for p in loaded:
         kinds.setdefault("ensemble" if p.ensemble is not None else "single", []).append(p.name)
+    if o.train:
+        _check_trainable(loaded, with_cnn)
+        kinds = {"train": [p.name for p in loaded]}
     given = {
         "--tolerances": (o.tolerances, ("single",)),
         "--sweep": (o.sweep, ("single",)),
         "--cold": (o.cold, ("single",)),
         "--sizes": (o.sizes, ("ensemble",)),
-        "--solver": (o.solvers, ("single", "ensemble")),
-        "--gradient": (o.gradients, ("single", "ensemble")),
-        "--max-steps": (o.max_steps, ("single", "ensemble")),
+        "--repeats": (o.repeats, ("single", "ensemble", "cnn")),
+        "--solver": (o.solvers, ("single", "ensemble", "train")),
+        "--gradient": (o.gradients, ("single", "ensemble", "train")),
+        "--max-steps": (o.max_steps, ("single", "ensemble", "train")),
         **{f"--{k.replace('_', '-')}": (getattr(o, attr), ("cnn",)) for k, attr in (
             ("image_size", "image_size"), ("channels", "channels"), ("batch_size", "batch_size"),
             ("steps", "steps"), ("epochs", "epochs"), ("model", "cnn_model"),
@@ -405,6 +426,9 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
     for flag, (value, applies) in given.items():
         if not value:  # not given (every numeric option here is >= 1)
             continue
+        if o.train and "train" not in applies:
+            raise UserError(f"{flag} does not apply to --train (training runs the problem's "
+                            "[training] section at its tolerances, one worker per backend)")
         if not any(kinds.get(k) for k in applies):
             what = " or ".join(TARGETS[k] for k in applies)
             raise UserError(f"{flag} applies to {what}; none is named in this run")
@@ -412,6 +436,28 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
         if others:
             click.echo(f"note: {flag} applies to {' or '.join(TARGETS[k] for k in applies)}; "
                        f"{', '.join(others)} run(s) without it", err=True)  # fmt: skip
+
+
+def _check_trainable(loaded: list[Any], with_cnn: bool) -> None:
+    """``--train`` needs single-trajectory problems with a ``[training]`` section."""
+    from sciml_bench.problem import spec
+
+    if with_cnn:
+        raise UserError("--train trains problems' [training] sections; the CNN baselines "
+                        "(`cnn`) train with --target-accuracy: run them without --train")
+    for p in loaded:
+        if p.ensemble is None and p.training is not None:
+            continue
+        trainable = []
+        for name in spec.available_problems():
+            try:
+                if spec.load(name).training is not None:
+                    trainable.append(name)
+            except spec.ProblemError:
+                continue
+        why = "is an ensemble problem" if p.ensemble is not None else "has no [training] section"
+        raise UserError(f"--train: {p.name} {why}; train one that has a [training] section "
+                        f"({', '.join(trainable) or 'none shipped'}) or add one (README, Training)")
 
 
 def _ode_devices(requests: list[str], names: list[str]) -> list[str]:
@@ -541,6 +587,8 @@ def _settings(o: RunOptions, rtols: list[float] | None) -> Any:
     settings = runner.Settings()
     if o.quick:
         settings = runner.Settings(cold=1, repeats=3, budget_s=120.0, steady_budget_s=5.0)
+    elif o.train:  # a whole training run is hundreds of gradients, compilation included
+        settings.budget_s = TRAIN_BUDGET_S
     if o.cold:
         settings.cold = o.cold
     if o.repeats:
@@ -615,6 +663,9 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
 
     records: list[dict[str, Any]] = []
     for problem in plan.problems:
+        if o.train:
+            records += _run_training(problem, plan, o, writer, executor)
+            continue
         if problem.ensemble is not None:
             records += _run_ensemble(problem, plan, o, writer)
             continue
@@ -683,6 +734,32 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
         compiled, ens.to_json(problem.ensemble), None if obs_path is None else str(obs_path),
         ref.to_json(), ladders, writer, plan.settings,
     )  # fmt: skip
+
+
+def _run_training(
+    problem: Any, plan: RunPlan, o: RunOptions, writer: Any, executor: Any
+) -> list[dict[str, Any]]:
+    """A problem's ``[training]`` section (cut by --quick) on every backend: its reference,
+    the reference curve (SciPy's gradient in the same Adam loop, cached), then one
+    training worker per case."""
+    from sciml_bench.problem import reference, training_reference
+    from sciml_bench.run import runner
+
+    click.echo(f"reference for {problem.name} ...", err=True)
+    ref = reference.get(problem, refresh=o.refresh_reference)
+    click.echo(_reference_line(ref), err=True)
+    training = problem.training.quick(o.quick)
+    click.echo(f"training reference for {problem.name}: {training.compared} iterations of Adam "
+               "around SciPy's forward-sensitivity gradient ...", err=True)  # fmt: skip
+    curve = training_reference.get(problem, ref, training, refresh=o.refresh_reference)
+    built = "cached" if curve.cached else f"built in {curve.build_s:.1f} s"
+    click.echo(f"training reference: {built}" + (f"; {curve.stopped}" if curve.stopped else ""),
+               err=True)  # fmt: skip
+    compiled = reference.compile_problem(problem, ref)
+    cases = runner.plan(compiled, plan.backend_names, o.solvers, o.gradients, None, o.max_steps,
+                        plan.devices)  # fmt: skip
+    return runner.run_training(compiled, training, curve.to_json(), cases, writer, plan.settings,
+                               executor)  # fmt: skip
 
 
 def _reference_line(ref: Any) -> str:

@@ -57,6 +57,7 @@ METRICS = (
     ("grad", "grad_samples"),
     ("ttfg", "ttfg_samples"),
     ("epoch", "epoch_s"),
+    ("iteration", "iteration_samples"),
 )
 TIER_RANK = {"pass": 0, "warn": 1, "fail": 2}
 
@@ -87,7 +88,7 @@ def case_key(r: dict[str, Any]) -> CaseKey:
     """
     rtol = r.get("rtol")
     rt = f"{rtol:.3g}" if isinstance(rtol, int | float) and math.isfinite(rtol) else "-"
-    variant = ""
+    variant = "train" if r.get("kind") == "train" else ""  # a training row is its own case
     if r.get("kind") == "cnn":
         variant = "/".join(str(r.get(k) or "-") for k in ("model", "precision", "pipeline",
                                                            "dataset"))  # fmt: skip

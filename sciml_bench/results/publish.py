@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sciml_bench.results import plots, scaling
+from sciml_bench.results import plots, scaling, training
 from sciml_bench.results.store import Run
 from sciml_bench.results.table import (
     device_cell,
@@ -363,7 +363,9 @@ def _case_blocks(
     """The table, failure notes and figures of one problem's cases on one machine."""
     ens = [r for r in recs if scaling.is_ensemble(r)]
     blocks: list[Block] = _ensemble_blocks(ens, out, prefix, metric_key, several) if ens else []
-    recs = [r for r in recs if not scaling.is_ensemble(r)]
+    trained = [r for r in recs if training.is_training(r)]
+    blocks += _training_blocks(trained, out, prefix, several) if trained else []
+    recs = [r for r in recs if not scaling.is_ensemble(r) and not training.is_training(r)]
     if not recs:  # an ensemble problem: the single-trajectory figures do not apply
         return blocks
     header = (("run",) if several else ()) + CASE_COLUMNS
@@ -416,6 +418,38 @@ def _ensemble_blocks(
     texts = scaling.scaling_texts(recs)
     if texts:
         blocks.append(Notes(texts))
+    return blocks
+
+
+def _training_blocks(
+    recs: list[dict[str, Any]], out: Path, prefix: str, several: bool
+) -> list[Block]:
+    """Training rows (``--train``): their table, failures, and the loss-curve figure."""
+    header = (("run",) if several else ()) + training.COLUMNS
+    rows = []
+    for r in recs:
+        cells = training.row(r, device_cell(r))
+        cells[4] = cells[4] if cells[4] == "ok" else f"**{cells[4]}**"
+        rows.append(([r["_run"]] if several else []) + cells)
+    blocks: list[Block] = [
+        Para(
+            "Training (`--train`): each backend trains the problem's `[training]` section in "
+            "one fresh worker, Adam with the declared constants in the library's own loop, "
+            "from the problem's initial parameters. ms/iter: median timed iteration [IQR] "
+            "(gradient and update). To target: the first iteration whose loss reached the "
+            "target and the wall time to it, from the first iteration's start (compilation "
+            "included; in brackets, with the first iteration counted at the median). Curve "
+            "vs reference: the largest relative deviation of the loss curve from SciPy's "
+            "reference curve (its forward-sensitivity gradient in the same Adam loop) over "
+            "the first K iterations; pass ≤ 1e-3, warn ≤ 1e-2, else fail, with the iteration "
+            "where the curve departed."
+        ),
+        Table(header, rows),
+    ]
+    notes = failure_notes(recs)
+    if notes:
+        blocks += [Para("Failures and notes:"), Notes(notes)]
+    blocks.append(_figure(training.training_figure(recs), out, prefix))
     return blocks
 
 

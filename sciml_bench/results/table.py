@@ -11,6 +11,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from sciml_bench.results import training
+
 ODE_COLUMNS = (
     "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s", "solve ms [IQR]",
     "grad ms [IQR]", "sol err", "grad err", "steps", "grad MB",
@@ -301,7 +303,11 @@ def table(records: Sequence[dict[str, Any]]) -> str:
         if ensemble:
             out += [f"\n{name}", render(ENSEMBLE_COLUMNS, [ensemble_row(r) for r in ensemble])]
         cnn = [r for r in other if r.get("kind") == "cnn"]
-        other = [r for r in other if r.get("kind") not in ("cnn", "ensemble")]
+        trained = [r for r in other if training.is_training(r)]
+        if trained:
+            rows = [training.row(r, device_cell(r)) for r in trained]
+            out += [f"\n{name} (training)", render(training.COLUMNS, rows)]
+        other = [r for r in other if r.get("kind") not in ("cnn", "ensemble", "train")]
         if cnn:
             out += [f"\n{name}", render(CNN_COLUMNS, [cnn_row(r) for r in cnn])]
         if other:
@@ -421,5 +427,7 @@ def json_record(r: dict[str, Any]) -> dict[str, Any]:
         return {k: r.get(k) for k in (*JSON_KEYS, *ENSEMBLE_JSON_KEYS)}
     claims = {k: None if isinstance(v := r.get(k), float) and math.isnan(v) else v
               for k in CLAIM_JSON_KEYS}  # fmt: skip
+    if training.is_training(r):
+        return {k: r.get(k) for k in (*JSON_KEYS, *training.JSON_KEYS)}
     return {**{k: r.get(k) for k in JSON_KEYS}, **claims}
 

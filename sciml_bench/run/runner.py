@@ -165,9 +165,11 @@ def _ending(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
     return Status.CRASHED.value, f"worker exited with code {o.returncode}: {detail}", t_reached
 
 
-def unavailable_record(problem: CompiledProblem, name: str, reason: str, fix: str) -> dict[str, Any]:
+def unavailable_record(
+    problem: CompiledProblem, name: str, reason: str, fix: str, kind: str = "ode"
+) -> dict[str, Any]:
     return summarize({
-        "kind": "ode",
+        "kind": kind,
         "problem": problem.name,
         "backend": name,
         "solver": "",
@@ -351,15 +353,20 @@ def _partial(job: dict[str, Any], processes: list[Process], planned: int, by: st
 
 def run(
     problem: CompiledProblem,
-    ref: Reference,
+    ref: Reference | None,
     cases: Sequence[CaseSpec],
     writer: ResultsWriter,
     settings: Settings,
     executor: Executor | None = None,
     progress: Progress = _stderr,
+    task_of: Callable[[CaseSpec], CaseTask] | None = None,
+    lines: Callable[[Progress, CaseTask], Sink] = _phase_lines,
+    kind: str = "ode",
 ) -> list[dict[str, Any]]:
     """Run every case, writing each record as soon as it exists (locally in order; on
     Dask as cases finish). The reference is built here, once, and travels in each job.
+    ``task_of`` makes a case's task (default: the ODE job, ``--cold`` processes), ``lines``
+    its progress lines, ``kind`` the kind of an ``unavailable`` row (training: ``train``).
 
     Raises :class:`Interrupt` on Ctrl-C after marking the file interrupted.
     """
@@ -373,7 +380,10 @@ def run(
         if not availability[spec.backend].ok:
             if spec.backend not in {s.backend for s in unavailable.values()}:
                 unavailable[i] = spec  # one unavailable row per backend is enough
+        elif task_of is not None:
+            tasks.append((i, task_of(spec)))
         else:
+            assert ref is not None, "an ODE case is scored against a reference"
             job = case_job(spec, problem, ref, settings)
             tasks.append((i, CaseTask(job, _modes(settings), settings.budget_s)))
 
@@ -385,7 +395,7 @@ def run(
         for j in sorted(k for k in unavailable if k < i):
             spec = unavailable.pop(j)
             av = availability[spec.backend]
-            rec = {**unavailable_record(problem, spec.backend, av.reason, av.fix), "case_index": j}
+            rec = {**unavailable_record(problem, spec.backend, av.reason, av.fix, kind), "case_index": j}
             progress(f"[{row_of[j]}/{rows}] {spec.backend}: unavailable ({av.reason})")
             writer.add(rec)
             done.append(rec)
@@ -397,7 +407,7 @@ def run(
 
     with _saved_on_interrupt(writer, done):
         try:
-            for _, rec in stream(tasks, writer, executor, announce, progress):
+            for _, rec in stream(tasks, writer, executor, announce, progress, lines):
                 progress(
                     f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else "")
                 )
@@ -709,3 +719,26 @@ def run_ensemble(
                 writer.add(rec)
                 done.append(rec)
     return done
+
+
+def run_training(
+    problem: CompiledProblem,
+    training: Any,
+    reference_curve: dict[str, Any],
+    cases: Sequence[CaseSpec],
+    writer: ResultsWriter,
+    settings: Settings,
+    executor: Executor | None = None,
+    progress: Progress = _stderr,
+) -> list[dict[str, Any]]:
+    """Train ``problem`` (its ``[training]`` section, ``training``) once per case, each in
+    one fresh worker under the case budget, every row on disk as it ends; the reference
+    curve travels in each job. As :func:`run` otherwise (unavailable rows, Ctrl-C)."""
+    from sciml_bench.run import train
+
+    def task_of(spec: CaseSpec) -> CaseTask:
+        job = train.training_job(spec, problem, training, reference_curve)
+        return CaseTask(job, (None,), settings.budget_s)
+
+    return run(problem, None, cases, writer, settings, executor, progress,
+               task_of=task_of, lines=train.progress_lines, kind="train")  # fmt: skip
