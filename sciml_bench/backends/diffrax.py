@@ -99,6 +99,84 @@ def controller_options(stiff: bool, extra: Mapping[str, Any]) -> dict[str, float
     return ctrl
 
 
+def case_settings(options: CaseOptions) -> dict[str, Any]:
+    """The plain settings :func:`compiled_calls` takes for one case: the solver and
+    adjoint by their Diffrax names, the PID controller's tolerances and coefficients, the
+    step bound and the dtype (``sciml-bench codegen`` prints them as the program's header)."""
+    ctrl = controller_options(_SOLVERS[options.solver].stiff, options.extra)
+    return {
+        "solver": options.solver,
+        "controller": {"rtol": options.rtol, "atol": options.atol, **ctrl},
+        "adjoint": options.gradient_method,
+        "max_steps": options.max_steps,
+        "dtype": options.dtype,
+    }
+
+
+def compiled_calls(
+    rhs: Any, y0: Any, t_span: Any, t_save: Any, loss_arrays: Any, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """A case's compiled calls, from plain arguments (what :class:`DiffraxCase` runs and
+    ``sciml-bench codegen --target jax`` prints, from this very source):
+
+    - ``solve_full(theta)``: ``diffeqsolve(...).ys`` flattened, then its result code and
+      accepted and rejected steps (one output buffer);
+    - ``solve_ys(theta)``: the same solve's ``ys`` alone (the steady-state solve);
+    - ``loss(theta)``: ``(L, [L, result code, steps])`` with
+      ``L = Σ W (ys − O)² + Σ C ys`` (traced, not compiled);
+    - ``value_and_grad(theta)``: ``jax.grad`` of ``loss`` with its auxiliary output.
+
+    ``rhs(t, y, args)`` is the generated vector field, the parameters Diffrax's ``args``.
+    """
+    import diffrax
+    import jax
+    import jax.numpy as jnp
+
+    dtype = jnp.dtype(settings["dtype"])
+    solver = getattr(diffrax, settings["solver"])()
+    controller = diffrax.PIDController(**settings["controller"])
+    adjoint = getattr(diffrax, settings["adjoint"])()
+    term = diffrax.ODETerm(lambda t, y, args: rhs(t, y, args))
+    t0, t1 = t_span
+    y0 = jnp.asarray(y0, dtype=dtype)
+    saveat = diffrax.SaveAt(ts=jnp.asarray(t_save, dtype=dtype))
+    W, O, C = (jnp.asarray(a, dtype=dtype) for a in loss_arrays)
+
+    def _solve(theta: Any) -> Any:
+        sol = diffrax.diffeqsolve(
+            term, solver, t0, t1, None, y0, args=theta, saveat=saveat,
+            stepsize_controller=controller, max_steps=settings["max_steps"],
+            adjoint=adjoint, throw=False,
+        )  # fmt: skip
+        return sol.ys, _status(sol)
+
+    def _status(sol: Any) -> Any:
+        # [result code, accepted, rejected steps] in one small array: each extra output
+        # of a compiled call costs microseconds of dispatch
+        return jnp.stack(
+            [sol.result._value, sol.stats["num_accepted_steps"],
+             sol.stats["num_rejected_steps"]]
+        ).astype(dtype)  # fmt: skip
+
+    def _solve_full(theta: Any) -> Any:
+        ys, status = _solve(theta)
+        return jnp.concatenate([ys.ravel(), status])  # one output buffer
+
+    def _loss(theta: Any) -> Any:
+        ys, status = _solve(theta)
+        d = ys - O
+        value = jnp.sum(W * d * d) + jnp.sum(C * ys)
+        return value, jnp.concatenate([value[None], status])
+
+    return {
+        "solve_full": jax.jit(_solve_full),
+        "solve_ys": jax.jit(lambda theta: _solve(theta)[0]),  # XLA drops the status
+        "loss": _loss,
+        # jax.grad with the loss as auxiliary output: two buffers, as value_and_grad gives
+        "value_and_grad": jax.jit(jax.grad(_loss, has_aux=True)),
+    }
+
+
 def compiled_failure(e: Exception) -> SolverFailure:
     """A runtime error inside a compiled call (e.g. Equinox's check that a linear solve
     stayed finite) as a solver failure with the library's message."""
@@ -131,54 +209,23 @@ class DiffraxCase(Case):
 
         jax.config.update("jax_enable_x64", True)
         rhs = load_python(problem.source["jax"])["rhs"]
-        solver = getattr(diffrax, options.solver)()
-        ctrl = controller_options(_SOLVERS[options.solver].stiff, options.extra)
-        controller = diffrax.PIDController(rtol=options.rtol, atol=options.atol, **ctrl)
-        adjoint = getattr(diffrax, options.gradient_method)()
-        term = diffrax.ODETerm(lambda t, y, args: rhs(t, y, args))
-        t0, t1 = problem.t_span
-        y0 = jnp.asarray(problem.y0)
-        saveat = diffrax.SaveAt(ts=jnp.asarray(problem.t_save))
-        W, O, C = (jnp.asarray(a) for a in (problem.loss_W, problem.loss_O, problem.loss_C))
-
-        def _solve(theta: Any) -> Any:
-            sol = diffrax.diffeqsolve(
-                term, solver, t0, t1, None, y0, args=theta, saveat=saveat,
-                stepsize_controller=controller, max_steps=options.max_steps,
-                adjoint=adjoint, throw=False,
-            )  # fmt: skip
-            return sol.ys, _status(sol)
-
-        def _status(sol: Any) -> Any:
-            # [result code, accepted, rejected steps] in one small array: each extra output
-            # of a compiled call costs microseconds of dispatch
-            return jnp.stack(
-                [sol.result._value, sol.stats["num_accepted_steps"],
-                 sol.stats["num_rejected_steps"]]
-            ).astype(jnp.float64)  # fmt: skip
-
-        def _solve_full(theta: Any) -> Any:
-            ys, status = _solve(theta)
-            return jnp.concatenate([ys.ravel(), status])  # one output buffer
-
-        def _loss(theta: Any) -> Any:
-            ys, status = _solve(theta)
-            d = ys - O
-            value = jnp.sum(W * d * d) + jnp.sum(C * ys)
-            return value, jnp.concatenate([value[None], status])
-
-        self._solve_full = jax.jit(_solve_full)
-        self._solve_ys = jax.jit(lambda theta: _solve(theta)[0])  # XLA drops the status
+        settings = case_settings(options)
+        fns = compiled_calls(
+            rhs, problem.y0, problem.t_span, problem.t_save,
+            (problem.loss_W, problem.loss_O, problem.loss_C), settings,
+        )  # fmt: skip
+        self._solve_full = fns["solve_full"]
+        self._solve_ys = fns["solve_ys"]
         #: the traced loss, (L, [L, result code, steps]): DiffraxTrainingCase's step too
-        self.loss_fn = _loss
-        # jax.grad with the loss as auxiliary output: two buffers, as value_and_grad gives
-        self._value_and_grad = jax.jit(jax.grad(_loss, has_aux=True))
+        self.loss_fn = fns["loss"]
+        self._value_and_grad = fns["value_and_grad"]
+        y0 = jnp.asarray(problem.y0)
         self._block = jax.block_until_ready
         self._shape = (len(problem.t_save), problem.n_state)
         self._results = result_table(diffrax)
         #: the steady samples' status, read once per prepared parameters (see check_solve)
         self._status_of: tuple[Any, np.ndarray] | None = None
-        self.options = {"controller": {"rtol": options.rtol, "atol": options.atol, **ctrl}}
+        self.options = {"controller": settings["controller"]}
         #: what runs, for the result record
         self.info = {**self.options, "idiom": IDIOM}
         self.t_save = problem.t_save

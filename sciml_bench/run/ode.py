@@ -140,6 +140,23 @@ def load_backend(job: dict[str, Any], events: Events) -> Any:
     return backend
 
 
+def case_options(job: dict[str, Any]) -> Any:
+    """The :class:`~sciml_bench.backends.base.CaseOptions` of an ODE job (also what
+    ``sciml-bench codegen`` prints the program of)."""
+    from sciml_bench.backends.base import CaseOptions
+
+    opts = job["options"]
+    return CaseOptions(
+        solver=opts["solver"],
+        gradient_method=opts["gradient_method"],
+        rtol=float(opts["rtol"]),
+        atol=float(opts["atol"]),
+        max_steps=int(opts["max_steps"]),
+        extra=opts.get("extra", {}),
+        device=job.get("device", "cpu"),
+    )
+
+
 def work(job: dict[str, Any], events: Events) -> None:
     t_spawn = float(job["t_spawn"])
     name = job["backend"]
@@ -149,23 +166,13 @@ def work(job: dict[str, Any], events: Events) -> None:
         return
     import numpy as np
 
-    from sciml_bench.backends.base import CaseOptions
     from sciml_bench.measure.clock import clock, peak_rss_mb
     from sciml_bench.measure.status import Status
     from sciml_bench.problem.compiled import CompiledProblem
 
     start = clock()
     problem = CompiledProblem.from_json(job["problem"])
-    opts = job["options"]
-    options = CaseOptions(
-        solver=opts["solver"],
-        gradient_method=opts["gradient_method"],
-        rtol=float(opts["rtol"]),
-        atol=float(opts["atol"]),
-        max_steps=int(opts["max_steps"]),
-        extra=opts.get("extra", {}),
-        device=job.get("device", "cpu"),
-    )
+    options = case_options(job)
     try:
         case = backend.build(problem, options)
     except Exception as e:

@@ -1,0 +1,184 @@
+"""The whole program one case runs, as a script a reader can paste and run.
+
+``sciml-bench codegen NAME --target T`` prints it, to audit fairness past the vector
+field: the solve call with its solver, controller, tolerances, save points, step bound,
+adjoint (or sensitivity method) and dtype, then the loss and the gradient call. It is
+assembled from the very source the worker runs, never from a template of it:
+
+1. the generated vector field (``CompiledProblem.source[target]``, what the case loads);
+2. ``inspect.getsource`` of the backend module's functions the case itself calls to build
+   and run its solve, loss and gradient (e.g. :func:`~sciml_bench.backends.diffrax.compiled_calls`);
+3. a header binding the concrete values those functions take for this case: the settings
+   from the backend's own ``case_settings(options)`` for the options the runner's plan
+   picks, and the problem's ``y0``, time span, save points, parameters and loss arrays
+   (Python floats printed by ``repr``, which round-trips every bit);
+4. a ``__main__`` that calls them once and prints, with :func:`print_result`, the solution
+   at the save points, the loss and the gradient.
+
+``tests/test_program.py`` runs the printed program in a fresh process and compares its
+printed solution with the backend's own solve of the same case, so the two cannot drift.
+A backend without a recipe here gets its vector field and a comment saying the whole
+program is not available for it yet.
+"""
+
+from __future__ import annotations
+
+import inspect
+import pprint
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sciml_bench.backends.base import CaseOptions
+from sciml_bench.problem.compiled import CompiledProblem
+
+#: the backend that runs each codegen target's code, by default
+TARGET_BACKEND = {"jax": "diffrax", "torch": "torchdiffeq", "numpy": "scipy",
+                  "casadi": "cvodes", "diffsl": "diffsol", "julia": "julia"}  # fmt: skip
+#: the generated source each backend runs
+BACKEND_TARGET = {"diffrax": "jax", "torchdiffeq": "torch", "torchode": "torch",
+                  "scipy": "numpy", "cvodes": "casadi", "diffsol": "diffsl",
+                  "julia": "julia"}  # fmt: skip
+#: the comment a program-less target's output starts with
+NOT_YET = "# sciml-bench: the whole program is not available for"
+
+
+def print_result(t_save: Any, ys: Any, loss: float | None, grad: Any) -> None:
+    """Print the solution at the save points (``t`` then the states, one line per point),
+    the loss and the gradient, 17 significant digits each (:func:`parse_output` reads it)."""
+    print("solution (t, then the state) at each save point:")
+    for t, y in zip(t_save, ys, strict=True):
+        print(" ".join(f"{float(v):.17g}" for v in (t, *y)))
+    if loss is None:
+        print("loss: none (this backend solves only; it computes no gradient)")
+        return
+    print(f"loss {float(loss):.17g}")
+    print("gradient " + " ".join(f"{float(g):.17g}" for g in grad))
+
+
+def parse_output(text: str) -> dict[str, Any]:
+    """``t``, ``y``, ``loss`` and ``gradient`` from a program's :func:`print_result` output."""
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("solution (t,"))
+    rows, out = [], {"loss": None, "gradient": None}
+    for ln in lines[start + 1:]:
+        head = ln.split(" ", 1)[0]
+        if head == "loss":
+            out["loss"] = float(ln.split()[1])
+        elif head == "gradient":
+            out["gradient"] = np.array([float(v) for v in ln.split()[1:]])
+        elif head and head[0] in "-+.0123456789":
+            rows.append([float(v) for v in ln.split()])
+    arr = np.array(rows)
+    return {**out, "t": arr[:, 0], "y": arr[:, 1:]}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one backend's case becomes a program: its import lines, the backend functions
+    the case calls (their source is printed), its settings for a case, and the lines of
+    its ``__main__`` (which call those functions on the header's names)."""
+
+    imports: tuple[str, ...]
+    functions: Callable[[], Sequence[Callable[..., Any]]]
+    settings: Callable[[CompiledProblem, CaseOptions], dict[str, Any]]
+    main: tuple[str, ...]
+
+
+def _diffrax_functions() -> list[Callable[..., Any]]:
+    from sciml_bench.backends import diffrax
+
+    return [diffrax.compiled_calls]
+
+
+def _diffrax_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
+    from sciml_bench.backends import diffrax
+
+    return diffrax.case_settings(options)
+
+
+DIFFRAX = Recipe(
+    imports=("from typing import Any", "", "import jax", "import jax.numpy as jnp",
+             "import numpy as np", "",
+             "# float64 before any array is made, as the worker does",
+             'jax.config.update("jax_enable_x64", True)'),
+    functions=_diffrax_functions,
+    settings=_diffrax_settings,
+    main=(
+        "calls = compiled_calls(rhs, Y0, T_SPAN, T_SAVE, (LOSS_W, LOSS_O, LOSS_C), SETTINGS)",
+        "theta = jnp.asarray(THETA)  # the parameters as the case holds them (prepare)",
+        "out = np.asarray(calls['solve_full'](theta))",
+        "n = len(T_SAVE) * len(Y0)",
+        "code, accepted, rejected = (int(v) for v in out[n:])",
+        "print(f'diffrax result code {code} (0: successful), {accepted} accepted and "
+        "{rejected} rejected steps')",
+        "grad, aux = calls['value_and_grad'](theta)",
+        "print_result(T_SAVE, out[:n].reshape(len(T_SAVE), len(Y0)), float(aux[0]), "
+        "np.asarray(grad))",
+    ),
+)
+
+#: the backends whose whole program is printed
+RECIPES: dict[str, Recipe] = {"diffrax": DIFFRAX}
+
+
+def _bind(name: str, value: Any) -> str:
+    """``NAME = value`` as Python source, wrapped at 100 columns (floats by ``repr``)."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    text = pprint.pformat(value, width=100 - len(name) - 3, compact=True, sort_dicts=False)
+    pad = " " * (len(name) + 3)
+    return f"{name} = " + text.replace("\n", "\n" + pad)
+
+
+def header(problem: CompiledProblem, settings: dict[str, Any]) -> list[str]:
+    """The concrete values the case's functions take: its settings and the problem's."""
+    return [
+        "# the case's settings, from its backend's case_settings(options)",
+        _bind("SETTINGS", settings),
+        "# the problem, as the worker receives it (CompiledProblem)",
+        _bind("Y0", problem.y0),
+        _bind("T_SPAN", tuple(float(t) for t in problem.t_span)),
+        _bind("T_SAVE", problem.t_save),
+        "# the parameters every backend starts from (theta0), in declaration order: "
+        + ", ".join(problem.param_names[:8]) + (" ..." if problem.n_params > 8 else ""),
+        _bind("THETA", problem.theta0),
+        "# the loss L(Y) = sum(W * (Y - O)**2) + sum(C * Y) over the states Y at T_SAVE",
+        _bind("LOSS_W", problem.loss_W),
+        _bind("LOSS_O", problem.loss_O),
+        _bind("LOSS_C", problem.loss_C),
+    ]
+
+
+def program(problem: CompiledProblem, backend: str, options: CaseOptions, command: str) -> str:
+    """The whole program of ``backend``'s case ``options`` on ``problem`` (see the module's
+    docstring); for a backend without a :data:`RECIPES` entry, its vector field after a
+    :data:`NOT_YET` comment. ``command`` is the codegen command line, quoted in the text."""
+    target = BACKEND_TARGET[backend]
+    rhs = problem.source[target]
+    recipe = RECIPES.get(backend)
+    if recipe is None:
+        return (f"{NOT_YET} {backend} yet: this is its vector field alone, as the worker "
+                f"loads it ({command})\n{rhs}")  # fmt: skip
+    doc = [
+        f'"""{problem.name} as sciml-bench\'s {backend} worker runs it: {options.solver}, '
+        f"gradient {options.gradient_method},",
+        f"rtol={options.rtol:g}, atol={options.atol:g}, max_steps={options.max_steps}, "
+        f"{options.dtype}, on {options.device}.",
+        "",
+        "Printed by",
+        f"    {command}",
+        f"from the source the worker calls (sciml_bench/backends/{backend}.py), so it cannot",
+        "drift from it. Run it with python: it prints the solution at the save points, the",
+        "loss and the gradient.",
+        '"""',
+    ]
+    parts = ["\n".join(doc), "\n".join(recipe.imports), f"\n# -- the vector field --\n{rhs}"]
+    for fn in [*recipe.functions(), print_result]:
+        where = fn.__module__.replace(".", "/") + ".py"
+        parts.append(f"\n# -- from {where} --\n{inspect.getsource(fn)}")
+    parts.append("\n" + "\n".join(header(problem, recipe.settings(problem, options))) + "\n")
+    parts.append('\nif __name__ == "__main__":\n' + "".join(f"    {ln}\n" for ln in recipe.main))
+    return "\n".join(parts)
