@@ -108,16 +108,27 @@ def test_codegen_command_picks_the_case_and_refuses_bad_names() -> None:
         assert r.exit_code == 2 and says in r.output, (args, r.output)
 
 
-@pytest.mark.slow
-def test_the_printed_jax_program_prints_what_the_diffrax_case_computes(tmp_path: Path) -> None:
-    pytest.importorskip("diffrax", reason="diffrax is not installed (pip install -e '.[jax]')")
-    compiled, options = _case(TINY, "diffrax")
-    out = _run_program(prog.program(compiled, "diffrax", options, "test"), tmp_path)
-    case = backends.get("diffrax").build(compiled, options)
+@pytest.mark.parametrize(("backend", "module"), [
+    pytest.param("diffrax", "diffrax", marks=pytest.mark.slow),
+    pytest.param("torchdiffeq", "torchdiffeq", marks=pytest.mark.slow),
+    pytest.param("scipy", "scipy"),
+])  # fmt: skip
+def test_the_printed_program_prints_what_the_backends_case_computes(
+    backend: str, module: str, tmp_path: Path
+) -> None:
+    """The program, run in a fresh process, prints the solution, loss and gradient of the
+    backend's own case (built here, as the worker builds it) to 1e-10."""
+    pytest.importorskip(module, reason=f"{module} is not installed")
+    compiled, options = _case(TINY, backend)
+    out = _run_program(prog.program(compiled, backend, options, "test"), tmp_path)
+    b = backends.get(backend)
+    case = b.build(compiled, options)
     theta = compiled.theta0
-    sol = case.solve(theta)
-    loss, grad = case.loss_and_grad(theta)
     assert np.array_equal(out["t"], compiled.t_save)
-    assert _rel(out["y"], sol.y) < 1e-10
+    assert _rel(out["y"], case.solve(theta).y) < 1e-10
+    if not b.differentiable:
+        assert out["loss"] is None and out["gradient"] is None
+        return
+    loss, grad = case.loss_and_grad(theta)
     assert abs(out["loss"] - loss) <= 1e-10 * abs(loss)
     assert _rel(out["gradient"], grad) < 1e-10

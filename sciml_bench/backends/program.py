@@ -120,8 +120,76 @@ DIFFRAX = Recipe(
     ),
 )
 
+
+
+def _scipy_functions() -> list[Callable[..., Any]]:
+    from sciml_bench.backends import scipy
+
+    return [scipy.ScipyRun, scipy.integrate]
+
+
+def _scipy_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
+    from sciml_bench.backends import scipy
+
+    return scipy.case_settings(options)
+
+
+SCIPY = Recipe(
+    imports=("from collections.abc import Callable", "from dataclasses import dataclass, field",
+             "from functools import partial", "from typing import Any", "",
+             "import numpy as np", "import scipy.integrate"),
+    functions=_scipy_functions,
+    settings=_scipy_settings,
+    main=(
+        "theta = np.asarray(THETA)",
+        "# the parameters bound once per solve, in C (functools.partial), as the case does",
+        "exact = partial(jac, p=theta) if SETTINGS['exact_jacobian'] else None",
+        "run = integrate(getattr(scipy.integrate, SETTINGS['solver']), partial(rhs, p=theta), "
+        "exact, T_SPAN,",
+        "                np.asarray(Y0), np.asarray(T_SAVE), SETTINGS['rtol'], "
+        "SETTINGS['atol'], SETTINGS['max_steps'])",
+        "print(f'scipy: {run.status} {run.message} at t={run.t}'.rstrip() + f'; {run.steps} "
+        "steps, {run.nfev} RHS and {run.njev} Jacobian evaluations, {run.nlu} LU "
+        "decompositions')",
+        "print_result(T_SAVE, np.hstack(run.blocks).T, None, None)",
+    ),
+)
+
+
+
+def _torchdiffeq_functions() -> list[Callable[..., Any]]:
+    from sciml_bench.backends import torchdiffeq as td
+
+    return [td.StepBound, td._Steps, td.attach_steps, td.case_parts, td.loss_and_grads]
+
+
+def _torchdiffeq_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
+    from sciml_bench.backends import torchdiffeq
+
+    return torchdiffeq.case_settings(options)
+
+
+TORCHDIFFEQ = Recipe(
+    imports=("from typing import Any", "", "import numpy as np", "import torch",
+             "import torchdiffeq  # noqa: F401  (case_parts imports it too)"),
+    functions=_torchdiffeq_functions,
+    settings=_torchdiffeq_settings,
+    main=(
+        "parts = case_parts(RHS, Y0, THETA, T_SPAN, T_SAVE, (LOSS_W, LOSS_O, LOSS_C), SETTINGS)",
+        "odeint, steps, first = parts['odeint'], parts['steps'], int(parts['skip_first'])",
+        "with torch.no_grad():  # the solve",
+        "    ys = odeint(parts['module'], parts['y0'], parts['t'], **parts['kw'])[first:]",
+        "print(f'torchdiffeq: {steps.accepted} accepted and {steps.rejected} rejected steps')",
+        "steps.reset()  # the gradient: odeint again, then the loss and autograd.grad",
+        "ys_g = odeint(parts['module'], parts['y0'], parts['t'], **parts['kw'])[first:]",
+        "loss, grads = loss_and_grads(torch, ys_g, parts, steps.reset)",
+        "print_result(T_SAVE, ys.numpy(), loss.item(), "
+        "torch.nn.utils.parameters_to_vector(grads).numpy())",
+    ),
+)
+
 #: the backends whose whole program is printed
-RECIPES: dict[str, Recipe] = {"diffrax": DIFFRAX}
+RECIPES: dict[str, Recipe] = {"diffrax": DIFFRAX, "scipy": SCIPY, "torchdiffeq": TORCHDIFFEQ}
 
 
 def _bind(name: str, value: Any) -> str:

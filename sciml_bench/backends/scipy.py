@@ -64,6 +64,50 @@ class ScipyRun:
     nlu: int = 0
 
 
+def case_settings(options: CaseOptions) -> dict[str, Any]:
+    """The plain settings of one case (``sciml-bench codegen`` prints them): the method,
+    whether it gets the exact Jacobian (the implicit ones do), tolerances, step bound."""
+    return {"solver": options.solver, "exact_jacobian": options.solver in IMPLICIT,
+            "rtol": options.rtol, "atol": options.atol, "max_steps": options.max_steps,
+            "dtype": options.dtype}  # fmt: skip
+
+
+def integrate(
+    method: Any, f: Callable[..., Any], jac: Callable[..., Any] | None,
+    t_span: tuple[float, float], y0: np.ndarray, t_eval: np.ndarray, rtol: float,
+    atol: float, max_steps: int,
+) -> ScipyRun:
+    """``solve_ivp``'s own loop over the solver object ``method`` (e.g.
+    ``scipy.integrate.LSODA``) from ``y0`` over ``t_span``: ``step()`` until the end, the
+    dense output evaluated at the save points ``t_eval`` each step passes, as
+    ``solve_ivp(..., t_eval=t_eval)`` does, under the bound of ``max_steps`` steps. What
+    :class:`ScipyCase` runs and ``sciml-bench codegen --target numpy`` prints."""
+    t0, t1 = t_span
+    kw = {"rtol": rtol, "atol": atol}
+    solver = method(f, t0, y0, t1, **kw) if jac is None else method(
+        f, t0, y0, t1, jac=jac, **kw)  # fmt: skip
+    run = ScipyRun()
+    i = 0  # the next save point
+    while True:
+        if run.steps == max_steps:
+            run.status = "max_steps"
+            break
+        message = solver.step()
+        run.steps += 1
+        if solver.status == "failed":
+            run.status, run.message = "failed", str(message)
+            break
+        # the save points this step passed, a point equal to t included
+        j = int(np.searchsorted(t_eval, solver.t, side="right"))
+        if j > i:
+            run.blocks.append(solver.dense_output()(t_eval[i:j]))
+            i = j
+        if solver.status == "finished":
+            break
+    run.t, run.nfev, run.njev, run.nlu = solver.t, solver.nfev, solver.njev, solver.nlu
+    return run
+
+
 class ScipyCase(Case):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
         import scipy.integrate
@@ -72,8 +116,9 @@ class ScipyCase(Case):
 
         ns = load_python(problem.source["numpy"])
         self.rhs = ns["rhs"]
+        self.settings = case_settings(options)
         #: the Jacobian the implicit methods get (``jac(t, y, p)``), chosen once, here
-        self.jac: Callable[..., Any] | None = ns["jac"] if options.solver in IMPLICIT else None
+        self.jac: Callable[..., Any] | None = ns["jac"] if self.settings["exact_jacobian"] else None
         self.method = getattr(scipy.integrate, options.solver)
         self.p = problem
         self.o = options
@@ -89,31 +134,9 @@ class ScipyCase(Case):
         self, f: Callable[..., Any], jac: Callable[..., Any] | None, y0: np.ndarray
     ) -> ScipyRun:
         """``solve_ivp``'s loop (forward in time, ``t_eval``), under the step bound."""
-        t0, t1 = self.p.t_span
-        kw = {"rtol": self.o.rtol, "atol": self.o.atol}
-        solver = self.method(f, t0, y0, t1, **kw) if jac is None else self.method(
-            f, t0, y0, t1, jac=jac, **kw)  # fmt: skip
-        t_eval, max_steps = self.t_eval, self.o.max_steps
-        run = ScipyRun()
-        i = 0  # the next save point
-        while True:
-            if run.steps == max_steps:
-                run.status = "max_steps"
-                break
-            message = solver.step()
-            run.steps += 1
-            if solver.status == "failed":
-                run.status, run.message = "failed", str(message)
-                break
-            # the save points this step passed, a point equal to t included
-            j = int(np.searchsorted(t_eval, solver.t, side="right"))
-            if j > i:
-                run.blocks.append(solver.dense_output()(t_eval[i:j]))
-                i = j
-            if solver.status == "finished":
-                break
-        run.t, run.nfev, run.njev, run.nlu = solver.t, solver.nfev, solver.njev, solver.nlu
-        return run
+        s = self.settings
+        return integrate(self.method, f, jac, self.p.t_span, y0, self.t_eval, s["rtol"],
+                         s["atol"], s["max_steps"])  # fmt: skip
 
     def check_solve(self, raw: Any) -> Solution:
         run: ScipyRun = raw

@@ -113,47 +113,86 @@ def attach_steps(func: Any, steps: _Steps) -> None:
         setattr(func, f"callback_{name}_adjoint", fn)
 
 
+def case_settings(options: CaseOptions) -> dict[str, Any]:
+    """The plain settings of one case (``sciml-bench codegen`` prints them): ``odeint``'s
+    method and tolerances, ``odeint_adjoint`` for gradient method ``adjoint``, the shared
+    step bound and the dtype."""
+    return {"method": options.solver, "rtol": options.rtol, "atol": options.atol,
+            "odeint": "odeint_adjoint" if options.gradient_method == "adjoint" else "odeint",
+            "max_steps": options.max_steps, "dtype": options.dtype}  # fmt: skip
+
+
+def case_parts(
+    RHS: Any, y0: Any, theta0: Any, t_span: Any, t_save: Any, loss_arrays: Any,
+    settings: dict[str, Any], device: str = "cpu",
+) -> dict[str, Any]:
+    """A case's tensors and functions, from plain arguments (what :class:`TorchdiffeqCase`
+    holds and ``sciml-bench codegen --target torch`` prints, from this very source): the
+    generated ``RHS`` module holding ``theta0`` as its parameter tensors, with the step
+    bound's callbacks attached; ``y0``; the time grid ``t`` (``t0`` prepended unless it is a
+    save point: odeint returns the state at ``t[0]``, dropped when ``skip_first``); the loss
+    arrays ``W``, ``O``, ``C``; and ``odeint``'s keyword arguments ``kw``."""
+    import torch
+    import torchdiffeq
+
+    dt = getattr(torch, settings["dtype"])
+    # every tensor is made on the named device: that is torch's pinning
+    dev = torch.device(device)
+    y0 = torch.as_tensor(y0, dtype=dt, device=dev)  # torch's own error first
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)  # the case's peak, from its build on
+    module = RHS(torch.as_tensor(theta0, dtype=dt)).to(dev)
+    steps = _Steps(settings["max_steps"])
+    attach_steps(module, steps)
+    t0, ts = t_span[0], np.asarray(t_save, dtype=np.float64)
+    skip_first = bool(ts[0] != t0)
+    grid = np.concatenate([[t0], ts]) if skip_first else ts
+    W, O, C = (torch.as_tensor(a, dtype=dt, device=dev) for a in loss_arrays)
+    return {
+        "odeint": getattr(torchdiffeq, settings["odeint"]), "device": dev, "y0": y0,
+        "module": module, "params": tuple(module.parameters()), "steps": steps,
+        "skip_first": skip_first, "t": torch.as_tensor(grid, dtype=dt, device=dev),
+        "W": W, "O": O, "C": C,
+        # the loss Σ W (y - O)² + Σ C y, without terms that are identically zero
+        "has_fit": bool(np.any(loss_arrays[0])), "has_linear": bool(np.any(loss_arrays[2])),
+        "kw": {"rtol": settings["rtol"], "atol": settings["atol"], "method": settings["method"]},
+    }  # fmt: skip
+
+
+def loss_and_grads(torch: Any, ys: Any, parts: dict[str, Any], steps_reset: Any) -> Any:
+    """``L = Σ W (ys − O)² + Σ C ys`` (without terms that are identically zero) and
+    ``torch.autograd.grad(L, params)``; ``steps_reset`` runs between the two, so that the
+    adjoint's backward solve gets the same step bound. (The case's gradient call.)"""
+    if parts["has_fit"]:
+        d = ys - parts["O"]
+        loss = torch.sum(parts["W"] * d * d)
+        if parts["has_linear"]:
+            loss = loss + torch.sum(parts["C"] * ys)
+    else:
+        loss = torch.sum(parts["C"] * ys)
+    steps_reset()
+    # a parameter the equations never read gets a zero, not an error
+    return loss, torch.autograd.grad(loss, parts["params"], allow_unused=True,
+                                     materialize_grads=True)  # fmt: skip
+
+
 class TorchdiffeqCase(TorchPlaced, Case):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
         import torch
-        import torchdiffeq
 
         from sciml_bench.problem.generated import load_python
 
         self.torch = torch
-        self.odeint = (
-            torchdiffeq.odeint_adjoint
-            if options.gradient_method == "adjoint"
-            else torchdiffeq.odeint
-        )
-        dt = torch.float64
-        # every tensor is made on the named device: that is torch's pinning
-        self.device = dev = torch.device(options.device)
-        self.y0 = torch.as_tensor(problem.y0, dtype=dt, device=dev)  # torch's own error first
-        if dev.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(dev)  # the case's peak, from its build on
-        self.module = load_python(problem.source["torch"])["RHS"](
-            torch.as_tensor(problem.theta0, dtype=dt)
-        ).to(dev)
-        self.params = tuple(self.module.parameters())
-        self.steps = _Steps(options.max_steps)
-        # torchdiffeq calls these on the function it is given (and *_adjoint in the
-        # adjoint's backward solve, which gets the same bound)
-        attach_steps(self.module, self.steps)
-        t0 = problem.t_span[0]
-        ts = problem.t_save
-        # odeint returns the state at t[0]; prepend t0 unless it is a save point
-        self.skip_first = bool(ts[0] != t0)
-        grid = np.concatenate([[t0], ts]) if self.skip_first else ts
-        self.t = torch.as_tensor(grid, dtype=dt, device=dev)
-        W, O, C = (
-            torch.as_tensor(a, dtype=dt, device=dev)
-            for a in (problem.loss_W, problem.loss_O, problem.loss_C)
-        )
-        # the loss Σ W (y - O)² + Σ C y, without terms that are identically zero
-        self._has_fit, self._has_linear = bool(np.any(problem.loss_W)), bool(np.any(problem.loss_C))
-        self.W, self.O, self.C = W, O, C
-        self.kw = dict(rtol=options.rtol, atol=options.atol, method=options.solver)
+        parts = case_parts(load_python(problem.source["torch"])["RHS"], problem.y0,
+                           problem.theta0, problem.t_span, problem.t_save,
+                           (problem.loss_W, problem.loss_O, problem.loss_C),
+                           case_settings(options), options.device)  # fmt: skip
+        self.odeint, self.device, self.y0 = parts["odeint"], parts["device"], parts["y0"]
+        self.module, self.params, self.steps = parts["module"], parts["params"], parts["steps"]
+        self.skip_first, self.t, self.kw = parts["skip_first"], parts["t"], parts["kw"]
+        self.W, self.O, self.C = parts["W"], parts["O"], parts["C"]
+        self._has_fit, self._has_linear = parts["has_fit"], parts["has_linear"]
+        self._parts = parts
         self.info = {"idiom": IDIOM}
         #: the device torch reports for the last solution (the read-back)
         self.last_device: Any = self.y0.device
@@ -215,21 +254,11 @@ class TorchdiffeqCase(TorchPlaced, Case):
         return Solution(y, {"steps": accepted, "rejected_steps": rejected})
 
     def timed_grad(self, params: Any) -> Any:
-        torch = self.torch
         ys = self._odeint()
-        if self._has_fit:
-            d = ys - self.O
-            loss = torch.sum(self.W * d * d)
-            if self._has_linear:
-                loss = loss + torch.sum(self.C * ys)
-        else:
-            loss = torch.sum(self.C * ys)
-        self.steps.reset()  # the adjoint's backward solve gets the same bound
         try:
-            # a parameter the equations never read gets a zero, not an error
-            grads = torch.autograd.grad(
-                loss, self.params, allow_unused=True, materialize_grads=True
-            )
+            # the steps reset between loss and gradient: the adjoint's backward solve
+            # gets the same bound
+            loss, grads = loss_and_grads(self.torch, ys, self._parts, self.steps.reset)
         except AssertionError as e:  # the adjoint's backward solve can fail too
             raise SolverFailure(classify_message(str(e)), f"torchdiffeq backward: {e}") from None
         self.sync()
