@@ -112,6 +112,8 @@ def test_codegen_command_picks_the_case_and_refuses_bad_names() -> None:
     pytest.param("diffrax", "diffrax", marks=pytest.mark.slow),
     pytest.param("torchdiffeq", "torchdiffeq", marks=pytest.mark.slow),
     pytest.param("scipy", "scipy"),
+    pytest.param("cvodes", "casadi"),
+    pytest.param("diffsol", "pydiffsol"),
 ])  # fmt: skip
 def test_the_printed_program_prints_what_the_backends_case_computes(
     backend: str, module: str, tmp_path: Path

@@ -106,28 +106,50 @@ def integrator_options(options: CaseOptions) -> dict[str, Any]:
     }
 
 
+def symbolics(problem: CompiledProblem) -> str:
+    """``MX`` for a network of more than :data:`MX_FROM` parameters, else ``SX``."""
+    return "MX" if "ca.mtimes(" in problem.source["casadi"] and problem.n_params > MX_FROM else "SX"
+
+
+def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
+    """The plain settings of one case (``sciml-bench codegen`` prints them): the symbol
+    type, CVODES' options through CasADi, the gradient method and the step bound."""
+    return {"symbolics": symbolics(problem), "integrator": integrator_options(options),
+            "gradient": options.gradient_method, "max_steps": options.max_steps,
+            "dtype": options.dtype}  # fmt: skip
+
+
 def build_integrator(problem: CompiledProblem, options: CaseOptions) -> tuple[Any, str]:
     """CasADi's CVODES integrator for ``problem`` and the symbol type used (``SX``/``MX``)."""
-    import casadi as ca
-
     from sciml_bench.problem.generated import load_python, not_expressible
 
     source = problem.source["casadi"]
     why = not_expressible(source)
     if why is not None:
         raise ProblemNotExpressible(f"cvodes: {problem.name} is {why}")
-    rhs = load_python(source)["rhs"]
-    kind = "MX" if "ca.mtimes(" in source and problem.n_params > MX_FROM else "SX"
+    s = case_settings(problem, options)
+    F = integrator(load_python(source)["rhs"], s["symbolics"], problem.n_state,
+                   problem.n_params, problem.t_span[0], problem.t_save, s["integrator"])  # fmt: skip
+    return F, s["symbolics"]
+
+
+def integrator(
+    rhs: Any, kind: str, n_state: int, n_params: int, t0: float, t_save: Any,
+    opts: dict[str, Any],
+) -> Any:
+    """``casadi.integrator("F", "cvodes", {x, p, t, ode}, t0, t_save, opts)`` on the
+    generated ``rhs(t, x, p)`` over ``kind`` (``SX``/``MX``) symbols: one compiled call
+    solves and returns the states at every save time (what :class:`CvodesCase` runs and
+    ``sciml-bench codegen --target casadi`` prints)."""
+    import casadi as ca
+
     sym = getattr(ca, kind)
-    x, p, t = sym.sym("x", problem.n_state), sym.sym("p", problem.n_params), sym.sym("t")
+    x, p, t = sym.sym("x", n_state), sym.sym("p", n_params), sym.sym("t")
     dae = {"x": x, "p": p, "t": t, "ode": rhs(t, x, p)}
-    t0 = float(problem.t_span[0])
-    F = ca.integrator("F", "cvodes", dae, t0, [float(s) for s in problem.t_save],
-                      integrator_options(options))  # fmt: skip
-    return F, kind
+    return ca.integrator("F", "cvodes", dae, float(t0), [float(s) for s in t_save], opts)
 
 
-def loss_function(problem: CompiledProblem, F: Any, method: str) -> Any:
+def loss_function(F: Any, y0: Any, n_params: int, loss_arrays: Any, method: str) -> Any:
     """``G(p) -> (L, dL/dp)``: the loss on the MX graph of the integrator's output,
 
         L(p) = Σ_ij W_ij (Y_ij(p) − O_ij)² + Σ_ij C_ij Y_ij(p),
@@ -136,15 +158,13 @@ def loss_function(problem: CompiledProblem, F: Any, method: str) -> Any:
     per parameter) or reverse mode (``gradient``)."""
     import casadi as ca
 
-    P = ca.MX.sym("p", problem.n_params)
-    Y = F(x0=ca.DM(problem.y0), p=P)["xf"]  # n_state x n_save: the transposed layout
-    W, O, C = (ca.DM(a.T) for a in (problem.loss_W, problem.loss_O, problem.loss_C))
+    P = ca.MX.sym("p", n_params)
+    Y = F(x0=ca.DM(y0), p=P)["xf"]  # n_state x n_save: the transposed layout
+    W, O, C = (ca.DM(np.asarray(a).T) for a in loss_arrays)
     D = Y - O
     L = ca.sum1(ca.sum2(W * D * D)) + ca.sum1(ca.sum2(C * Y))
-    if method == "forward":
-        dL = ca.jtimes(L, P, ca.DM.eye(problem.n_params), False).T
-    else:
-        dL = ca.gradient(L, P)
+    forward = method == "forward"
+    dL = ca.jtimes(L, P, ca.DM.eye(n_params), False).T if forward else ca.gradient(L, P)
     return ca.Function("G", [P], [L, dL])
 
 
@@ -168,7 +188,9 @@ class CvodesCase(Case):
         import casadi as ca
 
         self.F, kind = build_integrator(problem, options)
-        self.G = loss_function(problem, self.F, options.gradient_method)
+        self.G = loss_function(self.F, problem.y0, problem.n_params,
+                               (problem.loss_W, problem.loss_O, problem.loss_C),
+                               options.gradient_method)  # fmt: skip
         self.x0 = ca.DM(problem.y0)
         self.max_steps = options.max_steps
         self._ca = ca

@@ -89,6 +89,55 @@ def sens_tolerances(problem: CompiledProblem, rtol: float, atol: float) -> tuple
     return rtol, atol
 
 
+def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
+    """The plain settings of one case (``sciml-bench codegen`` prints them): the solver,
+    matrix type, tolerances (the sensitivities' too), gradient method and step bound."""
+    sr, sa = sens_tolerances(problem, options.rtol, options.atol)
+    return {"solver": options.solver, "matrix_type": matrix_type(problem.n_state),
+            "rtol": options.rtol, "atol": options.atol, "sens_rtol": sr, "sens_atol": sa,
+            "t0": float(problem.t_span[0]), "gradient": options.gradient_method,
+            "max_steps": options.max_steps, "dtype": options.dtype}  # fmt: skip
+
+
+def make_ode(code: str, settings: dict[str, Any]) -> Any:
+    """``pydiffsol.Ode`` of the DiffSL ``code``, JIT-compiled, with the case's solver,
+    matrices and tolerances (what :class:`DiffsolCase` runs and ``sciml-bench codegen
+    --target diffsl`` prints)."""
+    import pydiffsol as ds
+
+    ode = ds.Ode(code, scalar_type=ds.f64, matrix_type=getattr(ds, settings["matrix_type"]),
+                 ode_solver=getattr(ds, settings["solver"]))  # fmt: skip
+    ode.rtol, ode.atol = settings["rtol"], settings["atol"]
+    ode.t0 = settings["t0"]
+    sr, sa = settings["sens_rtol"], settings["sens_atol"]
+    ode.sens_rtol, ode.sens_atol = sr, sa
+    ode.param_rtol, ode.param_atol = sr, sa
+    return ode
+
+
+def loss_and_dL_dY(ys: np.ndarray, loss_arrays: Any) -> tuple[float, np.ndarray]:
+    """``L = Σ W (Y − O)² + Σ C Y`` and ``∂L/∂Y = 2 W (Y − O) + C`` in diffsol's layout
+    (``ys`` and the result ``n_state × n_save``; ``W``, ``O``, ``C`` ``n_save × n_state``)."""
+    W, O, C = loss_arrays
+    Y = ys.T
+    D = Y - O
+    return float(np.sum(W * D * D) + np.sum(C * Y)), (2 * W * D + C).T
+
+
+def gradient(ode: Any, params: np.ndarray, t_save: np.ndarray, adjoint: bool,
+             loss_arrays: Any) -> tuple[float, Any]:
+    """``(L, dL/dθ)``: diffsol's discrete adjoint (``solve_adjoint_fwd`` then
+    ``solve_adjoint_bkwd`` with ``∂L/∂Y``), or forward sensitivities (``solve_fwd_sens``)
+    and the chain rule ``dL/dθ_k = Σ_ij ∂L/∂Y_ij S_k,ij`` in NumPy."""
+    if adjoint:
+        sol, checkpoint = ode.solve_adjoint_fwd(params, t_save)
+        value, g = loss_and_dL_dY(sol.ys, loss_arrays)
+        return value, ode.solve_adjoint_bkwd(sol, checkpoint, g)
+    sol = ode.solve_fwd_sens(params, t_save)
+    value, g = loss_and_dL_dY(np.asarray(sol.ys), loss_arrays)
+    return value, np.einsum("ij,kij->k", g, np.asarray(sol.sens))
+
+
 def library_failure(e: Exception) -> SolverFailure:
     """pydiffsol's error (a RuntimeError with diffsol's message) as a status."""
     message = " ".join(str(e).split())
@@ -99,22 +148,15 @@ def library_failure(e: Exception) -> SolverFailure:
 
 class DiffsolCase(Case):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
-        import pydiffsol as ds
-
         from sciml_bench.problem.generated import not_expressible
 
         code = problem.source["diffsl"]
         why = not_expressible(code)
         if why is not None:
             raise ProblemNotExpressible(f"diffsol: {problem.name} is {why}")
-        mtype = matrix_type(problem.n_state)
-        self.ode = ds.Ode(code, scalar_type=ds.f64, matrix_type=getattr(ds, mtype),
-                          ode_solver=getattr(ds, options.solver))  # fmt: skip
-        self.ode.rtol, self.ode.atol = options.rtol, options.atol
-        self.ode.t0 = float(problem.t_span[0])
-        sr, sa = sens_tolerances(problem, options.rtol, options.atol)
-        self.ode.sens_rtol, self.ode.sens_atol = sr, sa
-        self.ode.param_rtol, self.ode.param_atol = sr, sa
+        st = case_settings(problem, options)
+        mtype, sr, sa = st["matrix_type"], st["sens_rtol"], st["sens_atol"]
+        self.ode = make_ode(code, st)
         self.t_save = np.asarray(problem.t_save, dtype=np.float64)
         self.t_end = float(self.t_save[-1])  # where solve_dense stops
         self.max_steps = options.max_steps
@@ -161,21 +203,9 @@ class DiffsolCase(Case):
             raise SolverFailure(Status.NONFINITE, "diffsol: non-finite values in the solution")
         return Solution(y, {"steps": steps})
 
-    def _dL_dY(self, ys: np.ndarray) -> tuple[float, np.ndarray]:
-        """The loss and ``∂L/∂Y`` in diffsol's layout (``n_state × n_save``)."""
-        Y = ys.T
-        D = Y - self.O
-        return float(np.sum(self.W * D * D) + np.sum(self.C * Y)), (2 * self.W * D + self.C).T
-
     def timed_grad(self, params: np.ndarray) -> Any:
         try:
-            if self.adjoint:
-                sol, checkpoint = self.ode.solve_adjoint_fwd(params, self.t_save)
-                value, g = self._dL_dY(sol.ys)
-                return value, self.ode.solve_adjoint_bkwd(sol, checkpoint, g)
-            sol = self.ode.solve_fwd_sens(params, self.t_save)
-            value, g = self._dL_dY(sol.ys)
-            return value, np.einsum("ij,kij->k", g, np.asarray(sol.sens))
+            return gradient(self.ode, params, self.t_save, self.adjoint, (self.W, self.O, self.C))
         except RuntimeError as e:
             raise library_failure(e) from None
 

@@ -85,6 +85,9 @@ class Recipe:
     functions: Callable[[], Sequence[Callable[..., Any]]]
     settings: Callable[[CompiledProblem, CaseOptions], dict[str, Any]]
     main: tuple[str, ...]
+    #: the generated model as program text: Python source as it is; a model in another
+    #: language (DiffSL) bound to a name as a string
+    embed: Callable[[str], str] = lambda source: source
 
 
 def _diffrax_functions() -> list[Callable[..., Any]]:
@@ -188,8 +191,83 @@ TORCHDIFFEQ = Recipe(
     ),
 )
 
+
+
+def _cvodes_functions() -> list[Callable[..., Any]]:
+    from sciml_bench.backends import cvodes
+
+    return [cvodes.integrator, cvodes.loss_function]
+
+
+def _cvodes_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
+    from sciml_bench.backends import cvodes
+
+    return cvodes.case_settings(problem, options)
+
+
+CVODES = Recipe(
+    imports=("from typing import Any", "", "import casadi as ca", "import numpy as np"),
+    functions=_cvodes_functions,
+    settings=_cvodes_settings,
+    main=(
+        "F = integrator(rhs, SETTINGS['symbolics'], len(Y0), len(THETA), T_SPAN[0], T_SAVE,",
+        "               SETTINGS['integrator'])",
+        "G = loss_function(F, Y0, len(THETA), (np.asarray(LOSS_W), np.asarray(LOSS_O), "
+        "np.asarray(LOSS_C)),",
+        "                  SETTINGS['gradient'])",
+        "p = ca.DM(THETA)  # the parameters as the case holds them (prepare)",
+        "out = F(x0=ca.DM(Y0), p=p)  # the solve",
+        "st = F.stats()",
+        "print(f\"cvodes: {st['nsteps']} steps, {st['netfails'] + st['nncfails']} rejected, "
+        "{st['nfevals']} RHS evaluations\")",
+        "value, grad = G(p)  # the loss and its gradient",
+        "print_result(T_SAVE, np.array(out['xf']).T, float(value), np.array(grad).ravel())",
+    ),
+)
+
+
+def _diffsol_functions() -> list[Callable[..., Any]]:
+    from sciml_bench.backends import diffsol
+
+    return [diffsol.make_ode, diffsol.loss_and_dL_dY, diffsol.gradient]
+
+
+def _diffsol_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
+    from sciml_bench.backends import diffsol
+
+    return diffsol.case_settings(problem, options)
+
+
+def _diffsl_text(source: str) -> str:
+    """The DiffSL model bound to ``DIFFSL``, verbatim (a raw triple-quoted string where
+    the text allows one)."""
+    if '"""' in source or source.endswith("\\"):
+        return f"DIFFSL = {source!r}\n"
+    return f'DIFFSL = r"""{source}"""\n'
+
+
+DIFFSOL = Recipe(
+    imports=("from typing import Any", "", "import numpy as np", "import pydiffsol as ds  # noqa: F401"),
+    functions=_diffsol_functions,
+    settings=_diffsol_settings,
+    main=(
+        "ode = make_ode(DIFFSL, SETTINGS)  # JIT-compiled here",
+        "theta = np.ascontiguousarray(THETA, dtype=np.float64)",
+        "t_save = np.asarray(T_SAVE, dtype=np.float64)",
+        "sol = ode.solve_dense(theta, t_save)  # the solve",
+        "steps = len(ode.solve(theta, float(t_save[-1])).ts) - 1",
+        "print(f'diffsol: {steps} accepted steps')",
+        "loss_arrays = (np.asarray(LOSS_W), np.asarray(LOSS_O), np.asarray(LOSS_C))",
+        "value, grad = gradient(ode, theta, t_save, SETTINGS['gradient'] == 'adjoint', "
+        "loss_arrays)",
+        "print_result(T_SAVE, np.asarray(sol.ys).T, value, np.asarray(grad).ravel())",
+    ),
+    embed=_diffsl_text,
+)
+
 #: the backends whose whole program is printed
-RECIPES: dict[str, Recipe] = {"diffrax": DIFFRAX, "scipy": SCIPY, "torchdiffeq": TORCHDIFFEQ}
+RECIPES: dict[str, Recipe] = {"diffrax": DIFFRAX, "scipy": SCIPY, "torchdiffeq": TORCHDIFFEQ,
+                              "cvodes": CVODES, "diffsol": DIFFSOL}  # fmt: skip
 
 
 def _bind(name: str, value: Any) -> str:
@@ -243,7 +321,8 @@ def program(problem: CompiledProblem, backend: str, options: CaseOptions, comman
         "loss and the gradient.",
         '"""',
     ]
-    parts = ["\n".join(doc), "\n".join(recipe.imports), f"\n# -- the vector field --\n{rhs}"]
+    parts = ["\n".join(doc), "\n".join(recipe.imports),
+             f"\n# -- the vector field --\n{recipe.embed(rhs)}"]
     for fn in [*recipe.functions(), print_result]:
         where = fn.__module__.replace(".", "/") + ".py"
         parts.append(f"\n# -- from {where} --\n{inspect.getsource(fn)}")
