@@ -98,6 +98,8 @@ def test_codegen_command_picks_the_case_and_refuses_bad_names() -> None:
     r = cli.invoke(main, ["codegen", "--problem-file", DECAY, "--backend", "torchode"])
     assert r.exit_code == 0 and r.stdout.startswith(f"{prog.NOT_YET} torchode yet")
     assert codegen.generate(spec.load(DECAY), "torch") in r.stdout
+    r = cli.invoke(main, ["codegen", "ensemble-lorenz", "--target", "jax"])
+    assert r.exit_code == 2 and "ensemble-lorenz is an ensemble" in r.output
     for args, says in (
         (["--target", "jax", "--backend", "torchdiffeq"], "--backend torchdiffeq runs the torch"),
         (["--target", "jax", "--solver", "dopri5"], "--solver 'dopri5' is offered by none of diffrax"),

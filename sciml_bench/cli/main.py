@@ -81,7 +81,7 @@ def main(debug: bool) -> None:
       sciml-bench run stiff-robertson        every available backend, results to results/
       sciml-bench run stiff-robertson --quick -b diffrax
       sciml-bench show results/FILE.h5       the table again
-      sciml-bench codegen stiff-robertson --target jax   the exact code a backend runs
+      sciml-bench codegen stiff-robertson --target jax   the whole program a backend runs
     """
     warnings.simplefilter("default")
 
