@@ -134,7 +134,7 @@ def gradient(ode: Any, params: np.ndarray, t_save: np.ndarray, adjoint: bool,
         value, g = loss_and_dL_dY(sol.ys, loss_arrays)
         return value, ode.solve_adjoint_bkwd(sol, checkpoint, g)
     sol = ode.solve_fwd_sens(params, t_save)
-    value, g = loss_and_dL_dY(np.asarray(sol.ys), loss_arrays)
+    value, g = loss_and_dL_dY(sol.ys, loss_arrays)
     return value, np.einsum("ij,kij->k", g, np.asarray(sol.sens))
 
 
