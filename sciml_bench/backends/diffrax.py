@@ -1,4 +1,4 @@
-"""Diffrax (JAX), in float64.
+"""Diffrax (JAX), in float64 (or float32: ``--dtype``).
 
 Solve and loss+gradient are each one ``jax.jit``-compiled function, as
 Diffrax's documentation recommends. Solves run with ``throw=False`` and
@@ -8,6 +8,12 @@ never scored. Stiff default: Kvaerno4 with a PI controller (pcoeff = icoeff =
 tolerances it solved 1.4-3.5x and differentiated 1.2-2.5x faster than Kvaerno5,
 every gradient within the pass tier (``benchmarks/best_config.py`` and
 ``benchmarks/README.md`` record what was tried).
+
+Fixed steps (``Euler``, ``Tsit5-fixed``): ``stepsize_controller=ConstantStepSize()`` and
+``dt0`` = the case's ``dt``, under the same ``max_steps``. In float32 every array the
+solve sees (``y0``, ``t0``, ``t1``, ``dt0``, the save times, the parameters and the loss's
+arrays) is made float32: Diffrax promotes ``y0`` to the times' dtype, so one float64
+time would silently make the whole solve float64.
 """
 
 from __future__ import annotations
@@ -42,6 +48,10 @@ _SOLVERS = {
     "Tsit5": SolverInfo("Tsit5", False, "Tsitouras 5(4)"),
     "Dopri5": SolverInfo("Dopri5", False, "Dormand-Prince 5(4)"),
     "Dopri8": SolverInfo("Dopri8", False, "Dormand-Prince 8(7)"),
+    "Euler": SolverInfo("Euler", False, "explicit Euler, ConstantStepSize (--dt)",
+                        fixed_step=True),
+    "Tsit5-fixed": SolverInfo("Tsit5-fixed", False, "Tsit5 with ConstantStepSize (--dt)",
+                              fixed_step=True),
 }
 _ADJOINTS = {
     "RecursiveCheckpointAdjoint": "discretise-then-optimise backprop with checkpointing",
@@ -99,6 +109,29 @@ def controller_options(stiff: bool, extra: Mapping[str, Any]) -> dict[str, float
     return ctrl
 
 
+def step_setup(diffrax: Any, problem: CompiledProblem, options: CaseOptions,
+               time: Any) -> tuple[Any, Any, dict[str, Any]]:  # fmt: skip
+    """The solver, step-size controller and ``diffeqsolve``'s time keywords (``t0``,
+    ``t1``, ``dt0``, made by ``time``, the case's dtype) of a case, and the controller as
+    recorded: a PID controller at the case's tolerances, or, for a fixed-step solver,
+    ``ConstantStepSize`` with ``dt0`` = the case's ``dt`` (checked against the step bound
+    by :func:`~sciml_bench.backends.base.fixed_step_plan`)."""
+    from sciml_bench.backends.base import fixed_step_plan
+
+    info = _SOLVERS[options.solver]
+    step = fixed_step_plan(problem, options, info)
+    t0, t1 = (time(t) for t in problem.t_span)
+    solver = getattr(diffrax, options.solver.removesuffix("-fixed"))()
+    if step is not None:
+        record = {"stepsize_controller": "ConstantStepSize()", "dt0": step}
+        return solver, diffrax.ConstantStepSize(), {"t0": t0, "t1": t1, "dt0": time(step),
+                                                    "record": record}  # fmt: skip
+    ctrl = controller_options(info.stiff, options.extra)
+    controller = diffrax.PIDController(rtol=options.rtol, atol=options.atol, **ctrl)
+    record = {"rtol": options.rtol, "atol": options.atol, **ctrl}
+    return solver, controller, {"t0": t0, "t1": t1, "dt0": None, "record": record}
+
+
 def compiled_failure(e: Exception) -> SolverFailure:
     """A runtime error inside a compiled call (e.g. Equinox's check that a linear solve
     stayed finite) as a solver failure with the library's message."""
@@ -131,21 +164,23 @@ class DiffraxCase(Case):
 
         jax.config.update("jax_enable_x64", True)
         rhs = load_python(problem.source["jax"])["rhs"]
-        solver = getattr(diffrax, options.solver)()
-        ctrl = controller_options(_SOLVERS[options.solver].stiff, options.extra)
-        controller = diffrax.PIDController(rtol=options.rtol, atol=options.atol, **ctrl)
+        #: the case's floating-point type (--dtype): every array of the solve is made in it
+        self.dtype = dtype = jnp.dtype(options.dtype)
+        solver, controller, times = step_setup(diffrax, problem, options,
+                                               lambda t: jnp.asarray(t, dtype=dtype))  # fmt: skip
+        recorded = times.pop("record")
         adjoint = getattr(diffrax, options.gradient_method)()
         term = diffrax.ODETerm(lambda t, y, args: rhs(t, y, args))
-        t0, t1 = problem.t_span
-        y0 = jnp.asarray(problem.y0)
-        saveat = diffrax.SaveAt(ts=jnp.asarray(problem.t_save))
-        W, O, C = (jnp.asarray(a) for a in (problem.loss_W, problem.loss_O, problem.loss_C))
+        y0 = jnp.asarray(problem.y0, dtype=dtype)
+        saveat = diffrax.SaveAt(ts=jnp.asarray(problem.t_save, dtype=dtype))
+        W, O, C = (jnp.asarray(a, dtype=dtype)
+                   for a in (problem.loss_W, problem.loss_O, problem.loss_C))  # fmt: skip
 
         def _solve(theta: Any) -> Any:
             sol = diffrax.diffeqsolve(
-                term, solver, t0, t1, None, y0, args=theta, saveat=saveat,
+                term, solver, y0=y0, args=theta, saveat=saveat,
                 stepsize_controller=controller, max_steps=options.max_steps,
-                adjoint=adjoint, throw=False,
+                adjoint=adjoint, throw=False, **times,
             )  # fmt: skip
             return sol.ys, _status(sol)
 
@@ -178,7 +213,7 @@ class DiffraxCase(Case):
         self._results = result_table(diffrax)
         #: the steady samples' status, read once per prepared parameters (see check_solve)
         self._status_of: tuple[Any, np.ndarray] | None = None
-        self.options = {"controller": {"rtol": options.rtol, "atol": options.atol, **ctrl}}
+        self.options = {"controller": recorded, "dtype": options.dtype}
         #: what runs, for the result record
         self.info = {**self.options, "idiom": IDIOM}
         self.t_save = problem.t_save
@@ -214,7 +249,8 @@ class DiffraxCase(Case):
         return jax_alloc_peak(jax_device(self._last))
 
     def prepare(self, theta: np.ndarray) -> Any:
-        return self._jnp.asarray(theta)  # a device array, made once, as a JAX user holds it
+        # a device array in the case's dtype, made once, as a JAX user holds it
+        return self._jnp.asarray(theta, dtype=self.dtype)
 
     def _checked_full(self, flat: np.ndarray) -> Solution:
         n = self._shape[0] * self._shape[1]
@@ -254,7 +290,9 @@ class DiffraxCase(Case):
             raise SolverFailure(Status.NONFINITE, "diffrax: non-finite values in the solution")
         ref = self._status_of[1]
         scale = np.maximum(np.max(np.abs(ref), axis=0), np.finfo(float).tiny)
-        if np.max(np.abs(ys - ref) / scale) > 1e-12:
+        # two compiled programs may round differently: 1e-12 in float64, 1e-5 in float32
+        tol = 1e-12 if self.dtype == np.float64 else 1e-5
+        if np.max(np.abs(ys - ref) / scale) > tol:
             raise SolverFailure(Status.SOLVER_FAILURE, "diffrax: a steady-state solve "
                                 "differs from the checked solve at the same parameters")  # fmt: skip
         return Solution(ys)
@@ -452,6 +490,7 @@ class DiffraxBackend(Backend):
     modules = ("jax", "diffrax")
     gradient_methods: Mapping[str, str] = _ADJOINTS
     devices = ("cpu", "cuda")
+    dtypes = ("float64", "float32")
 
     def cuda_missing(self) -> tuple[str, str] | None:
         import jax

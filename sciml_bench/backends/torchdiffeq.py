@@ -1,4 +1,4 @@
-"""torchdiffeq (PyTorch), in float64.
+"""torchdiffeq (PyTorch), in float64 (or float32: ``--dtype``).
 
 torchdiffeq has no stiff solver, so dopri5 is its default for every problem;
 on stiff problems that is its result. Failures surface as ``AssertionError``
@@ -13,6 +13,13 @@ over the whole solve, accepted plus rejected (as Diffrax counts them). torchdiff
 ``max_num_steps`` restarts at every save time (it would allow ``n_save × max_steps``).
 So a hopeless stiff solve ends as a quick ``max_steps`` row with how far in t it got,
 never a hang.
+
+Fixed-step solvers (``euler``, ``rk4``: torchdiffeq's fixed-grid methods) take the case's
+``dt`` as ``options={"step_size": dt}``; they report each step through ``callback_step``
+(the only callback a fixed grid calls), counted against the same bound, which
+:func:`~sciml_bench.backends.base.fixed_step_plan` also checks before the solve. Between
+grid points torchdiffeq interpolates linearly to the save times (its default ``interp``),
+so a save time off the grid carries that O(dt²) error too: the row shows it.
 """
 
 from __future__ import annotations
@@ -45,6 +52,9 @@ _SOLVERS = {
     "dopri8": SolverInfo("dopri8", False, "Dormand-Prince 8(7)"),
     "bosh3": SolverInfo("bosh3", False, "Bogacki-Shampine 3(2)"),
     "adaptive_heun": SolverInfo("adaptive_heun", False, "Heun 2(1)"),
+    "euler": SolverInfo("euler", False, "explicit Euler, fixed step (--dt)", fixed_step=True),
+    "rk4": SolverInfo("rk4", False, "Runge-Kutta 4 (3/8 rule), fixed step (--dt)",
+                      fixed_step=True),
 }
 _GRADIENTS = {
     "backprop": "backpropagation through odeint's operations",
@@ -105,10 +115,13 @@ class _Steps:
         return float(self.t.detach()) if self.t is not None else None
 
 
-def attach_steps(func: Any, steps: _Steps) -> None:
+def attach_steps(func: Any, steps: _Steps, fixed: bool = False) -> None:
     """torchdiffeq calls these on the function it is given (and ``*_adjoint`` in the
-    adjoint's backward solve, which gets the same bound)."""
-    for name, fn in (("accept_step", steps.accept), ("reject_step", steps.reject)):
+    adjoint's backward solve, which gets the same bound). A fixed grid (``fixed``) calls
+    ``callback_step`` once per step, and warns about the adaptive callbacks."""
+    pairs = [("step", steps.accept)] if fixed else [
+        ("accept_step", steps.accept), ("reject_step", steps.reject)]  # fmt: skip
+    for name, fn in pairs:
         setattr(func, f"callback_{name}", fn)
         setattr(func, f"callback_{name}_adjoint", fn)
 
@@ -118,15 +131,19 @@ class TorchdiffeqCase(TorchPlaced, Case):
         import torch
         import torchdiffeq
 
+        from sciml_bench.backends.base import fixed_step_plan
+        from sciml_bench.backends.torch_device import torch_dtype
         from sciml_bench.problem.generated import load_python
 
+        step = fixed_step_plan(problem, options, _SOLVERS[options.solver])
         self.torch = torch
         self.odeint = (
             torchdiffeq.odeint_adjoint
             if options.gradient_method == "adjoint"
             else torchdiffeq.odeint
         )
-        dt = torch.float64
+        #: the case's floating-point type (--dtype): every tensor is made in it
+        self.dtype = dt = torch_dtype(torch, options.dtype)
         # every tensor is made on the named device: that is torch's pinning
         self.device = dev = torch.device(options.device)
         self.y0 = torch.as_tensor(problem.y0, dtype=dt, device=dev)  # torch's own error first
@@ -139,7 +156,7 @@ class TorchdiffeqCase(TorchPlaced, Case):
         self.steps = _Steps(options.max_steps)
         # torchdiffeq calls these on the function it is given (and *_adjoint in the
         # adjoint's backward solve, which gets the same bound)
-        attach_steps(self.module, self.steps)
+        attach_steps(self.module, self.steps, fixed=step is not None)
         t0 = problem.t_span[0]
         ts = problem.t_save
         # odeint returns the state at t[0]; prepend t0 unless it is a save point
@@ -153,8 +170,13 @@ class TorchdiffeqCase(TorchPlaced, Case):
         # the loss Σ W (y - O)² + Σ C y, without terms that are identically zero
         self._has_fit, self._has_linear = bool(np.any(problem.loss_W)), bool(np.any(problem.loss_C))
         self.W, self.O, self.C = W, O, C
-        self.kw = dict(rtol=options.rtol, atol=options.atol, method=options.solver)
-        self.info = {"idiom": IDIOM}
+        self.kw: dict[str, Any] = dict(rtol=options.rtol, atol=options.atol, method=options.solver)
+        self.info = {"idiom": IDIOM, "dtype": str(dt).removeprefix("torch.")}
+        if step is not None:  # no error control: rtol and atol are not passed on
+            self.kw = {"method": options.solver, "options": {"step_size": step}}
+            self.info["fixed_step"] = (f"odeint(method={options.solver!r}, options="
+                                       f"{{'step_size': {step!r}}}); save times off the "
+                                       "grid interpolated linearly (torchdiffeq's default)")
         #: the device torch reports for the last solution (the read-back)
         self.last_device: Any = self.y0.device
 
@@ -197,7 +219,7 @@ class TorchdiffeqCase(TorchPlaced, Case):
         torch = self.torch
         with torch.no_grad():
             torch.nn.utils.vector_to_parameters(
-                torch.as_tensor(theta, dtype=torch.float64, device=self.device), self.params
+                torch.as_tensor(theta, dtype=self.dtype, device=self.device), self.params
             )
         return self.module
 
@@ -269,7 +291,7 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
 
         self.base = b = TorchdiffeqCase(problem, options)
         self.torch = torch
-        dt = torch.float64
+        dt = b.dtype
         self.per_member = batch.varies_parameters
         fn = batched_rhs(problem.source["torch"])
 
@@ -302,7 +324,7 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
         """θ and the member weights (``1/n`` each by default) as tensors on the device."""
         torch = self.torch
         w = np.full(self.n, 1.0 / self.n) if weights is None else weights
-        on = {"dtype": torch.float64, "device": self.base.device}
+        on = {"dtype": self.base.dtype, "device": self.base.device}
         return torch.as_tensor(theta, **on), torch.as_tensor(w, **on)
 
     def solve_raw(self, params: Any) -> Any:
@@ -356,6 +378,7 @@ class TorchdiffeqBackend(Backend):
     modules = ("torch", "torchdiffeq")
     gradient_methods: Mapping[str, str] = _GRADIENTS
     devices = ("cpu", "cuda")
+    dtypes = ("float64", "float32")
 
     def cuda_missing(self) -> tuple[str, str] | None:
         return torch_cuda_missing()
