@@ -946,7 +946,8 @@ def list_(as_json: bool) -> None:
         bks.append({
             "name": name, "available": av.ok, "reason": av.reason, "fix": av.fix,
             "solvers": list(b.solvers()), "gradient_methods": list(b.gradient_methods),
-            "devices": list(b.devices), **_backend_defaults(b, loaded),
+            "devices": list(b.devices), "dtypes": list(b.dtypes),
+            **_backend_defaults(b, loaded),
         })
     if as_json:
         click.echo(json.dumps({"problems": probs, "backends": bks}, indent=2))
@@ -983,6 +984,8 @@ def _backend_defaults(b: Any, problems: Sequence[Any]) -> dict[str, Any]:
             continue
     return {
         "stiff_solvers": [n for n, info in b.solvers().items() if info.stiff],
+        # no error control: the step is --dt
+        "fixed_step_solvers": [n for n, info in b.solvers().items() if info.fixed_step],
         "default_solver": {"stiff": b.default_solver(True), "nonstiff": b.default_solver(False)},
         "default_gradient": gradients,
     }
@@ -992,9 +995,12 @@ def _backend_lines(b: dict[str, Any]) -> list[str]:
     """``list``'s lines of one backend: its solvers and gradient methods, stiff solvers
     and the defaults marked, wrapped between items."""
     stiff, default = set(b["stiff_solvers"]), b["default_solver"]
+    fixed = set(b.get("fixed_step_solvers", ()))
     solvers = []
     for name in b["solvers"]:
         notes = ["stiff"] if name in stiff else []
+        if name in fixed:
+            notes.append("fixed step, --dt")
         if name == default["stiff"] == default["nonstiff"]:
             notes.append("default")
         elif name in (default["stiff"], default["nonstiff"]):
@@ -1012,7 +1018,8 @@ def _backend_lines(b: dict[str, Any]) -> list[str]:
             grads.append(f"{name} (default for {', '.join(by_default[name])})")
         else:
             grads.append(name)
-    return _wrap_items("solvers", solvers) + _wrap_items("gradients", grads)
+    lines = _wrap_items("solvers", solvers) + _wrap_items("gradients", grads)
+    return lines + _wrap_items("dtypes", b["dtypes"]) if b.get("dtypes") else lines
 
 
 def _wrap_items(label: str, items: Sequence[str], width: int = 100) -> list[str]:
