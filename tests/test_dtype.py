@@ -183,3 +183,14 @@ def test_spiral_float32_rk4_worker_row_is_honest():
     assert rec["reference_method"] == ref.method  # the float64 reference, unchanged
     assert np.asarray(rec["y"]).dtype == np.float64  # float32 values, widened exactly
     assert np.all(np.asarray(rec["y"], np.float32) == np.asarray(rec["y"]))
+
+
+def test_compare_never_pairs_float32_or_fixed_step_rows_with_float64():
+    from sciml_bench.results.compare import case_key, key_label
+
+    row = {"problem": "p", "backend": "torchdiffeq", "solver": "rk4", "gradient_method": "backprop",
+           "rtol": 1e-6, "device": "cpu", "dtype": "float64", "kind": "ode"}  # fmt: skip
+    f32 = {**row, "dtype": "float32", "dt": 0.05}
+    assert case_key(row) != case_key(f32) != case_key({**f32, "dt": 0.1})
+    assert case_key(row)[-1] == "" and case_key(f32)[-1] == "float32/dt=0.05"
+    assert "float32/dt=0.05" in key_label(case_key(f32))
