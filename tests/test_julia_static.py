@@ -275,7 +275,7 @@ def julia_dict_keys(name: str, path: Path = MODULE) -> set[str]:
     src = path.read_text()
     block = re.search(rf"const {name} = Dict\{{.*?\n\)\n", src, re.S)
     assert block, name
-    return set(re.findall(r'^\s+"(\w+)" =>', block[0], re.M))
+    return set(re.findall(r'^\s+"([\w-]+)" =>', block[0], re.M))
 
 
 def julia_exports() -> set[str]:
@@ -586,8 +586,9 @@ class FakeSciMLBenchJL:
     def build_case(self, src, u0, theta0, t0, t1, tsave, rtol, atol, maxiters, *rest):
         if "rhs!" not in src:
             raise FakeJuliaError("the generated source does not define `rhs!(du, u, p, t)`")
-        weights, _obs, _lin, *names = rest
-        self.built = dict(u0=u0, tsave=tsave, W=weights, names=tuple(names), maxiters=maxiters)
+        weights, _obs, _lin, solver, gradient, *step = rest  # step: dtype, dt (0: adaptive)
+        self.built = dict(u0=u0, tsave=tsave, W=weights, names=(solver, gradient),
+                          maxiters=maxiters, step=tuple(step))  # fmt: skip
         return "case"
 
     # the timed calls return an opaque raw result (Julia's Raw); the checks read it
@@ -595,6 +596,11 @@ class FakeSciMLBenchJL:
     def as_params(self, a):
         self.converted = getattr(self, "converted", 0) + 1
         return np.array(a, dtype=float)  # a Julia Vector{Float64}
+
+    def case_params(self, case, a):
+        self.converted = getattr(self, "converted", 0) + 1
+        dtype = np.float32 if self.built["step"][:1] == ("float32",) else float
+        return np.array(a, dtype=dtype)  # a Julia Vector{T}, T the case's element type
 
     def solve_case_raw(self, case, p):
         return ("raw", p)
@@ -1114,7 +1120,8 @@ def test_julia_timed_calls_hold_the_library_call_alone(name: str):
     """No conversion of θ, no return-code check, no member loop and no copy of the
     states inside a timed call: those are the check's (``check_*``), a second call."""
     body = _julia_function_body(name)
-    assert "p::Vector{Float64}" in body.splitlines()[0]  # converted before, by as_params
+    # converted before, by as_params (ensembles) or case_params (the case's element type T)
+    assert re.search(r"p::Vector\{(Float64|T)\}", body.splitlines()[0])
     for forbidden in ("Vector{Float64}(", "Array(", "vec(", "retcode", "for ", "stats",
                       "member_states", "check_"):  # fmt: skip
         assert forbidden not in body, (name, forbidden)
@@ -1187,3 +1194,46 @@ def test_julia_training_failure_is_a_status(fake_juliacall):
     with pytest.raises(SolverFailure) as info:
         loop.check(loop.step())
     assert info.value.status is Status.MAX_STEPS and "ReturnCode.MaxIters" in info.value.reason
+
+
+# --- float32 and fixed steps (--dtype, --dt) -----------------------------------------------
+
+
+def test_julia_float_types_and_fixed_step_are_the_real_api():
+    """The element types Julia builds in are those the backend offers, and a fixed step is
+    OrdinaryDiffEq's ``adaptive = false`` with ``dt``, splatted into the one ``solve`` call
+    that solves and differentiates (so the gradient runs at the same fixed step)."""
+    src = MODULE.read_text()
+    types = re.search(r"^const FLOAT_TYPES = Dict\{String, DataType\}\((.*)\)$", src, re.M)
+    assert types and dict(re.findall(r'"(\w+)" => (\w+)', types[1])) == {
+        "float64": "Float64", "float32": "Float32"}
+    assert set(jb.JuliaBackend.dtypes) == {"float64", "float32"}
+    assert re.search(r"step_kwargs\(c::BenchCase\) =\s*iszero\(c\.dt\) \? \(;\) : "
+                     r"\(; adaptive = false, dt = c\.dt\)", src)  # fmt: skip
+    solve = _julia_function_body("_solve")
+    assert "step_kwargs(c)...," in solve and "maxiters = c.maxiters" in solve
+    assert "case_params" in julia_exports()
+    assert jb.SOLVERS["Tsit5-fixed"].fixed_step and not jb.SOLVERS["Tsit5"].fixed_step
+
+
+def test_julia_build_hands_over_dtype_and_step(fake_juliacall):
+    _, _, case = build(fake_juliacall, solver="Tsit5-fixed", dtype="float32", dt=0.5)
+    built = fake_juliacall.Main.SciMLBenchJL.built
+    assert built["names"] == ("Tsit5-fixed", "forward_diff")
+    assert built["step"] == ("float32", 0.5)
+    assert case.prepare(np.array([0.5, 0.2])).dtype == np.float32  # case_params: Float32
+    assert case.info["dtype"] == "float32" and "adaptive = false" in case.info["fixed_step"]
+    _, _, case = build(fake_juliacall)  # adaptive, float64: dt 0
+    assert fake_juliacall.Main.SciMLBenchJL.built["step"] == ("float64", 0.0)
+
+
+def test_julia_fixed_step_needs_dt_and_fits_the_step_bound(fake_juliacall):
+    from sciml_bench.measure.status import SolverFailure
+
+    with pytest.raises(ValueError, match="needs a step dt"):
+        build(fake_juliacall, solver="Tsit5-fixed")
+    with pytest.raises(ValueError, match="adaptive"):
+        build(fake_juliacall, solver="Tsit5", dt=0.5)
+    with pytest.raises(SolverFailure) as info:  # 5 / 1e-3 = 5000 steps > max_steps 1000
+        build(fake_juliacall, solver="Tsit5-fixed", dt=1e-3)
+    assert info.value.status is Status.MAX_STEPS and "5000 steps" in info.value.reason

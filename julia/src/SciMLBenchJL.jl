@@ -45,7 +45,7 @@ using SciMLSensitivity:
     QuadratureAdjoint,
     ReverseDiffVJP
 
-export as_params, build_case, gradient_names, solver_names, versions
+export as_params, build_case, case_params, gradient_names, solver_names, versions
 export check_grad_case, check_solve_case, loss_and_grad_case_raw, solve_case_raw
 export build_ensemble_case, gpu_device_name, gpu_status
 export check_ensemble_grad, check_ensemble_solve, loss_and_grad_ensemble_raw
@@ -59,7 +59,21 @@ const SOLVERS = Dict{String, Function}(
     "KenCarp4" => () -> KenCarp4(),
     "Tsit5" => () -> Tsit5(),
     "Vern7" => () -> Vern7(),
+    # Tsit5 at a fixed step: `solve(...; adaptive = false, dt)`, the case's `dt` (`--dt`)
+    "Tsit5-fixed" => () -> Tsit5(),
 )
+
+# The element types a case computes in, by the name `--dtype` uses.
+const FLOAT_TYPES = Dict{String, DataType}("float64" => Float64, "float32" => Float32)
+
+"""The element type named `dtype` (`"float64"` or `"float32"`); an `ArgumentError` else."""
+function float_type(dtype::AbstractString)
+    haskey(FLOAT_TYPES, dtype) ||
+        throw(ArgumentError(
+            "unknown dtype $(repr(dtype)); choose from $(Tuple(sort!(collect(keys(FLOAT_TYPES)))))",
+        ))
+    return FLOAT_TYPES[dtype]
+end
 
 # Gradient methods: `(rtol, atol) -> sensealg`. The RHS mutates `du`, so adjoints use a
 # mutation-safe VJP (EnzymeVJP, or ReverseDiffVJP with a compiled tape: the generated RHS
@@ -94,20 +108,24 @@ gradient_names() = Tuple(sort!(collect(keys(GRADIENTS))))
 """
     BenchCase
 
-One problem compiled for one solver and gradient method. The loss arrays are stored
-transposed, `(n_state, n_save)`, to match `Array(sol)`.
+One problem compiled for one solver and gradient method, in the element type `T`
+(`Float64`, or `Float32` for `--dtype float32`: the state, times, parameters, tolerances
+and loss arrays are all `T`). The loss arrays are stored transposed, `(n_state, n_save)`,
+to match `Array(sol)`. `dt` is a fixed-step solver's step (`adaptive = false`), `0` for an
+adaptive solve.
 """
-struct BenchCase{P, A, S}
+struct BenchCase{P, A, S, T <: AbstractFloat}
     prob::P
     alg::A
     sensealg::S
-    tsave::Vector{Float64}
-    rtol::Float64
-    atol::Float64
+    tsave::Vector{T}
+    rtol::T
+    atol::T
     maxiters::Int
-    W::Matrix{Float64}
-    O::Matrix{Float64}
-    C::Matrix{Float64}
+    W::Matrix{T}
+    O::Matrix{T}
+    C::Matrix{T}
+    dt::T
 end
 
 """Raised inside the loss when the forward solve fails, so no gradient is taken."""
@@ -160,11 +178,13 @@ function check_options(solver::AbstractString, gradient::AbstractString)
 end
 
 """
-    build_case(src, u0, theta0, t0, t1, tsave, rtol, atol, maxiters, W, O, C, solver, gradient)
+    build_case(src, u0, theta0, t0, t1, tsave, rtol, atol, maxiters, W, O, C, solver,
+               gradient, dtype = "float64", dt = 0.0)
 
 Build a [`BenchCase`](@ref). Arrays may be any `AbstractArray` (juliacall passes NumPy
-arrays as `PyArray`s); they are copied into plain `Array{Float64}`s. `W`, `O` and `C` have
-the Python shape `(n_save, n_state)`.
+arrays as `PyArray`s); they are copied into plain `Array{T}`s, `T` the element type named
+by `dtype` (`"float64"` or `"float32"`). `W`, `O` and `C` have the Python shape
+`(n_save, n_state)`. `dt > 0` solves at that fixed step (`adaptive = false`).
 """
 function build_case(
     src::AbstractString,
@@ -181,25 +201,29 @@ function build_case(
     C,
     solver::AbstractString,
     gradient::AbstractString,
+    dtype::AbstractString = "float64",
+    dt::Real = 0.0,
 )
     check_options(solver, gradient)
+    T = float_type(dtype)
     rhs! = define_rhs(src)
     # Through invokelatest, so that everything built here sees the method just defined.
     return Base.invokelatest(
         _build_case,
         rhs!,
-        Vector{Float64}(u0),
-        Vector{Float64}(theta0),
-        (Float64(t0), Float64(t1)),
-        Vector{Float64}(tsave),
-        Float64(rtol),
-        Float64(atol),
+        Vector{T}(u0),
+        Vector{T}(theta0),
+        (T(t0), T(t1)),
+        Vector{T}(tsave),
+        T(rtol),
+        T(atol),
         Int(maxiters),
-        Matrix{Float64}(W),
-        Matrix{Float64}(O),
-        Matrix{Float64}(C),
+        Matrix{T}(W),
+        Matrix{T}(O),
+        Matrix{T}(C),
         String(solver),
         String(gradient),
+        T(dt),
     )
 end
 
@@ -217,6 +241,7 @@ function _build_case(
     C,
     solver,
     gradient,
+    dt,
 )
     # The default specialisation (AutoSpecialize) wraps the RHS so that precompiled solver
     # code is reused for a new RHS: the library's default, and its answer to latency.
@@ -232,8 +257,12 @@ function _build_case(
         permutedims(W),
         permutedims(O),
         permutedims(C),
+        dt,
     )
 end
+
+# A fixed step: OrdinaryDiffEq's `adaptive = false` with `dt`, under the same `maxiters`.
+step_kwargs(c::BenchCase) = iszero(c.dt) ? (;) : (; adaptive = false, dt = c.dt)
 
 function _solve(c::BenchCase, p; kwargs...)
     return SciMLBase.solve(
@@ -244,6 +273,7 @@ function _solve(c::BenchCase, p; kwargs...)
         reltol = c.rtol,
         abstol = c.atol,
         maxiters = c.maxiters,
+        step_kwargs(c)...,
         kwargs...,
     )
 end
@@ -280,12 +310,20 @@ calls take, converted once, before them.
 as_params(theta) = Vector{Float64}(theta)
 
 """
+    case_params(c, theta) -> Vector{T}
+
+Parameters as the plain vector a single case's timed calls take, in the case's element
+type `T` (`Float32` under `--dtype float32`), converted once, before them.
+"""
+case_params(c::BenchCase, theta) = Vector{eltype(c.tsave)}(theta)
+
+"""
     solve_case_raw(c, p) -> Raw
 
-The timed solve at parameters `p` (from [`as_params`](@ref)): the solution as the solver
+The timed solve at parameters `p` (from [`case_params`](@ref)): the solution as the solver
 returned it, or the exception it raised; [`check_solve_case`](@ref) reads it.
 """
-function solve_case_raw(c::BenchCase, p::Vector{Float64})
+function solve_case_raw(c::BenchCase{P, A, S, T}, p::Vector{T}) where {P, A, S, T}
     try
         return Raw(_solve(c, p))
     catch err
@@ -309,7 +347,7 @@ function check_solve_case(c::BenchCase, raw::Raw)
         # Counters are kept on failure too: how far a failed solve got is a result.
         SciMLBase.successful_retcode(sol) || return (Float64[], rc, last_t(sol), stats, "")
         check_solution(c, sol)
-        return (vec(Array(sol)), rc, last_t(sol), stats, "")
+        return (Vector{Float64}(vec(Array(sol))), rc, last_t(sol), stats, "")
     catch err
         return (Float64[], exception_code(err), NaN, NO_STATS, sprint(showerror, err))
     end
@@ -331,7 +369,7 @@ The timed loss and gradient at parameters `p`, by `Zygote.withgradient` over
 `solve(...; sensealg)`, as Zygote returned them, or the exception raised (a failed forward
 solve raises `SolveFailed` before any gradient is taken).
 """
-function loss_and_grad_case_raw(c::BenchCase, p::Vector{Float64})
+function loss_and_grad_case_raw(c::BenchCase{P, A, S, T}, p::Vector{T}) where {P, A, S, T}
     try
         return Raw(Zygote.withgradient(q -> loss(c, q), p))
     catch err

@@ -49,6 +49,8 @@ class SolverInfo:
     name: str
     stiff: bool
     description: str = ""
+    #: a fixed-step method: no error control, the step is the case's ``dt`` (``--dt``)
+    fixed_step: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class CaseOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: ``cpu`` or ``cuda``: where the case's arrays are created (the worker is pinned too)
     device: str = "cpu"
+    #: the step of a fixed-step solver (``--dt``); None for an adaptive one
+    dt: float | None = None
 
 
 @dataclass
@@ -168,6 +172,47 @@ def forward_or_adjoint(problem: CompiledProblem) -> str:
     return "forward" if problem.n_params <= FORWARD_SENSITIVITY_LIMIT else "adjoint"
 
 
+#: the floating-point types a case can compute in (``--dtype``)
+DTYPES = ("float64", "float32")
+
+
+def fixed_step_count(t_span: tuple[float, float], dt: float) -> int:
+    """Steps of size ``dt`` that cover ``[t0, t1]``, the last one shortened to end at t1:
+    ``ceil((t1 - t0) / dt)``, less a relative 1e-9 so that a step dividing the span
+    exactly (1.5 / 0.05) is not counted once more for its rounding."""
+    import math
+
+    t0, t1 = t_span
+    return max(1, math.ceil((t1 - t0) / dt * (1 - 1e-9)))
+
+
+def fixed_step_plan(
+    problem: CompiledProblem, options: CaseOptions, info: SolverInfo
+) -> float | None:
+    """The step of a fixed-step case (None for an adaptive solver), checked before the
+    library runs: a fixed-step solver needs ``options.dt``, an adaptive one must not have
+    one, and the steps ``dt`` needs over the span (:func:`fixed_step_count`) must fit the
+    shared step bound ``max_steps``: otherwise a ``max_steps`` failure saying so, at once,
+    where the library would take ``max_steps`` steps first (torchdiffeq's fixed grid
+    would allocate the whole grid)."""
+    if not info.fixed_step:
+        if options.dt is not None:
+            raise ValueError(f"{info.name} is adaptive: a step dt={options.dt:g} applies to "
+                             "fixed-step solvers only")  # fmt: skip
+        return None
+    if options.dt is None or not options.dt > 0:
+        raise ValueError(f"{info.name} is a fixed-step solver: it needs a step dt > 0 (--dt)")
+    n = fixed_step_count(problem.t_span, options.dt)
+    if n > options.max_steps:
+        raise SolverFailure(
+            Status.MAX_STEPS,
+            f"fixed step dt={options.dt:g} needs {n} steps over t in "
+            f"[{problem.t_span[0]:g}, {problem.t_span[1]:g}] > the shared max_steps = "
+            f"{options.max_steps} (raise --max-steps, or a larger --dt)",
+        )
+    return float(options.dt)
+
+
 class EnsembleNotOffered(NotImplementedError):
     """The backend has no ensemble of these semantics."""
 
@@ -264,6 +309,9 @@ class Backend(ABC):
     modules: tuple[str, ...] = ()
     #: devices it can run on; a ``cuda`` request runs a CPU-only backend on the CPU
     devices: tuple[str, ...] = ("cpu",)
+    #: floating-point types it computes in (:data:`DTYPES`); a ``float32`` request runs a
+    #: float64-only backend in float64, and its row says so (as ``devices`` does)
+    dtypes: tuple[str, ...] = ("float64",)
 
     def cuda_missing(self) -> tuple[str, str] | None:
         """Inside a worker pinned to ``cuda``: ``(what is missing, fix)`` when the library

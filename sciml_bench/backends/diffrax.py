@@ -1,4 +1,4 @@
-"""Diffrax (JAX), in float64.
+"""Diffrax (JAX), in float64 (or float32: ``--dtype``).
 
 Solve and loss+gradient are each one ``jax.jit``-compiled function, as
 Diffrax's documentation recommends. Solves run with ``throw=False`` and
@@ -8,6 +8,12 @@ never scored. Stiff default: Kvaerno4 with a PI controller (pcoeff = icoeff =
 tolerances it solved 1.4-3.5x and differentiated 1.2-2.5x faster than Kvaerno5,
 every gradient within the pass tier (``benchmarks/best_config.py`` and
 ``benchmarks/README.md`` record what was tried).
+
+Fixed steps (``Euler``, ``Tsit5-fixed``): ``stepsize_controller=ConstantStepSize()`` and
+``dt0`` = the case's ``dt``, under the same ``max_steps``. In float32 every array the
+solve sees (``y0``, ``t0``, ``t1``, ``dt0``, the save times, the parameters and the loss's
+arrays) is made float32: Diffrax promotes ``y0`` to the times' dtype, so one float64
+time would silently make the whole solve float64.
 """
 
 from __future__ import annotations
@@ -42,6 +48,10 @@ _SOLVERS = {
     "Tsit5": SolverInfo("Tsit5", False, "Tsitouras 5(4)"),
     "Dopri5": SolverInfo("Dopri5", False, "Dormand-Prince 5(4)"),
     "Dopri8": SolverInfo("Dopri8", False, "Dormand-Prince 8(7)"),
+    "Euler": SolverInfo("Euler", False, "explicit Euler, ConstantStepSize (--dt)",
+                        fixed_step=True),
+    "Tsit5-fixed": SolverInfo("Tsit5-fixed", False, "Tsit5 with ConstantStepSize (--dt)",
+                              fixed_step=True),
 }
 _ADJOINTS = {
     "RecursiveCheckpointAdjoint": "discretise-then-optimise backprop with checkpointing",
@@ -99,18 +109,36 @@ def controller_options(stiff: bool, extra: Mapping[str, Any]) -> dict[str, float
     return ctrl
 
 
-def case_settings(options: CaseOptions) -> dict[str, Any]:
+def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
     """The plain settings :func:`compiled_calls` takes for one case: the solver and
-    adjoint by their Diffrax names, the PID controller's tolerances and coefficients, the
-    step bound and the dtype (``sciml-bench codegen`` prints them as the program's header)."""
-    ctrl = controller_options(_SOLVERS[options.solver].stiff, options.extra)
+    adjoint by their Diffrax names, the step-size control, the step bound and the dtype
+    (``sciml-bench codegen`` prints them as the program's header).
+
+    The control is a PID controller at the case's tolerances (``controller``, ``dt0``
+    None), or, for a fixed-step solver, ``ConstantStepSize`` (``controller`` None) with
+    ``dt0`` = the case's ``dt``, checked against the step bound by
+    :func:`~sciml_bench.backends.base.fixed_step_plan`."""
+    from sciml_bench.backends.base import fixed_step_plan
+
+    info = _SOLVERS[options.solver]
+    step = fixed_step_plan(problem, options, info)
+    ctrl = controller_options(info.stiff, options.extra)
     return {
-        "solver": options.solver,
-        "controller": {"rtol": options.rtol, "atol": options.atol, **ctrl},
+        "solver": options.solver.removesuffix("-fixed"),
+        "controller": None if step is not None
+        else {"rtol": options.rtol, "atol": options.atol, **ctrl},
+        "dt0": step,
         "adjoint": options.gradient_method,
         "max_steps": options.max_steps,
         "dtype": options.dtype,
     }
+
+
+def recorded_controller(settings: dict[str, Any]) -> dict[str, Any]:
+    """The step-size control as a row records it."""
+    if settings["controller"] is None:
+        return {"stepsize_controller": "ConstantStepSize()", "dt0": settings["dt0"]}
+    return dict(settings["controller"])
 
 
 def compiled_calls(
@@ -134,17 +162,21 @@ def compiled_calls(
 
     dtype = jnp.dtype(settings["dtype"])
     solver = getattr(diffrax, settings["solver"])()
-    controller = diffrax.PIDController(**settings["controller"])
+    ctrl = settings["controller"]
+    controller = diffrax.ConstantStepSize() if ctrl is None else diffrax.PIDController(**ctrl)
     adjoint = getattr(diffrax, settings["adjoint"])()
     term = diffrax.ODETerm(lambda t, y, args: rhs(t, y, args))
-    t0, t1 = t_span
+    # every time in the case's dtype: Diffrax promotes y0 to the times' dtype, so one
+    # float64 time would run a float32 case in float64
+    t0, t1 = (jnp.asarray(t, dtype=dtype) for t in t_span)
+    dt0 = None if settings["dt0"] is None else jnp.asarray(settings["dt0"], dtype=dtype)
     y0 = jnp.asarray(y0, dtype=dtype)
     saveat = diffrax.SaveAt(ts=jnp.asarray(t_save, dtype=dtype))
     W, O, C = (jnp.asarray(a, dtype=dtype) for a in loss_arrays)
 
     def _solve(theta: Any) -> Any:
         sol = diffrax.diffeqsolve(
-            term, solver, t0, t1, None, y0, args=theta, saveat=saveat,
+            term, solver, t0, t1, dt0, y0, args=theta, saveat=saveat,
             stepsize_controller=controller, max_steps=settings["max_steps"],
             adjoint=adjoint, throw=False,
         )  # fmt: skip
@@ -209,7 +241,9 @@ class DiffraxCase(Case):
 
         jax.config.update("jax_enable_x64", True)
         rhs = load_python(problem.source["jax"])["rhs"]
-        settings = case_settings(options)
+        #: the case's floating-point type (--dtype): every array of the solve is made in it
+        self.dtype = jnp.dtype(options.dtype)
+        settings = case_settings(problem, options)
         fns = compiled_calls(
             rhs, problem.y0, problem.t_span, problem.t_save,
             (problem.loss_W, problem.loss_O, problem.loss_C), settings,
@@ -225,7 +259,7 @@ class DiffraxCase(Case):
         self._results = result_table(diffrax)
         #: the steady samples' status, read once per prepared parameters (see check_solve)
         self._status_of: tuple[Any, np.ndarray] | None = None
-        self.options = {"controller": settings["controller"]}
+        self.options = {"controller": recorded_controller(settings), "dtype": options.dtype}
         #: what runs, for the result record
         self.info = {**self.options, "idiom": IDIOM}
         self.t_save = problem.t_save
@@ -261,7 +295,8 @@ class DiffraxCase(Case):
         return jax_alloc_peak(jax_device(self._last))
 
     def prepare(self, theta: np.ndarray) -> Any:
-        return self._jnp.asarray(theta)  # a device array, made once, as a JAX user holds it
+        # a device array in the case's dtype, made once, as a JAX user holds it
+        return self._jnp.asarray(theta, dtype=self.dtype)
 
     def _checked_full(self, flat: np.ndarray) -> Solution:
         n = self._shape[0] * self._shape[1]
@@ -301,7 +336,9 @@ class DiffraxCase(Case):
             raise SolverFailure(Status.NONFINITE, "diffrax: non-finite values in the solution")
         ref = self._status_of[1]
         scale = np.maximum(np.max(np.abs(ref), axis=0), np.finfo(float).tiny)
-        if np.max(np.abs(ys - ref) / scale) > 1e-12:
+        # two compiled programs may round differently: 1e-12 in float64, 1e-5 in float32
+        tol = 1e-12 if self.dtype == np.float64 else 1e-5
+        if np.max(np.abs(ys - ref) / scale) > tol:
             raise SolverFailure(Status.SOLVER_FAILURE, "diffrax: a steady-state solve "
                                 "differs from the checked solve at the same parameters")  # fmt: skip
         return Solution(ys)
@@ -499,6 +536,7 @@ class DiffraxBackend(Backend):
     modules = ("jax", "diffrax")
     gradient_methods: Mapping[str, str] = _ADJOINTS
     devices = ("cpu", "cuda")
+    dtypes = ("float64", "float32")
 
     def cuda_missing(self) -> tuple[str, str] | None:
         import jax

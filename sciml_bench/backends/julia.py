@@ -59,6 +59,8 @@ SOLVERS: dict[str, SolverInfo] = {
     "KenCarp4": SolverInfo("KenCarp4", True, "ESDIRK, order 4, L-stable"),
     "Tsit5": SolverInfo("Tsit5", False, "Tsitouras 5(4) explicit Runge-Kutta"),
     "Vern7": SolverInfo("Vern7", False, "Verner 7(6) explicit Runge-Kutta"),
+    "Tsit5-fixed": SolverInfo("Tsit5-fixed", False, "Tsit5 with adaptive=false, dt (--dt)",
+                              fixed_step=True),
 }
 
 GRADIENT_METHODS: dict[str, str] = {
@@ -215,7 +217,10 @@ class JuliaCase(Case):
             "sensealg": GRADIENT_METHODS[options.gradient_method],
             "specialization": "SciMLBase.AutoSpecialize (default)",
             "maxiters": options.max_steps,
+            "dtype": options.dtype,
         }
+        if options.dt is not None:
+            self.info["fixed_step"] = f"solve(...; adaptive = false, dt = {options.dt!r})"
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         # SciMLBenchJL catches solver and AD exceptions itself; this catches the rest (a
@@ -226,8 +231,8 @@ class JuliaCase(Case):
             raise SolverFailure(Status.ERROR, f"Julia error: {e}") from None
 
     def prepare(self, theta: np.ndarray) -> Any:
-        # a Julia Vector{Float64}, converted once: the timed calls take it as it is
-        return self._call(self._mod.as_params, _f64(theta))
+        # a Julia Vector{T} (the case's dtype), converted once: the timed calls take it as is
+        return self._call(self._mod.case_params, self._case, _f64(theta))
 
     def timed_solve(self, params: Any) -> Any:
         # One call into Julia; it returns the raw solution (a Julia object), checked and
@@ -372,7 +377,7 @@ def _f64(a: Any) -> np.ndarray:
 
 def julia_source(problem: CompiledProblem, options: CaseOptions) -> str:
     """The problem's generated Julia source, after checking ``options`` without Julia:
-    a solver and gradient method the backend offers, float64."""
+    a solver and gradient method the backend offers, float64 or float32."""
     if options.solver not in SOLVERS:
         raise ValueError(f"unknown Julia solver {options.solver!r}; choose from {list(SOLVERS)}")
     if options.gradient_method not in GRADIENT_METHODS:
@@ -380,8 +385,9 @@ def julia_source(problem: CompiledProblem, options: CaseOptions) -> str:
             f"unknown Julia gradient method {options.gradient_method!r}; "
             f"choose from {list(GRADIENT_METHODS)}"
         )
-    if options.dtype != "float64":
-        raise ValueError("the Julia backend runs float64 only")
+    if options.dtype not in JuliaBackend.dtypes:
+        raise ValueError(f"the Julia backend runs {' or '.join(JuliaBackend.dtypes)}, "
+                         f"not {options.dtype}")  # fmt: skip
     src = problem.source.get("julia")
     if not src:
         raise ValueError(f"problem {problem.name!r} has no generated Julia source")
@@ -395,6 +401,8 @@ def ensemble_plan(
     not; decided without Julia. Returns the record's description and, for the GPU kernel,
     the static RHS source (``static_src``)."""
     src = julia_source(problem, options)
+    if options.dtype != "float64" or SOLVERS[options.solver].fixed_step:
+        raise EnsembleNotOffered("julia: ensembles run float64 and adaptive steps only")
     if device == "cpu":
         if semantics != "independent":
             raise EnsembleNotOffered(
@@ -454,6 +462,8 @@ class JuliaBackend(Backend):
     extra = "julia"
     gradient_methods = GRADIENT_METHODS
     modules = ("juliacall",)
+    #: Float32 arrays throughout (``SciMLBenchJL.build_case``'s ``dtype``)
+    dtypes = ("float64", "float32")
 
     def __init__(self) -> None:
         self._module: Any = None
@@ -553,7 +563,10 @@ class JuliaBackend(Backend):
         return phases
 
     def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
+        from sciml_bench.backends.base import fixed_step_plan
+
         src = julia_source(problem, options)
+        step = fixed_step_plan(problem, options, SOLVERS[options.solver])  # before Julia
         self.load()
         assert self._julia_error is not None
 
@@ -573,6 +586,8 @@ class JuliaBackend(Backend):
                 _f64(problem.loss_C),
                 options.solver,
                 options.gradient_method,
+                options.dtype,
+                float(step or 0.0),  # 0: adaptive
             )
         except self._julia_error as e:
             raise RuntimeError(f"building the Julia case failed: {e}") from None

@@ -99,7 +99,7 @@ def _diffrax_functions() -> list[Callable[..., Any]]:
 def _diffrax_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
     from sciml_bench.backends import diffrax
 
-    return diffrax.case_settings(options)
+    return diffrax.case_settings(problem, options)
 
 
 DIFFRAX = Recipe(
@@ -163,13 +163,14 @@ SCIPY = Recipe(
 def _torchdiffeq_functions() -> list[Callable[..., Any]]:
     from sciml_bench.backends import torchdiffeq as td
 
-    return [td.StepBound, td._Steps, td.attach_steps, td.case_parts, td.loss_and_grads]
+    return [td.StepBound, td._Steps, td.attach_steps, td.case_parts, td._odeint_keywords,
+            td.loss_and_grads]
 
 
 def _torchdiffeq_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
     from sciml_bench.backends import torchdiffeq
 
-    return torchdiffeq.case_settings(options)
+    return torchdiffeq.case_settings(problem, options)
 
 
 TORCHDIFFEQ = Recipe(

@@ -55,3 +55,9 @@ def torch_cuda_missing() -> tuple[str, str] | None:
             fix,
         )
     return None
+
+
+def torch_dtype(torch: Any, dtype: str) -> Any:
+    """The torch dtype of a case's ``--dtype`` name (``float64`` or ``float32``): the
+    state, the time grid, the parameters and the loss's arrays are all made in it."""
+    return {"float64": torch.float64, "float32": torch.float32}[dtype]

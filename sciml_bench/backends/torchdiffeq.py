@@ -1,4 +1,4 @@
-"""torchdiffeq (PyTorch), in float64.
+"""torchdiffeq (PyTorch), in float64 (or float32: ``--dtype``).
 
 torchdiffeq has no stiff solver, so dopri5 is its default for every problem;
 on stiff problems that is its result. Failures surface as ``AssertionError``
@@ -13,6 +13,13 @@ over the whole solve, accepted plus rejected (as Diffrax counts them). torchdiff
 ``max_num_steps`` restarts at every save time (it would allow ``n_save × max_steps``).
 So a hopeless stiff solve ends as a quick ``max_steps`` row with how far in t it got,
 never a hang.
+
+Fixed-step solvers (``euler``, ``rk4``: torchdiffeq's fixed-grid methods) take the case's
+``dt`` as ``options={"step_size": dt}``; they report each step through ``callback_step``
+(the only callback a fixed grid calls), counted against the same bound, which
+:func:`~sciml_bench.backends.base.fixed_step_plan` also checks before the solve. Between
+grid points torchdiffeq interpolates linearly to the save times (its default ``interp``),
+so a save time off the grid carries that O(dt²) error too: the row shows it.
 """
 
 from __future__ import annotations
@@ -45,6 +52,9 @@ _SOLVERS = {
     "dopri8": SolverInfo("dopri8", False, "Dormand-Prince 8(7)"),
     "bosh3": SolverInfo("bosh3", False, "Bogacki-Shampine 3(2)"),
     "adaptive_heun": SolverInfo("adaptive_heun", False, "Heun 2(1)"),
+    "euler": SolverInfo("euler", False, "explicit Euler, fixed step (--dt)", fixed_step=True),
+    "rk4": SolverInfo("rk4", False, "Runge-Kutta 4 (3/8 rule), fixed step (--dt)",
+                      fixed_step=True),
 }
 _GRADIENTS = {
     "backprop": "backpropagation through odeint's operations",
@@ -105,19 +115,28 @@ class _Steps:
         return float(self.t.detach()) if self.t is not None else None
 
 
-def attach_steps(func: Any, steps: _Steps) -> None:
+def attach_steps(func: Any, steps: _Steps, fixed: bool = False) -> None:
     """torchdiffeq calls these on the function it is given (and ``*_adjoint`` in the
-    adjoint's backward solve, which gets the same bound)."""
-    for name, fn in (("accept_step", steps.accept), ("reject_step", steps.reject)):
+    adjoint's backward solve, which gets the same bound). A fixed grid (``fixed``) calls
+    ``callback_step`` once per step, and warns about the adaptive callbacks."""
+    pairs = [("step", steps.accept)] if fixed else [
+        ("accept_step", steps.accept), ("reject_step", steps.reject)]  # fmt: skip
+    for name, fn in pairs:
         setattr(func, f"callback_{name}", fn)
         setattr(func, f"callback_{name}_adjoint", fn)
 
 
-def case_settings(options: CaseOptions) -> dict[str, Any]:
+def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
     """The plain settings of one case (``sciml-bench codegen`` prints them): ``odeint``'s
-    method and tolerances, ``odeint_adjoint`` for gradient method ``adjoint``, the shared
-    step bound and the dtype."""
+    method and tolerances, or its fixed ``step_size`` (None when adaptive; checked against
+    the step bound by :func:`~sciml_bench.backends.base.fixed_step_plan`),
+    ``odeint_adjoint`` for gradient method ``adjoint``, the shared step bound and the
+    dtype."""
+    from sciml_bench.backends.base import fixed_step_plan
+
+    step = fixed_step_plan(problem, options, _SOLVERS[options.solver])
     return {"method": options.solver, "rtol": options.rtol, "atol": options.atol,
+            "step_size": step,
             "odeint": "odeint_adjoint" if options.gradient_method == "adjoint" else "odeint",
             "max_steps": options.max_steps, "dtype": options.dtype}  # fmt: skip
 
@@ -143,7 +162,7 @@ def case_parts(
         torch.cuda.reset_peak_memory_stats(dev)  # the case's peak, from its build on
     module = RHS(torch.as_tensor(theta0, dtype=dt)).to(dev)
     steps = _Steps(settings["max_steps"])
-    attach_steps(module, steps)
+    attach_steps(module, steps, fixed=settings["step_size"] is not None)
     t0, ts = t_span[0], np.asarray(t_save, dtype=np.float64)
     skip_first = bool(ts[0] != t0)
     grid = np.concatenate([[t0], ts]) if skip_first else ts
@@ -155,8 +174,16 @@ def case_parts(
         "W": W, "O": O, "C": C,
         # the loss Σ W (y - O)² + Σ C y, without terms that are identically zero
         "has_fit": bool(np.any(loss_arrays[0])), "has_linear": bool(np.any(loss_arrays[2])),
-        "kw": {"rtol": settings["rtol"], "atol": settings["atol"], "method": settings["method"]},
+        "kw": _odeint_keywords(settings),
     }  # fmt: skip
+
+
+def _odeint_keywords(settings: dict[str, Any]) -> dict[str, Any]:
+    """``odeint``'s method and tolerances, or, on a fixed grid, its ``step_size`` alone
+    (no error control: rtol and atol would be ignored)."""
+    if settings["step_size"] is not None:
+        return {"method": settings["method"], "options": {"step_size": settings["step_size"]}}
+    return {"rtol": settings["rtol"], "atol": settings["atol"], "method": settings["method"]}
 
 
 def loss_and_grads(torch: Any, ys: Any, parts: dict[str, Any], steps_reset: Any) -> Any:
@@ -180,20 +207,29 @@ class TorchdiffeqCase(TorchPlaced, Case):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
         import torch
 
+        from sciml_bench.backends.base import fixed_step_plan
+        from sciml_bench.backends.torch_device import torch_dtype
         from sciml_bench.problem.generated import load_python
 
+        step = fixed_step_plan(problem, options, _SOLVERS[options.solver])
         self.torch = torch
         parts = case_parts(load_python(problem.source["torch"])["RHS"], problem.y0,
                            problem.theta0, problem.t_span, problem.t_save,
                            (problem.loss_W, problem.loss_O, problem.loss_C),
-                           case_settings(options), options.device)  # fmt: skip
+                           case_settings(problem, options), options.device)  # fmt: skip
         self.odeint, self.device, self.y0 = parts["odeint"], parts["device"], parts["y0"]
         self.module, self.params, self.steps = parts["module"], parts["params"], parts["steps"]
         self.skip_first, self.t, self.kw = parts["skip_first"], parts["t"], parts["kw"]
         self.W, self.O, self.C = parts["W"], parts["O"], parts["C"]
         self._has_fit, self._has_linear = parts["has_fit"], parts["has_linear"]
         self._parts = parts
-        self.info = {"idiom": IDIOM}
+        #: the case's floating-point type (--dtype): every tensor is made in it
+        self.dtype = dt = torch_dtype(torch, options.dtype)
+        self.info = {"idiom": IDIOM, "dtype": str(dt).removeprefix("torch.")}
+        if step is not None:  # no error control: rtol and atol are not passed on
+            self.info["fixed_step"] = (f"odeint(method={options.solver!r}, options="
+                                       f"{{'step_size': {step!r}}}); save times off the "
+                                       "grid interpolated linearly (torchdiffeq's default)")
         #: the device torch reports for the last solution (the read-back)
         self.last_device: Any = self.y0.device
 
@@ -236,7 +272,7 @@ class TorchdiffeqCase(TorchPlaced, Case):
         torch = self.torch
         with torch.no_grad():
             torch.nn.utils.vector_to_parameters(
-                torch.as_tensor(theta, dtype=torch.float64, device=self.device), self.params
+                torch.as_tensor(theta, dtype=self.dtype, device=self.device), self.params
             )
         return self.module
 
@@ -298,7 +334,7 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
 
         self.base = b = TorchdiffeqCase(problem, options)
         self.torch = torch
-        dt = torch.float64
+        dt = b.dtype
         self.per_member = batch.varies_parameters
         fn = batched_rhs(problem.source["torch"])
 
@@ -331,7 +367,7 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
         """θ and the member weights (``1/n`` each by default) as tensors on the device."""
         torch = self.torch
         w = np.full(self.n, 1.0 / self.n) if weights is None else weights
-        on = {"dtype": torch.float64, "device": self.base.device}
+        on = {"dtype": self.base.dtype, "device": self.base.device}
         return torch.as_tensor(theta, **on), torch.as_tensor(w, **on)
 
     def solve_raw(self, params: Any) -> Any:
@@ -385,6 +421,7 @@ class TorchdiffeqBackend(Backend):
     modules = ("torch", "torchdiffeq")
     gradient_methods: Mapping[str, str] = _GRADIENTS
     devices = ("cpu", "cuda")
+    dtypes = ("float64", "float32")
 
     def cuda_missing(self) -> tuple[str, str] | None:
         return torch_cuda_missing()

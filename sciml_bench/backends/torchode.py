@@ -1,4 +1,5 @@
-"""torchode (PyTorch), in float64: a batch-parallel solver with per-member step sizes.
+"""torchode (PyTorch), in float64 (or float32: ``--dtype``): a batch-parallel solver with
+per-member step sizes.
 
 torchode solves a batch ``(n, n_state)`` with one step size, one error norm and one
 status per member (Lienen & Günnemann 2022), so an ensemble is ``independent``. A
@@ -8,6 +9,11 @@ single trajectory is a batch of one. Gradients are ``AutoDiffAdjoint``
 torchode's README compiles the solver module (``torch.compile(solver).solve``), but
 attribute access on a compiled module reaches the original method uncompiled, so the
 bound ``solve`` method is what is compiled here.
+
+Fixed steps: torchode offers ``FixedStepController`` ("accepts any result and keeps the
+step size fixed"), which needs ``dt0``: ``euler`` (``torchode.Euler``) and ``tsit5-fixed``
+(``torchode.Tsit5``) run under it with ``dt0`` = the case's ``dt`` for every member, and
+the same ``max_steps``.
 
 On ``cuda`` every tensor of the problem (``y0``, the time grids, the members' maps and
 the loss arrays) is made on the GPU; torchode then works where ``y0`` is (its tableau
@@ -47,6 +53,10 @@ _SOLVERS = {
     "tsit5": SolverInfo("tsit5", False, "Tsitouras 5(4), per-member steps"),
     "dopri5-compile": SolverInfo("dopri5-compile", False, "dopri5 under torch.compile"),
     "tsit5-compile": SolverInfo("tsit5-compile", False, "tsit5 under torch.compile"),
+    "euler": SolverInfo("euler", False, "explicit Euler, FixedStepController (--dt)",
+                        fixed_step=True),
+    "tsit5-fixed": SolverInfo("tsit5-fixed", False, "tsit5 with FixedStepController (--dt)",
+                              fixed_step=True),
 }
 _GRADIENTS = {"AutoDiffAdjoint": "backpropagation through the solver's operations"}
 #: torchode's status codes (torchode.status_codes) -> ours
@@ -62,10 +72,14 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
         import torch
         import torchode
 
+        from sciml_bench.backends.base import fixed_step_plan
+        from sciml_bench.backends.torch_device import torch_dtype
         from sciml_bench.backends.torchdiffeq import batched_rhs
 
+        step = fixed_step_plan(problem, options, _SOLVERS[options.solver])
         self.torch = torch
-        dt = torch.float64
+        #: the case's floating-point type (--dtype): every tensor is made in it
+        self.dtype = dt = torch_dtype(torch, options.dtype)
         # every tensor is made on the named device: that is torch's pinning
         self.device = dev = torch.device(options.device)
         y0 = torch.as_tensor(batch.y0, dtype=dt, device=dev)  # torch's own error first
@@ -76,9 +90,16 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
         self.per_member = batch.varies_parameters
         f = batched_rhs(problem.source["torch"])
         term = torchode.ODETerm(f, with_args=True)
-        base = options.solver.removesuffix("-compile")
-        method = {"dopri5": torchode.Dopri5, "tsit5": torchode.Tsit5}[base](term=term)
-        controller = torchode.IntegralController(atol=options.atol, rtol=options.rtol, term=term)
+        base = options.solver.removesuffix("-compile").removesuffix("-fixed")
+        method = {"dopri5": torchode.Dopri5, "tsit5": torchode.Tsit5,
+                  "euler": torchode.Euler}[base](term=term)  # fmt: skip
+        if step is None:
+            controller: Any = torchode.IntegralController(atol=options.atol, rtol=options.rtol,
+                                                          term=term)  # fmt: skip
+            self.dt0 = None
+        else:
+            controller = torchode.FixedStepController()
+            self.dt0 = torch.full((n,), step, dtype=dt, device=dev)
         self.adjoint = torchode.AutoDiffAdjoint(method, controller, max_steps=options.max_steps)
         self.solve_fn = self.adjoint.solve
         if options.solver.endswith("-compile"):
@@ -101,13 +122,15 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
         #: the device torch reports for the last solution (the read-back)
         self.last_device: Any = y0.device
         self.info = {"semantics": "independent", "members": n, "shared_theta": not self.per_member,
-                     "compiled": options.solver.endswith("-compile")}  # fmt: skip
+                     "compiled": options.solver.endswith("-compile"), "dtype": options.dtype}  # fmt: skip
+        if step is not None:
+            self.info["fixed_step"] = f"FixedStepController(), dt0={step!r} for every member"
 
     def _params(self, th: Any) -> Any:
         return th * self.S + self.A if self.per_member else th
 
     def _solve(self, th: Any) -> Any:
-        return self.solve_fn(self.ivp, args=self._params(th))
+        return self.solve_fn(self.ivp, args=self._params(th), dt0=self.dt0)
 
     def _check(self, status: Any) -> None:
         code = status.cpu().numpy()
@@ -121,7 +144,7 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
         """θ and the member weights (``1/n`` each by default) as tensors on the device."""
         torch = self.torch
         w = np.full(self.n, 1.0 / self.n) if weights is None else weights
-        on = {"dtype": torch.float64, "device": self.device}
+        on = {"dtype": self.dtype, "device": self.device}
         return torch.as_tensor(theta, **on), torch.as_tensor(w, **on)
 
     def solve_raw(self, params: Any) -> Any:
@@ -202,6 +225,7 @@ class TorchodeBackend(Backend):
     gradient_methods: Mapping[str, str] = _GRADIENTS
     ensemble_semantics = ("independent",)
     devices = ("cpu", "cuda")
+    dtypes = ("float64", "float32")
 
     def cuda_missing(self) -> tuple[str, str] | None:
         return torch_cuda_missing()
@@ -250,7 +274,7 @@ class TorchodeTrainingCase(TrainingCase):
         self.ens = e = TorchodeCase(problem, options).ens
         torch = self.torch = e.torch
         # a copy: the optimizer updates it in place, and as_tensor would share θ0's memory
-        theta = torch.tensor(problem.theta0, dtype=torch.float64, device=e.device)
+        theta = torch.tensor(problem.theta0, dtype=e.dtype, device=e.device)
         self.theta = torch.nn.Parameter(theta)
         self.optimizer = torch_adam(torch, [self.theta], adam)
         self.info = {**e.info, **torch_optimizer_info(self.optimizer),

@@ -195,6 +195,18 @@ def _dask_options(f: Any) -> Any:
               "cuda when NVML sees a GPU and says so. cuda never falls back to the CPU: no "
               "GPU or no CUDA build of a framework is an error with the fix. SciPy and "
               "Julia run only on the CPU; under cuda their rows say so.")
+@click.option("--dtype", type=click.Choice(["float64", "float32"]), default=None,
+              help="Floating-point type of the solve, loss and gradient [float64]. "
+              "torchdiffeq, torchode, Diffrax and Julia compute in float32; SciPy, cvodes "
+              "and diffsol are float64-only: they run in float64 and their rows say so. "
+              "The reference stays float64 and adaptive, so the error columns show what "
+              "float32 costs (README: float32 and fixed steps).")
+@click.option("--dt", type=click.FloatRange(0, None, min_open=True), default=None,
+              help="Step of a fixed-step solver (no error control; `sciml-bench list` marks "
+              "them: torchdiffeq euler/rk4, Diffrax Euler/Tsit5-fixed, torchode "
+              "euler/tsit5-fixed, Julia Tsit5-fixed), required with one and refused with an "
+              "adaptive one; recorded per row. A dt needing more steps than the step bound "
+              "(--max-steps) is a max_steps row.")
 @click.option("--dataset", type=click.Choice(["synthetic", "digits"]), default="synthetic",
               show_default=True, help="CNN baselines: in-memory synthetic data or sklearn digits.")
 @click.option("--image-size", type=click.IntRange(4, 4096), help="CNN: image side in pixels.")
@@ -253,6 +265,7 @@ def run(**options: Any) -> None:
       sciml-bench run cnn --quick -b torch-eager -b jax
       sciml-bench run cnn --quick --pipeline host --precision fp32,bf16 --target-accuracy 0.9
       sciml-bench run nonstiff-spiral-node --device cpu,cuda   CPU and GPU rows side by side
+      sciml-bench run nonstiff-spiral-node --dtype float32 -b torchdiffeq --solver rk4 --dt 0.05
       sciml-bench run ensemble-lorenz --sizes 1,16,256
       sciml-bench run nonstiff-spiral-node --train -b diffrax,torchdiffeq
 
@@ -315,6 +328,8 @@ class RunOptions:
     eval_every: int | None = None
     sizes: str | None = None
     train: bool = False
+    dtype: str | None = None
+    dt: float | None = None
     executor: str = "local"
     scheduler: str | None = None
     cluster: str = "local"
@@ -381,6 +396,7 @@ def _plan_run(o: RunOptions) -> RunPlan:
     ]
     rtols = _rtols(o.tolerances, o.sweep)
     _check_applies(o, loaded, with_cnn)
+    _check_steps(o, names)
     _check_dask(o)
     label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
     label += "-train" if o.train else ""
@@ -416,6 +432,8 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
         "--solver": (o.solvers, ("single", "ensemble", "train")),
         "--gradient": (o.gradients, ("single", "ensemble", "train")),
         "--max-steps": (o.max_steps, ("single", "ensemble", "train")),
+        "--dtype": (o.dtype not in (None, "float64"), ("single",)),
+        "--dt": (o.dt, ("single",)),
         **{f"--{k.replace('_', '-')}": (getattr(o, attr), ("cnn",)) for k, attr in (
             ("image_size", "image_size"), ("channels", "channels"), ("batch_size", "batch_size"),
             ("steps", "steps"), ("epochs", "epochs"), ("model", "cnn_model"),
@@ -534,6 +552,34 @@ def _check_offered(names: list[str], solvers: Sequence[str], gradients: Sequence
                     f"{flag} {w!r} is offered by none of {', '.join(names)}; "
                     f"choose from {', '.join(sorted(pool))}"
                 )
+
+
+def _check_steps(o: RunOptions, names: list[str]) -> None:
+    """``--dt`` exactly when every chosen solver is a fixed-step one: a fixed-step solver
+    without it, or an adaptive one (named, or a backend's default because no --solver
+    applies to it) with it, is an error; a fixed step has no tolerances to sweep."""
+    from sciml_bench import backends
+
+    for name in names:
+        offered = backends.get(name).solvers()
+        chosen = [s for s in o.solvers if s in offered]
+        for s in chosen:
+            if offered[s].fixed_step and o.dt is None:
+                raise UserError(f"--solver {s} is a fixed-step solver: give its step with --dt "
+                                "(e.g. --dt 0.01)")  # fmt: skip
+        if o.dt is None:
+            continue
+        fixed = [s for s, info in offered.items() if info.fixed_step]
+        adaptive = [s for s in chosen if not offered[s].fixed_step]
+        if adaptive or not chosen:
+            what = (f"{name}'s {adaptive[0]} is adaptive" if adaptive else
+                    f"{name} would run its adaptive default (no --solver names one of its solvers)")  # fmt: skip
+            hint = (f"pick a fixed-step solver (--solver {', '.join(fixed)})" if fixed
+                    else f"leave {name} out (-b): it offers no fixed-step solver")  # fmt: skip
+            raise UserError(f"--dt applies to fixed-step solvers; {what}: {hint}")
+    if o.dt is not None and (o.tolerances or o.sweep):
+        raise UserError("--dt runs fixed steps, which have no error control: drop "
+                        f"{'--sweep' if o.sweep else '--tolerances'} (or --dt)")
 
 
 def _check_dask(o: RunOptions) -> None:
@@ -677,7 +723,7 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
         compiled = reference.compile_problem(problem, ref)
         cases = runner.plan(
             compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps,
-            plan.devices,
+            plan.devices, o.dtype or "float64", o.dt,
         )
         records += runner.run(compiled, ref, cases, writer, plan.settings, executor)
     if plan.cnn_jobs:
@@ -900,7 +946,8 @@ def list_(as_json: bool) -> None:
         bks.append({
             "name": name, "available": av.ok, "reason": av.reason, "fix": av.fix,
             "solvers": list(b.solvers()), "gradient_methods": list(b.gradient_methods),
-            "devices": list(b.devices), **_backend_defaults(b, loaded),
+            "devices": list(b.devices), "dtypes": list(b.dtypes),
+            **_backend_defaults(b, loaded),
         })
     if as_json:
         click.echo(json.dumps({"problems": probs, "backends": bks}, indent=2))
@@ -937,6 +984,8 @@ def _backend_defaults(b: Any, problems: Sequence[Any]) -> dict[str, Any]:
             continue
     return {
         "stiff_solvers": [n for n, info in b.solvers().items() if info.stiff],
+        # no error control: the step is --dt
+        "fixed_step_solvers": [n for n, info in b.solvers().items() if info.fixed_step],
         "default_solver": {"stiff": b.default_solver(True), "nonstiff": b.default_solver(False)},
         "default_gradient": gradients,
     }
@@ -946,9 +995,12 @@ def _backend_lines(b: dict[str, Any]) -> list[str]:
     """``list``'s lines of one backend: its solvers and gradient methods, stiff solvers
     and the defaults marked, wrapped between items."""
     stiff, default = set(b["stiff_solvers"]), b["default_solver"]
+    fixed = set(b.get("fixed_step_solvers", ()))
     solvers = []
     for name in b["solvers"]:
         notes = ["stiff"] if name in stiff else []
+        if name in fixed:
+            notes.append("fixed step, --dt")
         if name == default["stiff"] == default["nonstiff"]:
             notes.append("default")
         elif name in (default["stiff"], default["nonstiff"]):
@@ -966,7 +1018,8 @@ def _backend_lines(b: dict[str, Any]) -> list[str]:
             grads.append(f"{name} (default for {', '.join(by_default[name])})")
         else:
             grads.append(name)
-    return _wrap_items("solvers", solvers) + _wrap_items("gradients", grads)
+    lines = _wrap_items("solvers", solvers) + _wrap_items("gradients", grads)
+    return lines + _wrap_items("dtypes", b["dtypes"]) if b.get("dtypes") else lines
 
 
 def _wrap_items(label: str, items: Sequence[str], width: int = 100) -> list[str]:

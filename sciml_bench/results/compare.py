@@ -84,7 +84,8 @@ def case_key(r: dict[str, Any]) -> CaseKey:
     ``?`` (a version-1 file from a machine with a GPU): unknown pairs only with unknown.
     An ensemble row is also its semantics and size (both empty for other rows): the
     rungs of a ladder are different cases. A CNN row is also its model, precision,
-    pipeline and dataset (``variant``): bf16 is never compared with fp32.
+    pipeline and dataset (``variant``): bf16 is never compared with fp32. Likewise an ODE
+    row's ``variant`` holds its dtype when not float64 and its fixed step ``dt``.
     """
     rtol = r.get("rtol")
     rt = f"{rtol:.3g}" if isinstance(rtol, int | float) and math.isfinite(rtol) else "-"
@@ -92,6 +93,11 @@ def case_key(r: dict[str, Any]) -> CaseKey:
     if r.get("kind") == "cnn":
         variant = "/".join(str(r.get(k) or "-") for k in ("model", "precision", "pipeline",
                                                            "dataset"))  # fmt: skip
+    else:  # a float32 or fixed-step row (--dtype, --dt) is never paired with float64's
+        numerics = [str(r["dtype"])] if r.get("dtype") not in (None, "", "float64") else []
+        if isinstance(r.get("dt"), int | float):
+            numerics.append(f"dt={r['dt']:g}")
+        variant = "/".join([variant, *numerics] if variant else numerics)
     return (
         str(r.get("problem", "?")),
         str(r.get("backend", "")),

@@ -28,6 +28,8 @@ JSON_KEYS = (
     "host", "hardware", "dask_worker", "concurrent_cases", "threads", "threads_source",
     "xla_threads", "worker_threads",
     "grad_rss_mb", "grad_rss_source", "kind",
+    # the floating-point type computed in and asked for (--dtype), a fixed step (--dt)
+    "dtype", "dtype_requested", "dt",
 )
 #: keys of the --json record about what a row's numbers claim: what its TTFG measures,
 #: the phases a failed row kept, and the reference it is scored against (NaN -> null)
@@ -175,6 +177,24 @@ def device_cell(r: dict[str, Any]) -> str:
     return f"{dev} (asked {asked})" if asked and asked != dev else str(dev)
 
 
+def solver_cell(r: dict[str, Any]) -> str:
+    """The solver, with the dtype where it is not float64 (``rk4 float32``), or where a
+    float64-only backend was asked for another (``LSODA float64 (asked float32)``)."""
+    solver, dtype, asked = r.get("solver", ""), r.get("dtype"), r.get("dtype_requested")
+    if asked and dtype and asked != dtype:
+        return f"{solver} {dtype} (asked {asked})"
+    return f"{solver} {dtype}" if dtype and dtype != "float64" else solver
+
+
+def control_cell(r: dict[str, Any]) -> str:
+    """The step control: ``dt=0.05`` for a fixed-step solver (no error control), else
+    the rtol."""
+    dt = r.get("dt")
+    if isinstance(dt, int | float) and not isinstance(dt, bool) and math.isfinite(dt):
+        return f"dt={dt:g}"
+    return fmt_rtol(r.get("rtol"))
+
+
 def grad_memory_cell(r: dict[str, Any]) -> str:
     """What the first gradient needed in memory: on the CPU the RAM above the worker's RSS
     before it (``grad_rss_mb``; ``≥`` marks a sampled lower bound), on a GPU the
@@ -264,10 +284,10 @@ def ode_row(r: dict[str, Any]) -> list[str]:
         steps = f"{r['rhs_evals']} f"
     return [
         r.get("backend", ""),
-        r.get("solver", ""),
+        solver_cell(r),
         r.get("gradient_method", ""),
         device_cell(r),
-        fmt_rtol(r.get("rtol")),
+        control_cell(r),
         r.get("status", ""),
         ttfg_cell(r),
         _ms(r.get("solve_s"), r.get("solve_iqr")),

@@ -107,7 +107,7 @@ def _finite(x: Any) -> bool:
 
 
 def _row_id(r: dict[str, Any]) -> dict[str, Any]:
-    keys = (*LABEL_KEYS, "device", "dtype", "size", "rtol")
+    keys = (*LABEL_KEYS, "device", "dtype", "size", "rtol", "dt")
     return {k: r[k] for k in keys if r.get(k) not in (None, "")}
 
 
@@ -119,6 +119,8 @@ def label(r: dict[str, Any]) -> str:
         parts.append(f"on {r['device']}")
     if r.get("dtype") and r["dtype"] != "float64" and r.get("kind", "ode") != "cnn":
         parts.append(str(r["dtype"]))
+    if isinstance(r.get("dt"), int | float):  # a fixed step (--dt)
+        parts.append(f"dt={r['dt']:g}")
     if r.get("_run"):
         parts.append(str(r["_run"]))
     return " ".join(parts)

@@ -110,6 +110,21 @@ def with_device_note(rec: dict[str, Any], ran: str) -> dict[str, Any]:
     return rec
 
 
+def with_dtype_note(rec: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` with its dtype keys from the job's options (``dtype``, what it computed in;
+    ``dtype_requested``; ``dt``, a fixed-step solver's step), its reason saying so when a
+    float64-only backend ran in float64 although float32 was asked for."""
+    rec["dtype"] = opts.get("dtype", "float64")
+    rec["dtype_requested"] = opts.get("dtype_requested", rec["dtype"])
+    if opts.get("dt") is not None:
+        rec["dt"] = float(opts["dt"])
+    if rec["dtype_requested"] != rec["dtype"]:
+        note = (f"{rec['backend']} computes in {rec['dtype']} only: it ran in {rec['dtype']} "
+                f"({rec['dtype_requested']} was asked for)")  # fmt: skip
+        rec["reason"] = f"{rec['reason']}; {note}" if rec.get("reason") else note
+    return rec
+
+
 def load_backend(job: dict[str, Any], events: Events) -> Any:
     """The timed *import* phase of a worker: the job's backend, its library imported
     (None, with an ``unavailable`` event, when Julia cannot be found)."""
@@ -154,6 +169,8 @@ def case_options(job: dict[str, Any]) -> Any:
         max_steps=int(opts["max_steps"]),
         extra=opts.get("extra", {}),
         device=job.get("device", "cpu"),
+        dtype=opts.get("dtype", "float64"),
+        dt=None if opts.get("dt") is None else float(opts["dt"]),
     )
 
 
@@ -271,8 +288,9 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
 
     p = job.get("problem", {})
     # what a raw output holds, about: the states at the save points, or the gradient
-    sizes = {"solve": 8 * len(p.get("t_save", ())) * len(p.get("y0", ())),
-             "grad": 8 * (len(p.get("theta0", ())) + 1)}  # fmt: skip
+    width = 4 if job.get("options", {}).get("dtype") == "float32" else 8
+    sizes = {"solve": width * len(p.get("t_save", ())) * len(p.get("y0", ())),
+             "grad": width * (len(p.get("theta0", ())) + 1)}  # fmt: skip
     params = case.prepare(theta)  # once, as a user holds parameters between calls
     kinds = [("solve", case.timed_solve, case.check_solve)]
     if grad:
@@ -456,7 +474,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "backend": job["backend"],
         "solver": opts["solver"],
         "gradient_method": opts["gradient_method"],
-        "dtype": "float64",
+        "dtype": opts.get("dtype", "float64"),
         # what the library reported (read back); what was asked; the GPU or CPU model
         **device_columns(job, ev),
         "rtol": opts["rtol"],
@@ -492,5 +510,5 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         **reference_columns(ref, opts["gradient_method"]),
         **_scores(problem, ref, ev, status == Status.OK.value),
     }
-    rec = with_device_note(rec, job.get("device", "cpu"))
+    rec = with_dtype_note(with_device_note(rec, job.get("device", "cpu")), opts)
     return summarize({k: v for k, v in rec.items() if v is not None})

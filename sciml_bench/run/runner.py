@@ -53,11 +53,19 @@ class CaseSpec:
     #: asked for ``cuda`` runs on ``cpu`` and its row says so)
     device: str = "cpu"
     device_requested: str = "cpu"
+    #: the floating-point type it computes in, and the one asked for (``--dtype``: a
+    #: float64-only backend asked for float32 runs in float64 and its row says so)
+    dtype: str = "float64"
+    dtype_requested: str = "float64"
+    #: a fixed-step solver's step (``--dt``); None for an adaptive one
+    dt: float | None = None
 
     @property
     def label(self) -> str:
+        control = f"dt={self.dt:g}" if self.dt is not None else f"rtol={fmt_rtol(self.rtol)}"
+        dtype = f" {self.dtype}" if self.dtype != "float64" else ""
         return (f"{self.backend} {self.solver} {self.gradient_method} "
-                f"rtol={fmt_rtol(self.rtol)} on {self.device}")
+                f"{control}{dtype} on {self.device}")
 
 
 @dataclass
@@ -96,13 +104,18 @@ def plan(
     rtols: Sequence[float] | None = None,
     max_steps: int | None = None,
     devices: Sequence[str] = ("cpu",),
+    dtype: str = "float64",
+    dt: float | None = None,
 ) -> list[CaseSpec]:
     """The case matrix. A solver or gradient name applies to backends offering it.
 
     Each case runs once per device in ``devices`` (concrete: ``cpu``, ``cuda``), a
     backend's devices next to each other. A backend that runs only on the CPU runs there
     once: for a ``cuda``-only request its row is on ``cpu`` and says it was asked for
-    ``cuda``; beside a ``cpu`` request it is that row alone.
+    ``cuda``; beside a ``cpu`` request it is that row alone. ``dtype`` follows the same
+    rule: a backend that computes in float64 only runs in float64 and says what was asked.
+    ``dt`` is the step of the fixed-step solvers (``SolverInfo.fixed_step``); the CLI
+    checks that it is given exactly when a chosen solver is one.
     """
     cases = []
     for name in backend_names:
@@ -113,13 +126,16 @@ def plan(
         runs = [(d, d) for d in devices if d in b.devices]
         if not runs:  # CPU-only under a GPU-only request: on the CPU, and the row says so
             runs = [("cpu", devices[0])]
+        ran = dtype if dtype in b.dtypes else "float64"  # float64-only: float64, said so
         for device, requested in runs:
             for rtol, atol in tolerances(problem, rtols):
                 for s in chosen:
+                    step = dt if offered[s].fixed_step else None
                     for g in grads:
                         cases.append(CaseSpec(
                             name, s, g, rtol, atol, max_steps or problem.max_steps,
                             device=device, device_requested=requested,
+                            dtype=ran, dtype_requested=dtype, dt=step,
                         ))  # fmt: skip
     return cases
 
@@ -201,6 +217,9 @@ def case_job(
             "atol": spec.atol,
             "max_steps": spec.max_steps,
             "extra": spec.extra,
+            "dtype": spec.dtype,
+            "dtype_requested": spec.dtype_requested,
+            "dt": spec.dt,
         },
         "device": spec.device,
         "device_requested": spec.device_requested,
