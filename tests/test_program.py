@@ -72,7 +72,7 @@ def test_the_program_is_the_workers_own_source_and_settings() -> None:
     assert not [ln for ln in text.splitlines()
                 if ln.lstrip().startswith(("import sciml_bench", "from sciml_bench"))]  # fmt: skip
     # the settings the case computes: the stiff solver's PI coefficients included
-    settings = diffrax.case_settings(options)
+    settings = diffrax.case_settings(compiled, options)
     assert settings["controller"] == {"rtol": 1e-6, "atol": 1e-8, "pcoeff": 0.3, "icoeff": 0.3}
     ns = _constants(text)
     assert ns["SETTINGS"] == settings
