@@ -488,7 +488,12 @@ def julia_source(problem: Problem) -> str:
 
 
 def generate(problem: Problem, target: str) -> str:
-    """The exact source a backend runs for ``target`` (one of :data:`TARGETS`)."""
+    """The exact source a backend runs for ``target`` (one of :data:`TARGETS`); an array
+    problem's is array code (:mod:`sciml_bench.problem.codegen_arrays`)."""
+    if problem.array is not None:
+        from sciml_bench.problem import codegen_arrays
+
+        return codegen_arrays.generate(problem, target)
     if target not in _TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     return julia_source(problem) if target == "julia" else python_source(problem, target)
