@@ -2,6 +2,13 @@
 
 It has no gradient, so its rows carry timings and solution error only. The
 exact sympy Jacobian is supplied, as a careful SciPy user would.
+
+On an array problem the case's ``jacobian`` (``options.extra``) picks how: ``dense`` (the
+exact Jacobian as an ndarray: LAPACK's LU in BDF and Radau, ODEPACK's dense LU in LSODA) or
+``sparse`` (BDF and Radau take the exact Jacobian as a ``scipy.sparse`` CSC matrix and
+factorise it with SuperLU; LSODA takes no sparse matrix, only a band: its packed banded
+Jacobian with ``lband``/``uband`` from the pattern). SciPy's best choice for large sparse
+systems is BDF, the default there.
 """
 
 from __future__ import annotations
@@ -38,6 +45,25 @@ _SOLVERS = {
 }
 
 
+IMPLICIT = ("LSODA", "BDF", "Radau")
+
+
+def jacobian_choice(ns: dict[str, Any], solver: str, kind: str) -> tuple[Any, dict[str, int], str]:
+    """The generated Jacobian ``solver`` gets for ``kind`` (``dense``/``sparse``), the
+    ``solve_ivp`` options that go with it, and the linear solver as SciPy names it."""
+    if solver not in IMPLICIT:
+        return None, {}, f"none ({solver} is explicit)"
+    if kind == "sparse" and solver == "LSODA":
+        lower, upper = ns["JAC_BANDS"]
+        return ns["jac_banded"], {"lband": lower, "uband": upper}, (
+            f"ODEPACK banded LU (LSODA lband={lower}, uband={upper}: it takes no sparse matrix)"
+        )
+    if kind == "sparse":
+        return ns["jac_sparse"], {}, "scipy.sparse.linalg.splu (SuperLU) on the exact CSC Jacobian"
+    dense = "ODEPACK dense LU" if solver == "LSODA" else "scipy.linalg.lu_factor (LAPACK getrf)"
+    return ns["jac"], {}, f"{dense} on the exact dense Jacobian"
+
+
 class ScipyCase(Case):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
         from sciml_bench.problem.generated import load_python
@@ -46,6 +72,12 @@ class ScipyCase(Case):
         self.rhs, self.jac = ns["rhs"], ns["jac"]
         self.p = problem
         self.o = options
+        #: extra solve_ivp options of the Jacobian's kind (LSODA's band)
+        self.jac_options: dict[str, int] = {}
+        if problem.size is not None:  # an array problem: the Jacobian's kind is an axis
+            kind = options.extra.get("jacobian", "dense")
+            self.jac, self.jac_options, solver = jacobian_choice(ns, options.solver, kind)
+            self.info = {"jacobian": kind, "linear_solver": solver}
 
     def timed_solve(self, params: np.ndarray, y0: np.ndarray | None = None) -> Any:
         """Solve from ``y0`` (default: the problem's initial state)."""
@@ -80,6 +112,7 @@ class ScipyCase(Case):
             rtol=o.rtol,
             atol=o.atol,
             jac=(lambda t, y: self.jac(t, y, theta)) if implicit else None,
+            **self.jac_options,
         )
         return sol
 
@@ -137,6 +170,12 @@ class ScipyBackend(Backend):
     differentiable = False
     modules = ("scipy.integrate",)
     gradient_methods: Mapping[str, str] = {"none": "solve only (the reference backend)"}
+    array_problems = True
+    jacobians = ("dense", "sparse")
+
+    def array_solver(self, stiff: bool) -> str:
+        # BDF takes the exact sparse Jacobian (SuperLU); LSODA only a band
+        return "BDF" if stiff else self.default_solver(stiff)
 
     def availability(self) -> Availability:
         return Availability.of_modules("scipy", extra="")

@@ -150,6 +150,8 @@ class TorchdiffeqCase(TorchPlaced, Case):
         self.W, self.O, self.C = W, O, C
         self.kw = dict(rtol=options.rtol, atol=options.atol, method=options.solver)
         self.info = {"idiom": IDIOM}
+        if problem.size is not None:
+            self.info["linear_solver"] = f"none ({options.solver} is explicit)"
         #: the device torch reports for the last solution (the read-back)
         self.last_device: Any = self.y0.device
 
@@ -329,6 +331,8 @@ class TorchdiffeqBackend(Backend):
     modules = ("torch", "torchdiffeq")
     gradient_methods: Mapping[str, str] = _GRADIENTS
     devices = ("cpu", "cuda")
+    #: array problems run on the generated torch code; its solvers are explicit (no Jacobian)
+    array_problems = True
 
     def cuda_missing(self) -> tuple[str, str] | None:
         return torch_cuda_missing()

@@ -158,6 +158,8 @@ class TorchodeCase(Case):
         one = Batch(problem.y0[None, :], np.ones((1, problem.n_params)),
                     np.zeros((1, problem.n_params)))  # fmt: skip
         self.ens = TorchodeEnsembleCase(problem, options, one)
+        if problem.size is not None:
+            self.info = {"linear_solver": f"none ({options.solver} is explicit)"}
 
     def prepare(self, theta: np.ndarray) -> Any:
         return self.ens.prepare(theta)
@@ -195,6 +197,8 @@ class TorchodeBackend(Backend):
     gradient_methods: Mapping[str, str] = _GRADIENTS
     ensemble_semantics = ("independent",)
     devices = ("cpu", "cuda")
+    #: array problems run on the generated torch code; its solvers are explicit (no Jacobian)
+    array_problems = True
 
     def cuda_missing(self) -> tuple[str, str] | None:
         return torch_cuda_missing()
