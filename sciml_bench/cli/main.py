@@ -204,7 +204,11 @@ def _dask_options(f: Any) -> Any:
               help="CNN: evaluate every N steps for the accuracy curve [each epoch's end].")
 @click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON on stdout.")
 @click.option("--sizes", help="Ensembles: comma-separated member counts, overriding the "
-              "problem's [ensemble] sizes (quick: its sizes up to 64).")
+              "problem's [ensemble] sizes (quick: its sizes up to 64). Array problems "
+              "([sizes]): values of the laddered size (quick: the ladder's first two).")
+@click.option("--jacobian", "jacobians", multiple=True, callback=_comma_list,
+              help="Array problems: dense and/or sparse (repeated or comma-separated), for "
+              "the libraries that offer both [both].")
 @_dask_options
 def run(**options: Any) -> None:
     """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend.
@@ -234,10 +238,14 @@ def run(**options: Any) -> None:
       sciml-bench run cnn --quick --pipeline host --precision fp32,bf16 --target-accuracy 0.9
       sciml-bench run nonstiff-spiral-node --device cpu,cuda   CPU and GPU rows side by side
       sciml-bench run ensemble-lorenz --sizes 1,16,256
+      sciml-bench run stiff-robertson-groups --sizes 1,10,100,1000 --jacobian dense,sparse
 
     A problem with an [ensemble] section runs one case per backend x semantics
     (independent: per-member steps; coupled: one error norm) x ensemble size,
     each in a fresh worker; after a size fails, larger sizes are skipped.
+    An array problem ([sizes]) runs one ladder per backend x solver x Jacobian kind,
+    each size in a fresh worker; a size whose dense Jacobian would not fit in memory
+    is refused up front.
     """
     opts = RunOptions(**options)
     plan = _plan_run(opts)
@@ -286,6 +294,7 @@ class RunOptions:
     target_accuracy: float | None = None
     eval_every: int | None = None
     sizes: str | None = None
+    jacobians: tuple[str, ...] = ()
     executor: str = "local"
     scheduler: str | None = None
     cluster: str = "local"
@@ -352,6 +361,7 @@ def _plan_run(o: RunOptions) -> RunPlan:
     ]
     rtols = _rtols(o.tolerances, o.sweep)
     _check_applies(o, loaded, with_cnn)
+    _check_jacobians(o.jacobians)
     _check_dask(o)
     label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
     return RunPlan(
@@ -363,6 +373,7 @@ def _plan_run(o: RunOptions) -> RunPlan:
 TARGETS = {
     "single": "single-trajectory problems (e.g. stiff-robertson)",
     "ensemble": "problems with an [ensemble] section (e.g. ensemble-lorenz)",
+    "sized": "array problems with [sizes] (e.g. stiff-robertson-groups)",
     "cnn": "the CNN baselines (`cnn`)",
 }
 
@@ -372,15 +383,17 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
     ignored); one that only some use gets a note naming the others."""
     kinds: dict[str, list[str]] = {"cnn": ["cnn"] if with_cnn else []}
     for p in loaded:
-        kinds.setdefault("ensemble" if p.ensemble is not None else "single", []).append(p.name)
+        kind = "ensemble" if p.ensemble is not None else "sized" if p.array else "single"
+        kinds.setdefault(kind, []).append(p.name)
     given = {
         "--tolerances": (o.tolerances, ("single",)),
         "--sweep": (o.sweep, ("single",)),
         "--cold": (o.cold, ("single",)),
-        "--sizes": (o.sizes, ("ensemble",)),
-        "--solver": (o.solvers, ("single", "ensemble")),
-        "--gradient": (o.gradients, ("single", "ensemble")),
-        "--max-steps": (o.max_steps, ("single", "ensemble")),
+        "--sizes": (o.sizes, ("ensemble", "sized")),
+        "--jacobian": (o.jacobians, ("sized",)),
+        "--solver": (o.solvers, ("single", "ensemble", "sized")),
+        "--gradient": (o.gradients, ("single", "ensemble", "sized")),
+        "--max-steps": (o.max_steps, ("single", "ensemble", "sized")),
         **{f"--{k.replace('_', '-')}": (getattr(o, attr), ("cnn",)) for k, attr in (
             ("image_size", "image_size"), ("channels", "channels"), ("batch_size", "batch_size"),
             ("steps", "steps"), ("epochs", "epochs"), ("model", "cnn_model"),
@@ -604,6 +617,9 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
         if problem.ensemble is not None:
             records += _run_ensemble(problem, plan, o, writer)
             continue
+        if problem.array is not None:
+            records += _run_sized(problem, plan, o, writer, executor)
+            continue
         click.echo(f"reference for {problem.name} ...", err=True)
         ref = reference.get(problem, refresh=o.refresh_reference)
         click.echo(_reference_line(ref), err=True)
@@ -655,6 +671,57 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
         compiled, ens.to_json(problem.ensemble), None if obs_path is None else str(obs_path),
         ref.to_json(), ladders, writer, plan.settings,
     )  # fmt: skip
+
+
+def _run_sized(
+    problem: Any, plan: RunPlan, o: RunOptions, writer: Any, executor: Any
+) -> list[dict[str, Any]]:
+    """An array problem: one ladder per backend x solver x Jacobian kind, each size with its
+    own reference (cached by the content at that size)."""
+    import numpy as np
+
+    from sciml_bench.problem import reference
+    from sciml_bench.run import runner
+
+    sizes = ladder_sizes(problem.array, plan.sizes, o.quick)
+    first = problem if problem.array.size == sizes[0] else _at_size(problem, sizes[0])
+    # Planned once, on the first size (no reference needed: observations are placeholders):
+    # a ladder keeps one solver, gradient method and Jacobian kind at every size.
+    blank = np.zeros((len(first.t_save), first.n_state))
+    compiled = reference.compile_problem(first, None, blank)
+    ladders = runner.plan_sized(
+        compiled, plan.backend_names, sizes, o.solvers, o.gradients, o.jacobians, o.max_steps,
+        plan.devices,
+    )  # fmt: skip
+    return runner.run_sized(
+        problem, ladders, writer, plan.settings, executor, refresh=o.refresh_reference
+    )
+
+
+def _at_size(problem: Any, size: int) -> Any:
+    """``problem`` at ``size``, or a one-line error naming the size (e.g. an offset larger
+    than a grid of that size)."""
+    from sciml_bench.problem import spec
+
+    try:
+        return spec.at_size(problem, size)
+    except spec.ProblemError as e:
+        raise UserError(f"--sizes {size}: {e}") from None
+
+
+def ladder_sizes(model: Any, override: list[int] | None, quick: bool) -> list[int]:
+    """An array problem's sizes: --sizes, else its ladder (its first two with --quick), else
+    its one size."""
+    if override:
+        return override
+    ladder = list(model.ladder) or [model.size]
+    return ladder[:2] if quick else ladder
+
+
+def _check_jacobians(kinds: Sequence[str]) -> None:
+    for k in kinds:
+        if k not in ("dense", "sparse"):
+            raise UserError(f"--jacobian {k!r}: choose dense or sparse (comma-separated)")
 
 
 def _reference_line(ref: Any) -> str:
