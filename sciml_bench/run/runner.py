@@ -754,11 +754,19 @@ def memory_refusal(jacobian: str, n_state: int, available: int | None) -> str | 
     if need <= DENSE_MEMORY_SHARE * available:
         return None
     return (
-        f"not run: a dense Jacobian of {n_state} states needs about {need / 2**30:.1f} GiB "
+        f"not run: a dense Jacobian of {n_state} states needs about {_size_text(need)} "
         "(3 n x n float64: the Jacobian, the iteration matrix and its LU), over "
-        f"{DENSE_MEMORY_SHARE:.0%} of the {available / 2**30:.1f} GiB available; a sparse "
+        f"{DENSE_MEMORY_SHARE:.0%} of the {_size_text(available)} available; a sparse "
         "Jacobian runs this size"
     )
+
+
+def _size_text(n_bytes: float) -> str:
+    """``21.6 GiB``, ``37.5 KiB``: three significant digits in the largest fitting unit."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes:.0f} B"
 
 
 class Rungs:
