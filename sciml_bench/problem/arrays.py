@@ -497,18 +497,29 @@ def operator_handlers(
     """The parser's handlers for :data:`OPERATORS` on a grid of ``ndim`` axes; each call
     appends its :class:`Operator` to ``found`` (identical calls share one) and returns its
     symbol."""
+    h = _Handlers(list(states), ndim, found)
+    return {"lap": h.lap, "shift": h.shift, "sum": h.reduce("sum"), "mean": h.reduce("mean")}
 
-    def state_of(name: str, args: list[expr.OpArg], pos: int) -> int:
+
+class _Handlers:
+    """Validates operator calls (the state, the boundary, offsets and axes against the
+    grid's dimensions) with the positions the parser gives, and collects them."""
+
+    def __init__(self, states: list[str], ndim: int, found: list[Operator]):
+        self.states, self.ndim, self.found = states, ndim, found
+
+    def state_of(self, name: str, args: list[expr.OpArg], pos: int) -> int:
         if not args or args[0][0] != "name":
             raise expr.ExprError(f"{name}() takes a state name first, at position {pos}")
         s = str(args[0][1])
-        if s not in states:
+        if s not in self.states:
             raise expr.ExprError(
                 f"{name}() applies to a state; {s!r} at position {args[0][2]} is not one "
-                f"(states: {', '.join(states)})"
+                f"(states: {', '.join(self.states)})"
             )
-        return states.index(s)
+        return self.states.index(s)
 
+    @staticmethod
     def boundary(name: str, arg: expr.OpArg) -> str:
         if arg[0] != "name" or arg[1] not in BOUNDARIES:
             raise expr.ExprError(
@@ -517,58 +528,56 @@ def operator_handlers(
             )
         return str(arg[1])
 
-    def add(op: Operator) -> sympy.Symbol:
-        for known in found:
+    def add(self, op: Operator) -> sympy.Symbol:
+        for known in self.found:
             if known == op:
                 return known.symbol
-        sym = sympy.Symbol(f"op{len(found)}", real=True)
-        found.append(Operator(op.kind, op.state, op.boundary, op.offset, op.axes, sym))
+        sym = sympy.Symbol(f"op{len(self.found)}", real=True)
+        self.found.append(Operator(op.kind, op.state, op.boundary, op.offset, op.axes, sym))
         return sym
 
-    def lap(args: list[expr.OpArg], pos: int) -> sympy.Expr:
-        s = state_of("lap", args, pos)
+    def lap(self, args: list[expr.OpArg], pos: int) -> sympy.Expr:
+        s = self.state_of("lap", args, pos)
         if len(args) != 2:
             raise expr.ExprError(
                 f"lap() takes a state and a boundary, e.g. lap(u, periodic), at position {pos}"
             )
-        return add(Operator("lap", s, boundary("lap", args[1])))
+        return self.add(Operator("lap", s, self.boundary("lap", args[1])))
 
-    def shift(args: list[expr.OpArg], pos: int) -> sympy.Expr:
-        s = state_of("shift", args, pos)
+    def shift(self, args: list[expr.OpArg], pos: int) -> sympy.Expr:
+        s = self.state_of("shift", args, pos)
         offs = args[1:-1]
-        if len(offs) != ndim or any(a[0] != "int" for a in offs) or len(args) < 3:
-            example = ", ".join(["1", "0", "0"][:ndim])
+        if len(args) < 3 or len(offs) != self.ndim or any(a[0] != "int" for a in offs):
+            example = ", ".join(["1", "0", "0"][: self.ndim])
             raise expr.ExprError(
-                f"shift() on a {ndim}-D state takes {ndim} integer offset(s) and a boundary, "
-                f"e.g. shift({states[s]}, {example}, periodic); got {len(args) - 2} offset(s) "
-                f"at position {pos}"
+                f"shift() on a {self.ndim}-D state takes {self.ndim} integer offset(s) and a "
+                f"boundary, e.g. shift({self.states[s]}, {example}, periodic); got "
+                f"{max(len(args) - 2, 0)} offset(s) at position {pos}"
             )
         off = tuple(int(a[1]) for a in offs)
         if not any(off):
-            return sympy.Symbol(states[s], real=True)
-        return add(Operator("shift", s, boundary("shift", args[-1]), off))
+            return sympy.Symbol(self.states[s], real=True)
+        return self.add(Operator("shift", s, self.boundary("shift", args[-1]), off))
 
-    def reduce(kind: str) -> expr.Operator:
+    def reduce(self, kind: str) -> expr.Operator:
         def handler(args: list[expr.OpArg], pos: int) -> sympy.Expr:
-            s = state_of(kind, args, pos)
+            s = self.state_of(kind, args, pos)
             if len(args) > 2 or (len(args) == 2 and args[1][0] != "int"):
                 raise expr.ExprError(
                     f"{kind}() takes a state and an optional axis, at position {pos}"
                 )
-            axes = tuple(range(ndim))
+            axes = tuple(range(self.ndim))
             if len(args) == 2:
                 a = int(args[1][1])
-                if not 0 <= a < ndim:
+                if not 0 <= a < self.ndim:
                     raise expr.ExprError(
                         f"{kind}() axis {a} at position {args[1][2]} is out of range for a "
-                        f"{ndim}-D state (0 to {ndim - 1})"
+                        f"{self.ndim}-D state (0 to {self.ndim - 1})"
                     )
                 axes = (a,)
-            return add(Operator(kind, s, axes=axes))
+            return self.add(Operator(kind, s, axes=axes))
 
         return handler
-
-    return {"lap": lap, "shift": shift, "sum": reduce("sum"), "mean": reduce("mean")}
 
 
 def at_sizes(data: Mapping[str, Any], sizes: Mapping[str, int]) -> dict[str, Any]:
