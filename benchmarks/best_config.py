@@ -6,6 +6,7 @@ found here. Runs in-process through the suite's own backends, steady state
 (median of ``--repeats`` after a warm-up); prints one row per configuration.
 
     python benchmarks/best_config.py [--problem stiff-robertson] [--repeats 10]
+    python benchmarks/best_config.py --problem my.toml --solvers "" --repeats 1   # smoke test
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def main() -> None:
     print(f"{args.problem}: rtol={cp.rtol:g} atol={cp.atol:g} max_steps={cp.max_steps}")
     print("backend  configuration  solve_ms  grad_ms  steps/rejected  sol_err  grad_err")
     wanted = args.controllers.split(",")
-    for solver in args.solvers.split(","):
+    for solver in filter(None, args.solvers.split(",")):  # --solvers "": SciPy's rows only
         for name, ctrl in CONTROLLERS.items():
             if name in wanted:
                 trial("diffrax", solver, "RecursiveCheckpointAdjoint", ctrl, f"{solver} {name}")

@@ -8,6 +8,7 @@ cores expect at most about min(N, C)x, less the cluster's start-up.
 
     python benchmarks/dask_speedup.py                        # stiff-robertson, scipy, N = cores
     python benchmarks/dask_speedup.py --workers 8 -b scipy -b torchdiffeq nonstiff-lotka-volterra
+    python benchmarks/dask_speedup.py my.toml --tolerances 1e-4,1e-6 --quick --workers 1  # smoke
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def timed_run(args: list[str], out: str) -> tuple[float, list[dict]]:
     wall = time.perf_counter() - start
     if r.returncode:
         sys.exit(f"sciml-bench run {' '.join(args)} failed:\n{r.stderr[-3000:]}")
-    return wall, json.loads(r.stdout)
+    return wall, [x for x in json.loads(r.stdout) if x.get("kind") != "verdict"]
 
 
 def main() -> None:
@@ -40,8 +41,11 @@ def main() -> None:
     ap.add_argument("-b", "--backend", action="append", default=None, help="default: scipy")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--quick", action="store_true", help="pass --quick to both runs")
+    ap.add_argument("--tolerances", help="these rtols instead of --sweep's ladder (comma list)")
     a = ap.parse_args()
-    common = [a.problem, "--sweep"] + [f"-b{b}" for b in a.backend or ["scipy"]]
+    target = ["--problem-file", a.problem] if a.problem.endswith(".toml") else [a.problem]
+    ladder = ["--tolerances", a.tolerances] if a.tolerances else ["--sweep"]
+    common = target + ladder + [f"-b{b}" for b in a.backend or ["scipy"]]
     common += ["--quick"] if a.quick else []
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     with tempfile.TemporaryDirectory() as out:
@@ -53,7 +57,7 @@ def main() -> None:
 
     same = rows(local) == rows(remote)
     print(
-        f"{a.problem} --sweep, {len(local)} case(s) ({', '.join(a.backend or ['scipy'])}), "
+        f"{a.problem} {' '.join(ladder)}, {len(local)} case(s) ({', '.join(a.backend or ['scipy'])}), "
         f"{os.cpu_count()} cores, load {' '.join(load)}: local {local_s:.1f} s, "
         f"dask LocalCluster x{a.workers} {dask_s:.1f} s = {local_s / dask_s:.2f}x speed-up "
         f"(rows {'identical' if same else 'DIFFERENT'} in status)"

@@ -16,7 +16,8 @@ Steps, in the order they run:
   ran on the CPU and say so under a ``cuda`` request; the GPU rows carry the GPU's name
   and a device-memory peak; some row ran ok on ``cuda``.
 - ``tests``: the GPU-marked tests (``pytest -m gpu``: ODE cases and ensembles on CUDA
-  with read-back and memory, the default keeping JAX on the CPU, the CNN variants).
+  with read-back and memory, the default keeping JAX on the CPU, the CNN variants,
+  training on CUDA).
 - ``fuzz``: ``tests/test_fuzz.py`` whole (its memory check once failed there).
 - ``cnn``: ``cnn_gpu_matrix.py`` (host pipeline x fp32/bf16, ResNet-18), every row
   checked to have run on ``cuda``.
@@ -26,6 +27,9 @@ Steps, in the order they run:
   loop on the CPU under either request), then the crossovers of each problem and the
   spread at the largest size (``ensemble_overhead.spread_lines``). A large CPU rung may
   end ``budget_exceeded`` (the rest of its ladder ``skipped``): an honest row.
+- ``train``: ``sciml-bench run nonstiff-spiral-node --train --device cpu,cuda --quick``
+  (issue 24), its rows checked like the ODE rows (device read back, GPU name and memory
+  peak on ``cuda``) and printed with their curve agreement.
 - ``overhead``: ``ensemble_overhead.py --device cuda --skip-spread`` (harness against
   bare scripts on the GPU).
 - ``suite``: the whole test suite (``pytest``), GPU tests included: it must pass there
@@ -59,7 +63,7 @@ from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-STEPS = ("ode", "tests", "fuzz", "cnn", "ensembles", "overhead", "suite")
+STEPS = ("ode", "tests", "fuzz", "cnn", "ensembles", "train", "overhead", "suite")
 RUN = ["run", "stiff-robertson", "nonstiff-spiral-node", "--device", "cpu,cuda", "--quick"]
 ENSEMBLE_PROBLEMS = ("ensemble-lorenz", "ensemble-spiral-node")
 #: backends whose ensembles (and ODE cases) run on the GPU when asked
@@ -224,7 +228,8 @@ def step_ode(s: Session, a: argparse.Namespace) -> bool:
 
 
 def step_tests(s: Session, a: argparse.Namespace) -> bool:
-    files = ["tests/test_device.py", "tests/test_ensemble_device.py", "tests/test_cnn.py"]
+    files = ["tests/test_device.py", "tests/test_ensemble_device.py", "tests/test_cnn.py",
+             "tests/test_training.py"]
     rc = s.sh([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
                "-m", "gpu", *files])  # fmt: skip
     return verdict("tests", rc, [])
@@ -271,6 +276,18 @@ def step_ensembles(s: Session, a: argparse.Namespace) -> bool:
                    else ["no results file"])  # fmt: skip
 
 
+def step_train(s: Session, a: argparse.Namespace) -> bool:
+    """The spiral trained (--train --quick) on cpu and cuda: every row's device read back."""
+    folder = s.out / "train"
+    rc = s.sh(cli("run", "nonstiff-spiral-node", "--train", "--device", "cpu,cuda", "--quick",
+                  "--out", str(folder)))  # fmt: skip
+    records = records_in(folder)
+    seen = sorted({(r["backend"], r.get("device"), r["status"], r.get("curve_tier"))
+                   for r in records})  # fmt: skip
+    print("rows (backend, device, status, curve vs reference):", seen)
+    return verdict("train", rc, row_problems(records, "train") if records else ["no results file"])
+
+
 def step_overhead(s: Session, a: argparse.Namespace) -> bool:
     rc = s.sh([sys.executable, str(HERE / "ensemble_overhead.py"), "--device", "cuda",
                "--skip-spread", "--rounds", str(a.rounds)])  # fmt: skip
@@ -279,7 +296,8 @@ def step_overhead(s: Session, a: argparse.Namespace) -> bool:
 
 RUNNERS: dict[str, Callable[[Session, argparse.Namespace], bool]] = {
     "ode": step_ode, "tests": step_tests, "fuzz": step_fuzz, "cnn": step_cnn,
-    "ensembles": step_ensembles, "overhead": step_overhead, "suite": step_suite,
+    "ensembles": step_ensembles, "train": step_train, "overhead": step_overhead,
+    "suite": step_suite,
 }  # fmt: skip
 
 

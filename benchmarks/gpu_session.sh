@@ -20,6 +20,13 @@ if [ "${1:-}" = prepare ]; then
   ls -l .whl
   exit 0
 fi
+# Refuse before installing anything where there is no GPU (the project is importable
+# from the repository root; NVML comes with nvidia-ml-py, which the GPU image has).
+if ! python3 -c "import sys; from sciml_bench.measure.memory import gpu_count; sys.exit(0 if gpu_count() else 2)"; then
+  echo "gpu_session: no NVIDIA GPU visible (NVML sees none); run this on the GPU machine" \
+       "(here, only 'bash benchmarks/gpu_session.sh prepare')" >&2
+  exit 2
+fi
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 3

@@ -1,11 +1,15 @@
 """Harness overhead: sciml-bench's steady solve and gradient times divided by the same
 work in a bare script written as a user of the library writes it.
 
-Rows: spiral neural ODE, Lotka-Volterra and ROBER, for Diffrax and torchdiffeq, solve
+Rows: spiral neural ODE, Lotka-Volterra and ROBER, for Diffrax and torchdiffeq, and
+ROBER, HIRES and Lotka-Volterra for CVODES (through CasADi) and diffsol (pydiffsol), solve
 and loss+gradient. torchdiffeq's dopri5 cannot reach ROBER's t = 1e5 (it stops at the
 step bound), so its ROBER row integrates the same equations to t = 0.1. The bare twins
-are ``_bare_diffrax.py`` and ``_bare_torchdiffeq.py``: hand-written vector fields, the
-library's own calls, nothing of sciml-bench. Each suite run (``sciml-bench run``, one
+are ``_bare_diffrax.py``, ``_bare_torchdiffeq.py``, ``_bare_cvodes.py`` (a CasADi
+integrator function called in a loop) and ``_bare_diffsol.py`` (a pydiffsol ``Ode``
+solved in a loop): hand-written vector fields, the library's own calls, nothing of
+sciml-bench. Each twin gets the suite's solver, options and gradient method for the
+problem (what the backend's defaults pick), so the rows compare the same work. Each suite run (``sciml-bench run``, one
 fresh worker per case) and each bare run is a fresh process, interleaved suite/bare for
 ``--rounds`` rounds so that machine drift hits both alike. A row's figure is the median
 of all the suite's raw samples divided by the median of all the bare ones (goal: <= 1.05);
@@ -13,7 +17,9 @@ beside it, the range of the per-round ratios shows how far one pair of fresh pro
 can be apart on this machine (on a shared 2-core VM, sub-millisecond rows move by
 ±25% between processes running identical code).
 
-    python benchmarks/harness_overhead.py [--rounds 3] [--repeats 20]
+    python benchmarks/harness_overhead.py [--rounds 3] [--repeats 20] [--backends cvodes,diffsol]
+    python benchmarks/harness_overhead.py --rounds 1 --repeats 2 \
+        --problems nonstiff-lotka-volterra --backends torchdiffeq     # a smoke test
 
 Prints one line per row, then ``worst overhead = X.XXX``.
 """
@@ -29,11 +35,15 @@ from pathlib import Path
 
 import numpy as np
 
+from sciml_bench import backends as registry
+from sciml_bench.backends.base import CaseOptions
 from sciml_bench.backends.diffrax import STIFF_CONTROLLER, DiffraxBackend
 from sciml_bench.problem import reference, spec
+from sciml_bench.problem.compiled import CompiledProblem
 
 HERE = Path(__file__).resolve().parent
 BACKENDS = ("diffrax", "torchdiffeq")
+COMPILED = ("cvodes", "diffsol")
 KINDS = ("solve", "grad")
 
 
@@ -56,22 +66,40 @@ def short_robertson(tmp: Path) -> Path:
 def bare_config(problem: spec.Problem, rhs: str, backend: str, tmp: Path) -> Path:
     """The problem's data for a bare twin, with the solver the suite uses by default."""
     cp = reference.compile_problem(problem, reference.get(problem))
-    if backend == "diffrax":
-        solver = DiffraxBackend().default_solver(problem.stiff)
-        controller = STIFF_CONTROLLER if problem.stiff else {}
-    else:
-        solver, controller = "dopri5", {}
     cfg = {
-        "rhs": rhs, "solver": solver, "controller": controller,
-        "rtol": cp.rtol, "atol": cp.atol, "max_steps": cp.max_steps,
+        "rhs": rhs, "rtol": cp.rtol, "atol": cp.atol, "max_steps": cp.max_steps,
         "t0": cp.t_span[0], "t1": cp.t_span[1], "t_save": cp.t_save.tolist(),
         "y0": cp.y0.tolist(), "theta0": cp.theta0.tolist(),
         "W": cp.loss_W.tolist(), "O": cp.loss_O.tolist(),
     }
+    if backend == "diffrax":
+        solver = DiffraxBackend().default_solver(problem.stiff)
+        cfg.update(solver=solver, controller=STIFF_CONTROLLER if problem.stiff else {})
+    elif backend in COMPILED:
+        cfg.update(compiled_config(cp, backend))
+    else:
+        cfg.update(solver="dopri5", controller={})
     assert not np.any(cp.loss_C), "the bare twins write the fit loss only"
     path = tmp / f"{problem.name}-{backend}.json"
     path.write_text(json.dumps(cfg))
     return path
+
+
+def compiled_config(cp: CompiledProblem, backend: str) -> dict[str, object]:
+    """The solver, options and gradient method the cvodes or diffsol backend picks."""
+    b = registry.get(backend)
+    options = CaseOptions(b.default_solver(cp.stiff), b.default_gradient(cp), cp.rtol, cp.atol,
+                          cp.max_steps)  # fmt: skip
+    cfg: dict[str, object] = {"solver": options.solver, "gradient": options.gradient_method}
+    if backend == "cvodes":
+        from sciml_bench.backends.cvodes import integrator_options
+
+        cfg["options"] = integrator_options(options)
+    else:
+        from sciml_bench.backends.diffsol import matrix_type
+
+        cfg["matrix_type"] = matrix_type(cp.n_state)
+    return cfg
 
 
 def suite_samples(target: str, backends: tuple[str, ...], out: Path, repeats: int
@@ -107,17 +135,30 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--problems", help="comma list of the rows' problems (default: all; "
+                    "stiff-robertson-short is torchdiffeq's ROBER)")
+    ap.add_argument("--backends", default=",".join(BACKENDS + COMPILED), help="comma list")
     args = ap.parse_args()
+    wanted_backends = set(args.backends.split(","))
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         # (what sciml-bench runs, the twin's vector field, the backends on it)
         groups = [
             ("nonstiff-spiral-node", "spiral", BACKENDS),
-            ("nonstiff-lotka-volterra", "lotka-volterra", BACKENDS),
-            ("stiff-robertson", "robertson", ("diffrax",)),
+            ("nonstiff-lotka-volterra", "lotka-volterra", BACKENDS + COMPILED),
+            ("stiff-robertson", "robertson", ("diffrax", *COMPILED)),
             (str(short_robertson(tmp)), "robertson", ("torchdiffeq",)),
+            ("stiff-hires", "hires", COMPILED),
         ]
+        groups = [
+            (target, rhs, tuple(b for b in backends if b in wanted_backends))
+            for target, rhs, backends in groups
+            if not args.problems or spec.load(target).name in args.problems.split(",")
+        ]
+        groups = [g for g in groups if g[2]]
+        if not groups:
+            sys.exit("harness_overhead: no row left; see --problems and --backends")
         configs = {}
         for target, rhs, backends in groups:
             problem = spec.load(target)

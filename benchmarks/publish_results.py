@@ -10,6 +10,7 @@ across regenerations and reported beside this machine's, each machine's timings 
 
     python benchmarks/publish_results.py                 # ~20-30 min on 2 cores
     python benchmarks/publish_results.py --report-only   # the report again, no runs
+    python benchmarks/publish_results.py --report-only --out DIR   # from DIR/published/
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def sh(*args: str) -> float:
 def run_all(problems: list[str], ensembles: list[str]) -> dict[str, float]:
     """Every published run into ``results/published/``; seconds per run."""
     shutil.rmtree(RAW, ignore_errors=True)
-    out = str(RAW.relative_to(ROOT))
+    out = str(RAW)
     t = {
         "run": sh("run", *problems, "--out", out),
         "ensembles": sh("run", *ensembles, "--sizes", ENSEMBLE_SIZES, "--out", out),
@@ -86,18 +87,25 @@ def gpu_note(files: list[Path]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    global RESULTS, RAW, GPU, TIMINGS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--report-only", action="store_true",
                     help="regenerate the report from the files already there; run nothing")
+    ap.add_argument("--out", type=Path, default=RESULTS,
+                    help="where README.md and the report go, with published/ and "
+                    "published-gpu/ inside unless given (a smoke test: a temporary folder)")
     a = ap.parse_args(argv)
+    if a.out.resolve() != RESULTS.resolve():
+        RESULTS, RAW, GPU = a.out.resolve(), a.out.resolve() / "published", a.out.resolve() / "published-gpu"
+        TIMINGS = RAW / "timings.json"
     shutil.rmtree(RESULTS / "figures", ignore_errors=True)
     names = spec.available_problems()
     ensembles = [n for n in names if spec.load(n).ensemble is not None]
     problems = [n for n in names if n not in ensembles]
     t = json.loads(TIMINGS.read_text()) if a.report_only else run_all(problems, ensembles)
     gpu_files = sorted(GPU.rglob("*.h5"))
-    files = sorted(str(p.relative_to(ROOT)) for p in [*RAW.glob("*.h5"), *gpu_files])
-    sh("report", *files, "--out", str(RESULTS.relative_to(ROOT)))
+    files = sorted(str(p) for p in [*RAW.glob("*.h5"), *gpu_files])
+    sh("report", *files, "--out", str(RESULTS))
     report = (RESULTS / "report.md").read_text()
     env = environment.capture()
     header = f"""# Published results

@@ -2,6 +2,7 @@
 
     python benchmarks/reliability.py            # ~3 minutes on 2 cores
     python benchmarks/reliability.py interrupts # only the named guarantees
+    python benchmarks/reliability.py caches --writes 20   # a smoke test
 
 Prints one line per guarantee: what was tried, how many survived, how many
 completed records were lost (must be 0). It drives the same mechanisms as the
@@ -145,10 +146,14 @@ def concurrency(tmp: Path, rounds: int = 2) -> None:
            survived, 2 * rounds, lost)
 
 
+#: atomic cache writes per racing process in ``caches`` (``--writes``; small in a smoke test)
+WRITES = 300
+
+
 def caches(tmp: Path) -> None:
     from test_faults import _WRITER
 
-    path, writes = tmp / "entry.json", 300
+    path, writes = tmp / "entry.json", WRITES
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(DATA / "decay.toml"), str(path),
                                str(1000 * (k + 1)), str(writes)]) for k in range(3)]
     reads = torn = 0
@@ -253,10 +258,19 @@ def environment(tmp: Path) -> None:
 
 
 def main() -> int:
+    global WRITES
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("steps", nargs="*", help="only these guarantees (crashes, hangs, "
+                    "interrupts, concurrency, caches, fuzz, numerical, environment)")
+    ap.add_argument("--writes", type=int, default=WRITES, help="cache writes per process")
+    args = ap.parse_args()
+    WRITES = args.writes
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sciml-bench-rel-") as d:
         tmp = Path(d)
-        only = set(sys.argv[1:])
+        only = set(args.steps)
         for step in (crashes, hangs, interrupts, concurrency, caches):
             if not only or step.__name__ in only:
                 sub = tmp / step.__name__

@@ -17,3 +17,32 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
         os.environ["SCIML_BENCH_CACHE"] = os.environ["SCIML_BENCH_TEST_CACHE"]
     else:
         os.environ["SCIML_BENCH_CACHE"] = str(tmp_path_factory.mktemp("reference-cache"))
+
+
+#: marker -> the variable that turns its skips into failures, on a machine that has the
+#: real thing (CI's Julia job; the GPU machine), so that a missing Julia or GPU there
+#: cannot pass as a row of skips
+REQUIRE = {"julia": "SCIML_BENCH_REQUIRE_JULIA", "gpu": "SCIML_BENCH_REQUIRE_GPU"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "julia: needs Julia and the set-up Julia project; skipped with the reason "
+        "elsewhere (SCIML_BENCH_REQUIRE_JULIA=1 makes that skip a failure)",
+    )  # fmt: skip
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # noqa: ANN201
+    """A skipped test marked ``julia`` (``gpu``) fails when SCIML_BENCH_REQUIRE_JULIA=1
+    (SCIML_BENCH_REQUIRE_GPU=1), with the reason it would have skipped for."""
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.skipped or hasattr(rep, "wasxfail"):
+        return
+    for marker, var in REQUIRE.items():
+        if item.get_closest_marker(marker) is not None and os.environ.get(var) == "1":
+            why = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+            rep.outcome = "failed"
+            rep.longrepr = f"{var}=1, but this {marker} test would skip: {why}"
+            return

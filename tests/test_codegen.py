@@ -159,3 +159,28 @@ def test_torch_batch_rhs_keeps_shared_and_constant_components_per_member() -> No
     Y = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=torch.float64)
     got = f(torch.tensor(0.0, dtype=torch.float64), Y, torch.tensor([2.0], dtype=torch.float64))
     assert got.tolist() == [[2.0, 1.5, -2.0], [2.0, 1.5, -8.0]]
+
+
+def test_torch_batch_broadcasts_only_components_that_read_no_state() -> None:
+    """``+ torch.zeros_like`` is decided on each equation as written, not on its CSE form:
+    ``k*a*b`` hides the states it reads behind a CSE symbol shared by ``a`` and ``b``."""
+    torch = pytest.importorskip("torch")
+    p = spec.from_dict({
+        "name": "cse-state", "stiff": False,
+        "state": {"names": ["a", "b", "c"], "initial": [1.0, 2.0, 3.0]},
+        "parameters": {"k": 2.0, "q": 3.0},
+        "equations": {"a": "k*a*b + q", "b": "-k*a*b", "c": "q*k"},
+        "time": {"span": [0.0, 1.0], "save": {"linspace": [0.0, 1.0, 3]}},
+        "loss": {"kind": "final", "weights": [1.0, 1.0, 1.0]},
+    })  # fmt: skip
+    src = codegen.generate(p, "torch")
+    batch = src[src.index("def rhs_batch"):]
+    assert "cse0" in batch and batch.count("torch.zeros_like") == 1  # c = q*k only
+    f = codegen.load_python(src)["rhs_batch"]
+    Y = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=torch.float64)
+    got = f(torch.tensor(0.0, dtype=torch.float64), Y, torch.tensor([2.0, 3.0],
+                                                                    dtype=torch.float64))
+    assert got.tolist() == [[7.0, -4.0, 6.0], [43.0, -40.0, 6.0]]
+    for name in ("stiff-robertson", "stiff-hires", "stiff-pollution"):
+        src = codegen.generate(spec.load(name), "torch")
+        assert "zeros_like" not in src[src.index("def rhs_batch"):], name

@@ -197,7 +197,8 @@ def test_table_and_json_carry_the_device(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"--device auto: running on {'cuda' if GPUS else 'cpu'}" in r.stderr
-    (rec,) = json.loads(r.stdout)
+    rec, verdict = json.loads(r.stdout)  # the case, then its verdict (no gradient: none)
+    assert verdict["kind"] == "verdict" and verdict["qualified"] == 0
     assert rec["device"] == "cpu" and rec["device_name"] == cpu_model()
     (path,) = tmp_path.glob("*.h5")
     run = store.read(path)

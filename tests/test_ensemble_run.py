@@ -156,9 +156,12 @@ def test_every_backend_and_semantics_at_a_small_size(tmp_path: Path) -> None:
         assert r["solution_error"] < 1e-4, key
         assert r["solution_members_checked"] == 3
         assert r["throughput"] == pytest.approx(4 / r["solve_s"])
+        assert len(r["solve_samples"]) == 2  # both checked, reported as a batch
         if key[0] != "scipy":
             assert r["gradient_tier"] in ("pass", "warn"), (key, r["gradient_error"])
             assert r["gradient_cosine"] > 0.9999
+            # scored on the timed batch of 4, its first 3 (the sample) weighted alone
+            assert (r["gradient_batch"], r["gradient_members"]) == ("timed", 3), key
     # independent: members take their own steps; coupled: one count for the batch
     ind, cpl = recs[("diffrax", "independent")], recs[("diffrax", "coupled")]
     assert ind["steps_min"] < ind["steps_max"]

@@ -51,6 +51,7 @@ REGISTRY_UUIDS = {
     "OrdinaryDiffEqSDIRK": "2d112036-d095-4a1e-ab9a-08536f3ecdbf",
     "OrdinaryDiffEqTsit5": "b1df2697-797e-41e3-8120-5422d3b24e4a",
     "OrdinaryDiffEqVerner": "79d7bb75-1356-48c1-b8c0-6832512096c2",
+    "Optimisers": "3bd65402-5787-11e9-1adc-39752487f4e2",
     "PythonCall": "6099a3de-0909-46bc-b1f4-468b9a2dfc0d",
     "ReverseDiff": "37e2e3b7-166d-5795-8a7a-e32c996b4267",
     "SciMLBase": "0bca4576-84f4-4d90-8ffe-ffa030f20462",
@@ -345,8 +346,9 @@ def test_python_calls_exported_julia_functions():
     py = Path(jb.__file__).read_text()
     called = set(re.findall(r"self\._mod(?:ule)?\.(\w+)\(", py)) | set(
         re.findall(r"self\._mod(?:ule)?\.(\w+),", py)
-    )
-    assert {"build_ensemble_case", "solve_ensemble_case", "gpu_status"} <= called
+    ) | set(re.findall(r"\bmodule\.(\w+)", py))  # handles looked up once, at build
+    assert {"build_ensemble_case", "solve_ensemble_raw", "check_ensemble_solve",
+            "solve_case_raw", "check_solve_case", "as_params", "gpu_status"} <= called
     assert called <= julia_exports(), called - julia_exports()
     assert julia_exports() <= julia_functions(), julia_exports() - julia_functions()
 
@@ -579,7 +581,7 @@ def test_cli_status_without_julia(no_julia: Path):
     from sciml_bench.cli.julia import julia
 
     result = CliRunner().invoke(julia, ["status", "--json"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # as every sciml-bench error that says what to do
     report = json.loads(result.output)
     assert report["available"] is False and "julia" in report["reason"]
 
@@ -607,7 +609,9 @@ def test_cli_setup_without_julia(no_julia: Path):
     from sciml_bench.cli.julia import julia
 
     result = CliRunner().invoke(julia, ["setup"])
-    assert result.exit_code != 0 and "juliaup" in result.output
+    assert result.exit_code == 2 and "juliaup" in result.output
+    (line,) = result.output.strip().splitlines()  # one line: what is wrong, then the fix
+    assert line.startswith("Error: ") and "Fix: Install Julia" in line
 
 
 # --- the Python glue, against a fake juliacall ---------------------------------------------
@@ -633,6 +637,39 @@ class FakeSciMLBenchJL:
         self.built = dict(u0=u0, tsave=tsave, W=weights, names=(solver, gradient),
                           maxiters=maxiters, pattern=pattern)  # fmt: skip
         return "case"
+
+    # the timed calls return an opaque raw result (Julia's Raw); the checks read it
+
+    def as_params(self, a):
+        self.converted = getattr(self, "converted", 0) + 1
+        return np.array(a, dtype=float)  # a Julia Vector{Float64}
+
+    def solve_case_raw(self, case, p):
+        return ("raw", p)
+
+    def check_solve_case(self, case, raw):
+        return self.solve_case(case, raw[1])
+
+    def loss_and_grad_case_raw(self, case, p):
+        return ("raw", p)
+
+    def check_grad_case(self, case, raw):
+        return self.loss_and_grad_case(case, raw[1])
+
+    def solve_ensemble_raw(self, case, p):
+        return ("raw", p)
+
+    def check_ensemble_solve(self, case, raw):
+        return self.solve_ensemble_case(case, raw[1])
+
+    def loss_and_grad_ensemble_raw(self, case, p, w):
+        self.weights = w
+        return ("raw", p)
+
+    def check_ensemble_grad(self, case, raw):
+        return self.loss_and_grad_ensemble_case(case, raw[1])
+
+    # what the checks return, in SciMLBenchJL's layout
 
     def solve_case(self, case, theta):
         if theta[0] < 0:
@@ -679,6 +716,27 @@ class FakeSciMLBenchJL:
             Y[0, 0, 1] = np.nan
         steps = [-1] * n if theta[1] < 0 else list(range(10, 10 + n))
         return (Y.flatten(order="F").tolist(), 0, 0, "Success", 5.0, steps, [-1] * n, "")
+
+    # training: the layout and return values of julia/src/training.jl
+
+    def build_training(self, case, eta, beta1, beta2, epsilon):
+        self.trained = {"case": case, "rule": (eta, beta1, beta2, epsilon),
+                        "p": np.array([0.5, 0.2]), "steps": 0}  # fmt: skip
+        return "train state"
+
+    def training_rule(self, state):
+        return getattr(self, "held_rule", self.trained["rule"])
+
+    def train_step_case(self, state):
+        t = self.trained
+        if t["p"][0] > 0.5 + 1e-9:  # the second step's solve fails
+            return (float("nan"), "MaxIters", 1.5, "")
+        t["steps"] += 1
+        t["p"] = t["p"] + t["rule"][0]
+        return (1.0 / t["steps"], "Success", 5.0, "")
+
+    def training_parameters(self, state):
+        return self.trained["p"].tolist()
 
     def loss_and_grad_ensemble_case(self, case, theta):
         if theta[0] < 0:
@@ -1098,6 +1156,45 @@ def test_ensemble_gradient(fake_juliacall):
     case, _, _ = build_ensemble(fake_juliacall)
     value, grad = case.loss_and_grad(np.array([10.0, 28.0, 2.0]))
     assert value == 2.5 and grad.tolist() == [0.5, -2.0]
+    jl = fake_juliacall.Main.SciMLBenchJL
+    assert jl.weights.tolist() == [0.25] * 4  # the members' mean
+    # the gradient check weighs the first members alone, on the same (timed) case
+    w = np.array([0.5, 0.5, 0.0, 0.0])
+    case.check_grad(case.grad_raw(case.prepare(np.array([10.0, 28.0, 2.0]), w)))
+    assert jl.weights.tolist() == w.tolist()
+
+
+def test_timed_calls_take_prepared_parameters_and_return_raw_results(fake_juliacall):
+    """θ is converted once (``as_params``), before the timed calls; a timed call returns
+    Julia's raw result, and the check is a second call."""
+    _, _, case = build(fake_juliacall)
+    jl = fake_juliacall.Main.SciMLBenchJL
+    params = case.prepare(np.array([0.5, 0.2]))
+    converted = jl.converted
+    raws = [case.timed_solve(params) for _ in range(3)] + [case.timed_grad(params)]
+    assert jl.converted == converted  # no conversion inside the timed calls
+    assert all(r[0] == "raw" for r in raws)
+    assert case.check_solve(raws[0]).y.shape == (4, 3)
+
+
+def _julia_function_body(name: str) -> str:
+    src = "\n".join(p.read_text() for p in package_sources())
+    m = re.search(rf"^function {name}\(.*?^end$", src, re.S | re.M)
+    assert m, name
+    return m[0]
+
+
+@pytest.mark.parametrize("name", ["solve_case_raw", "loss_and_grad_case_raw",
+                                  "solve_ensemble_raw", "loss_and_grad_ensemble_raw"])  # fmt: skip
+def test_julia_timed_calls_hold_the_library_call_alone(name: str):
+    """No conversion of θ, no return-code check, no member loop and no copy of the
+    states inside a timed call: those are the check's (``check_*``), a second call."""
+    body = _julia_function_body(name)
+    assert "p::Vector{Float64}" in body.splitlines()[0]  # converted before, by as_params
+    for forbidden in ("Vector{Float64}(", "Array(", "vec(", "retcode", "for ", "stats",
+                      "member_states", "check_"):  # fmt: skip
+        assert forbidden not in body, (name, forbidden)
+    assert "return Raw(" in body
 
 
 def test_cuda_ensemble_without_a_usable_gpu(fake_juliacall):
@@ -1118,3 +1215,51 @@ def test_cuda_ensemble_build(fake_juliacall):
     assert case.placement() == ("cuda", "NVIDIA H100 80GB HBM3")
     case, _, built = build_ensemble(fake_juliacall, semantics="coupled", device="cuda")
     assert built["static_src"] == "" and case.semantics == "coupled"
+
+
+# --- training (Optimisers.jl's Adam) --------------------------------------------------------
+
+
+def test_training_module_is_optimisers_adam_with_every_constant():
+    src = (JULIA_DIR / "src" / "training.jl").read_text()
+    # positional: Adam(η, β, ϵ) in Optimisers 0.3 and 0.4 (src/rules.jl, @def struct Adam)
+    assert "Optimisers.Adam(Float64(eta), (Float64(beta1), Float64(beta2)), Float64(epsilon))" in src
+    assert "Optimisers.setup(rule, p)" in src and "Optimisers.update!(s.opt, s.p, grad)" in src
+    assert "Zygote.withgradient(q -> loss(s.case, q), s.p)" in src
+    assert "rule.eta" in src and "rule.beta[1]" in src and "rule.epsilon" in src  # read back
+    assert project()["compat"]["Optimisers"] == "0.3, 0.4"
+
+
+def test_adam_constants_reach_julia(fake_juliacall):
+    from sciml_bench.problem.training import Adam
+
+    backend = jb.JuliaBackend()
+    adam = Adam(0.03, 0.8, 0.95, 0.3)
+    loop = backend.build_training(compiled(), options(solver="Rodas5P"), adam)
+    fake = fake_juliacall.Main.SciMLBenchJL
+    assert fake.trained["case"] == "case" and fake.trained["rule"] == (0.03, 0.8, 0.95, 0.3)
+    assert loop.info["optimizer"] == "Optimisers.Adam(0.03, (0.8, 0.95), 0.3)"
+    assert loop.check(loop.step()) == 1.0
+    np.testing.assert_allclose(loop.parameters(), [0.53, 0.23])
+
+
+def test_julia_holding_another_epsilon_is_caught(fake_juliacall):
+    from sciml_bench.problem.training import Adam
+
+    fake_juliacall.Main.SciMLBenchJL.held_rule = (0.03, 0.8, 0.95, 1e-8)  # its default ε
+    with pytest.raises(RuntimeError, match=r"holds .* \(0.03, 0.8, 0.95, 1e-08\), not the "
+                                           r"declared \(0.03, 0.8, 0.95, 0.3\)"):
+        jb.JuliaBackend().build_training(compiled(), options(solver="Rodas5P"),
+                                         Adam(0.03, 0.8, 0.95, 0.3))  # fmt: skip
+
+
+def test_julia_training_failure_is_a_status(fake_juliacall):
+    from sciml_bench.measure.status import SolverFailure
+    from sciml_bench.problem.training import Adam
+
+    loop = jb.JuliaBackend().build_training(compiled(), options(solver="Rodas5P"),
+                                            Adam(0.1, 0.9, 0.999, 1e-8))  # fmt: skip
+    loop.check(loop.step())
+    with pytest.raises(SolverFailure) as info:
+        loop.check(loop.step())
+    assert info.value.status is Status.MAX_STEPS and "ReturnCode.MaxIters" in info.value.reason

@@ -81,3 +81,98 @@ def test_cli_reference_json(rober_ref: reference.Reference) -> None:
     assert len(doc["t"]) == 40 and len(doc["y"]) == 40 and len(doc["y"][0]) == 3
     assert doc["gradient"]["k1"] == pytest.approx(rober_ref.gradient[0], rel=1e-12)
     assert "BDF" in doc["method"]
+
+
+# --- what a reference claims (issue 23 D) -------------------------------------------------
+
+SMALL = """
+name = "{name}"
+stiff = false
+[state]
+names = ["y"]
+initial = [1.0]
+[parameters]
+{params}
+[equations]
+y = "{rhs}"
+[time]
+span = [0.0, 2.0]
+save = {{ linspace = [0.5, 2.0, 4] }}
+[loss]
+kind = "final"
+weights = [1.0]
+{extra}
+"""
+
+
+def small(name: str, rhs: str, params: str = "k = 0.5", extra: str = "") -> spec.Problem:
+    return spec.loads(SMALL.format(name=name, rhs=rhs, params=params, extra=extra), "s.toml")
+
+
+def test_the_method_string_says_the_cross_check_ran_and_what_it_found(
+    rober_ref: reference.Reference,
+) -> None:
+    assert rober_ref.complex_step_skipped == ""
+    assert "complex-step cross-check through BDF: FD and complex step differ by at most" in (
+        rober_ref.method
+    )
+    assert f"{rober_ref.complex_step_agreement:.2g}" in rober_ref.method
+
+
+@pytest.mark.parametrize(
+    ("rhs", "params", "why"),
+    [
+        ("-(" + "+".join(f"k{i}" for i in range(17)) + ")*y",
+         "\n".join(f"k{i} = 0.05" for i in range(17)), "17 parameters > 16"),
+        ("-k*abs(y)", "k = 0.5", "abs(), which is not analytic"),
+    ],
+)  # fmt: skip
+def test_a_skipped_cross_check_says_why_and_the_method_claims_none(
+    rhs: str, params: str, why: str, tmp_path: Path
+) -> None:
+    loose = "[reference]\nrtol = 1.0e-6"  # 35 solves: what is checked is the claim, not them
+    ref = reference.get(small("skip", rhs, params, loose), cache=tmp_path)
+    assert ref.complex_step_agreement is None
+    assert ref.complex_step_skipped.startswith("not run: ") and why in ref.complex_step_skipped
+    assert "no complex-step cross-check (" in ref.method and why in ref.method
+    assert "cross-check through BDF" not in ref.method
+    assert len(ref.gradient) == len(ref.gradient_by_name(small("skip", rhs, params).param_names))
+
+
+def test_a_finite_difference_that_fails_keeps_the_solution_and_says_why(tmp_path: Path) -> None:
+    # y' = k y^2 blows up at t = 1/k: k = 0.48 lives to t = 2, k e^0.1 = 0.53 does not
+    p = small("fd-blowup", "k*y^2", "k = 0.48", "[reference]\nfd_step = 0.1\nrtol = 1.0e-6")
+    ref = reference.get(p, cache=tmp_path)
+    assert not ref.missing and len(ref.y) == 4
+    np.testing.assert_allclose(np.asarray(ref.y)[-1, 0], 1 / (1 - 0.96), rtol=1e-3)
+    assert ref.gradient == [] and ref.gradient_missing.startswith("central FD at a perturbed θ")
+    assert "failed, no reference gradient" in ref.method
+    assert ref.complex_step_skipped == "not run: there is no full FD gradient to check"
+
+
+def test_a_reference_that_cannot_be_built_is_missing_with_the_reason(tmp_path: Path) -> None:
+    # y' = k y^2 blows up at t = 1 < 2 (tests/data/blowup.toml; a looser rtol fails sooner)
+    p = small("blowup", "k*y^2", "k = 1.0", "[reference]\nrtol = 1.0e-6")
+    ref = reference.get_or_missing(p, cache=tmp_path)
+    assert ref.missing.startswith("reference solver BDF failed for 'blowup'")
+    assert ref.y == [] and ref.gradient == [] and np.isnan(ref.loss)
+    assert ref.method.startswith("none: ") and not list(tmp_path.glob("*.json"))  # not cached
+    # a fit loss whose truth model fails too: the backends' loss says O = 0 stands in
+    fit = spec.loads(SMALL.format(name="fit-blowup", rhs="k*y^2", params="k = 1.0",
+                                  extra="[reference]\nrtol = 1.0e-6")
+                     .replace('kind = "final"\nweights = [1.0]',
+                              'kind = "fit"\ntruth = { k = 1.2 }'), "f.toml")  # fmt: skip
+    ref = reference.get_or_missing(fit, cache=tmp_path)
+    assert "O = 0" in ref.missing and np.asarray(ref.observations).shape == (4, 1)
+    compiled = reference.compile_problem(fit, ref)
+    assert np.all(compiled.loss_O == 0) and np.all(compiled.loss_W > 0)
+
+
+def test_a_cached_reference_says_where_it_lies(tmp_path: Path) -> None:
+    p = small("where", "-k*y")
+    built = reference.get(p, cache=tmp_path)
+    (entry,) = tmp_path.glob("*.json")
+    assert not built.cached and built.cache_path == str(entry)
+    assert json.loads(entry.read_text())["reference"]["cache_path"] == ""
+    again = reference.get(p, cache=tmp_path)
+    assert again.cached and again.cache_path == str(entry)

@@ -5,10 +5,18 @@ The Julia side of sciml-bench's DifferentialEquations.jl backend.
 
 Python (through juliacall) hands over generated right-hand-side source and plain arrays;
 this module builds an `ODEProblem`, solves it and differentiates the suite's loss through
-it with Zygote and a SciMLSensitivity `sensealg`. Everything returned to Python is a number,
-a string, a `Vector{Float64}` or a tuple of those, so the bridge converts it without
-surprises, and no Julia exception escapes a solve or a gradient: a failure comes back as a
-return code (SciMLBase's, or `Exception:<type>`) with Julia's message.
+it with Zygote and a SciMLSensitivity `sensealg`. No Julia exception escapes a solve or a
+gradient: a failure comes back as a return code (SciMLBase's, or `Exception:<type>`) with
+Julia's message.
+
+Each operation is two calls, so that the worker's clock holds the library's call alone:
+
+- the *timed* call (`solve_case_raw`, `loss_and_grad_case_raw`, and the ensembles'
+  `*_raw`) takes parameters already converted once (`as_params`) and returns the raw
+  solution (or the exception it raised) as a Julia object, untouched;
+- the *check* (`check_solve_case`, `check_grad_case`, `check_ensemble_*`) reads the return
+  code and counters and copies the states out, as numbers, strings, `Vector{Float64}`s and
+  tuples of those, so the bridge converts them without surprises.
 
 Ensembles (`ensemble.jl`) run `n` members through one `EnsembleProblem`: `EnsembleThreads`
 on the CPU; on an NVIDIA GPU, DiffEqGPU's `EnsembleGPUKernel` and `EnsembleGPUArray`, which
@@ -20,6 +28,7 @@ module SciMLBenchJL
 import ChainRulesCore
 import DiffResults
 import ForwardDiff
+import Optimisers
 import SciMLBase
 import SparseArrays
 import Zygote
@@ -37,9 +46,12 @@ using SciMLSensitivity:
     QuadratureAdjoint,
     ReverseDiffVJP
 
-export build_case, gradient_names, loss_and_grad_case, solve_case, solver_names, versions
+export as_params, build_case, gradient_names, solver_names, versions
+export check_grad_case, check_solve_case, loss_and_grad_case_raw, solve_case_raw
 export build_ensemble_case, gpu_device_name, gpu_status
-export loss_and_grad_ensemble_case, solve_ensemble_case
+export check_ensemble_grad, check_ensemble_solve, loss_and_grad_ensemble_raw
+export solve_ensemble_raw
+export build_training, train_step_case, training_parameters, training_rule
 
 # Solvers by the name the command line uses, which is the library's own.
 const SOLVERS = Dict{String, Function}(
@@ -279,15 +291,49 @@ function check_solution(c::BenchCase, sol)
 end
 
 """
-    solve_case(c, theta) -> (y, retcode, t_reached, stats, message)
+    Raw(value)
 
-Solve at parameters `theta`. `y` holds the states at the save times, time-major (reshape
-to `(n_save, n_state)` in C order); it is empty on failure.
+A timed call's result as the library returned it, or the exception it raised, in one
+opaque object: juliacall hands a struct to Python as a reference and back untouched (a
+`Tuple` or `NamedTuple` it would convert).
 """
-function solve_case(c::BenchCase, theta)
-    p = Vector{Float64}(theta)
+struct Raw{T}
+    value::T
+end
+
+"""
+    as_params(theta) -> Vector{Float64}
+
+Parameters (any array, e.g. a NumPy array from juliacall) as the plain vector the timed
+calls take, converted once, before them.
+"""
+as_params(theta) = Vector{Float64}(theta)
+
+"""
+    solve_case_raw(c, p) -> Raw
+
+The timed solve at parameters `p` (from [`as_params`](@ref)): the solution as the solver
+returned it, or the exception it raised; [`check_solve_case`](@ref) reads it.
+"""
+function solve_case_raw(c::BenchCase, p::Vector{Float64})
     try
-        sol = _solve(c, p)
+        return Raw(_solve(c, p))
+    catch err
+        return Raw(err)
+    end
+end
+
+"""
+    check_solve_case(c, raw) -> (y, retcode, t_reached, stats, message)
+
+What a solve returned, checked: `y` holds the states at the save times, time-major
+(reshape to `(n_save, n_state)` in C order); it is empty on failure.
+"""
+function check_solve_case(c::BenchCase, raw::Raw)
+    sol = raw.value
+    sol isa Exception &&
+        return (Float64[], exception_code(sol), NaN, NO_STATS, sprint(showerror, sol))
+    try
         stats = stats_tuple(sol.stats)
         rc = retcode_name(sol.retcode)
         # Counters are kept on failure too: how far a failed solve got is a result.
@@ -309,28 +355,40 @@ function loss(c::BenchCase, p)
 end
 
 """
-    loss_and_grad_case(c, theta) -> (loss, grad, retcode, t_reached, message)
+    loss_and_grad_case_raw(c, p) -> Raw
 
-The loss and its gradient with respect to the parameters, by `Zygote.withgradient` over
-`solve(...; sensealg)`. On failure `loss` is `NaN` and `grad` is empty.
+The timed loss and gradient at parameters `p`, by `Zygote.withgradient` over
+`solve(...; sensealg)`, as Zygote returned them, or the exception raised (a failed forward
+solve raises `SolveFailed` before any gradient is taken).
 """
-function loss_and_grad_case(c::BenchCase, theta)
-    p = Vector{Float64}(theta)
+function loss_and_grad_case_raw(c::BenchCase, p::Vector{Float64})
     try
-        res = Zygote.withgradient(q -> loss(c, q), p)
-        g = res.grad[1]
-        # Zygote says `nothing` when the loss does not depend on the parameters at all.
-        grad = g === nothing ? zeros(length(p)) : Vector{Float64}(g)
-        return (Float64(res.val), grad, "Success", c.prob.tspan[2], "")
+        return Raw(Zygote.withgradient(q -> loss(c, q), p))
     catch err
-        err isa SolveFailed && return (NaN, Float64[], err.retcode, err.t, "")
-        return (NaN, Float64[], exception_code(err), NaN, sprint(showerror, err))
+        return Raw(err)
     end
+end
+
+"""
+    check_grad_case(c, raw) -> (loss, grad, retcode, t_reached, message)
+
+What a gradient call returned, checked; on failure `loss` is `NaN` and `grad` is empty.
+"""
+function check_grad_case(c::BenchCase, raw::Raw)
+    res = raw.value
+    res isa SolveFailed && return (NaN, Float64[], res.retcode, res.t, "")
+    res isa Exception &&
+        return (NaN, Float64[], exception_code(res), NaN, sprint(showerror, res))
+    g = res.grad[1]
+    # Zygote says `nothing` when the loss does not depend on the parameters at all.
+    grad = g === nothing ? zeros(length(c.prob.p)) : Vector{Float64}(g)
+    return (Float64(res.val), grad, "Success", c.prob.tspan[2], "")
 end
 
 """Julia's and the solver stack's versions, as `((name, version), ...)`, for the record."""
 function versions()
     mods = (
+        Optimisers,
         SciMLBase,
         SciMLSensitivity,
         Zygote,
@@ -350,5 +408,6 @@ function versions()
 end
 
 include("ensemble.jl")
+include("training.jl")
 
 end # module SciMLBenchJL

@@ -1,12 +1,17 @@
 # Ensembles: `n` members of one problem solved together through one `EnsembleProblem`.
 #
 # Member `i` starts at `Y0[:, i]` and has the parameters `θ .* S[:, i] .+ A[:, i]`; the loss
-# is the mean of the members' losses,
+# is the members' losses weighted by `w` (`1/n` each for the timed calls: the mean),
 #
-#     L̄(θ) = (1/n) Σ_i [ Σ_jk W_kj (Y_kji - O_kji)² + Σ_jk C_kj Y_kji ],
+#     L̄(θ) = Σ_i w_i [ Σ_jk W_kj (Y_kji - O_kji)² + Σ_jk C_kj Y_kji ],
 #
 # differentiated with respect to the nominal `θ` through that linear map. Arrays are stored
 # Julia-side as `(state, save time, member)`, the layout of `Array(::EnsembleSolution)`.
+#
+# As for single cases, the timed calls (`solve_ensemble_raw`, `loss_and_grad_ensemble_raw`)
+# return the raw result or the exception raised; the checks (`check_ensemble_solve`,
+# `check_ensemble_grad`) walk the members, read their return codes and counters, and copy
+# the states out, after the clock.
 
 """
     EnsembleCase
@@ -126,14 +131,15 @@ function member_states(c::EnsembleCase, sim)
     return Y
 end
 
-"""The mean of the members' losses on `Y` shaped `(state, save time, member)`."""
-function mean_loss(c::EnsembleCase, Y)
-    return (sum(c.W .* abs2.(Y .- c.O)) + sum(c.C .* Y)) / n_members(c)
+"""The members' losses weighted by `w`, on `Y` shaped `(state, save time, member)`."""
+function weighted_loss(c::EnsembleCase, Y, w)
+    per_member = sum(c.W .* abs2.(Y .- c.O) .+ c.C .* Y; dims = (1, 2))
+    return sum(vec(per_member) .* w)
 end
 
 # Zygote over the ensemble solve, each member's solve differentiated by `sensealg`
 # (SciMLSensitivity's data-parallel tutorial: `Array(solve(ensemble...))` under Zygote).
-function zygote_loss(c::EnsembleCase, θ)
+function zygote_loss(c::EnsembleCase, θ, w)
     sim = solve_members(c, θ; sensealg = c.sensealg)
     ChainRulesCore.ignore_derivatives(() -> check_members(c, sim))
     Y = Array(sim)
@@ -142,27 +148,27 @@ function zygote_loss(c::EnsembleCase, θ)
         size(Y) == want ||
             error("Array(ensemble solution) has size $(size(Y)), not $(want)")
     end
-    return mean_loss(c, Y)
+    return weighted_loss(c, Y, w)
 end
 
 # ForwardDiff over the whole ensemble solve: members are remade with Dual parameters (and
 # Dual initial states, so that a GPU kernel compiles for one state type).
-function forward_loss(c::EnsembleCase, θ)
+function forward_loss(c::EnsembleCase, θ, w)
     sim = solve_members(c, θ)
     check_members(c, sim)
-    return mean_loss(c, member_states(c, sim))
+    return weighted_loss(c, member_states(c, sim), w)
 end
 
-function ensemble_value_and_grad(c::EnsembleCase, p::Vector{Float64})
+function ensemble_value_and_grad(c::EnsembleCase, p::Vector{Float64}, w::Vector{Float64})
     if c.sensealg === nothing
         res = ForwardDiff.gradient!(
             DiffResults.GradientResult(p),
-            q -> forward_loss(c, q),
+            q -> forward_loss(c, q, w),
             p,
         )
         return DiffResults.value(res), DiffResults.gradient(res)
     end
-    res = Zygote.withgradient(q -> zygote_loss(c, q), p)
+    res = Zygote.withgradient(q -> zygote_loss(c, q, w), p)
     g = res.grad[1]
     return res.val, g === nothing ? zeros(length(p)) : g
 end
@@ -305,18 +311,34 @@ function gpu_device_name()
 end
 
 """
-    solve_ensemble_case(c, theta) -> (y, failed, first, retcode, t, steps, rhs_evals, message)
+    solve_ensemble_raw(c, p) -> Raw
 
-Solve every member at nominal `theta`. `y` holds the states, member-major then time-major
-(reshape to `(n, n_save, n_state)` in C order), and is empty when `failed > 0` members
-failed (`first` is the first of them, 1-based). `steps` and `rhs_evals` are per member, -1
-where the solver reports none (DiffEqGPU's kernel), the batch's own for `EnsembleGPUArray`.
+The timed ensemble solve at nominal parameters `p` (from [`as_params`](@ref)): the
+ensemble solution as returned, or the exception raised; [`check_ensemble_solve`](@ref)
+reads it.
 """
-function solve_ensemble_case(c::EnsembleCase, theta)
-    p = Vector{Float64}(theta)
-    n = n_members(c)
+function solve_ensemble_raw(c::EnsembleCase, p::Vector{Float64})
     try
-        sim = solve_members(c, p)
+        return Raw(solve_members(c, p))
+    catch err
+        return Raw(err)
+    end
+end
+
+"""
+    check_ensemble_solve(c, raw) -> (y, failed, first, retcode, t, steps, rhs_evals, message)
+
+What an ensemble solve returned, checked. `y` holds the states, member-major then
+time-major (reshape to `(n, n_save, n_state)` in C order), and is empty when `failed > 0`
+members failed (`first` is the first of them, 1-based). `steps` and `rhs_evals` are per
+member, -1 where the solver reports none (DiffEqGPU's kernel), the batch's own for
+`EnsembleGPUArray`.
+"""
+function check_ensemble_solve(c::EnsembleCase, raw::Raw)
+    n = n_members(c)
+    sim = raw.value
+    try
+        sim isa Exception && throw(sim)
         steps, nf = fill(-1, n), fill(-1, n)
         for (i, sol) in enumerate(sim.u)
             s = stats_tuple(sol.stats)
@@ -342,18 +364,28 @@ function solve_ensemble_case(c::EnsembleCase, theta)
 end
 
 """
-    loss_and_grad_ensemble_case(c, theta) -> (loss, grad, failed, first, retcode, t, message)
+    loss_and_grad_ensemble_raw(c, p, w) -> Raw
 
-The mean loss and its gradient with respect to the nominal `theta`; on failure `loss` is
-`NaN` and `grad` empty.
+The timed loss and gradient with respect to the nominal `p`, the members' losses weighted
+by `w` (both from [`as_params`](@ref); `w = 1/n` each is the mean), or the exception raised.
 """
-function loss_and_grad_ensemble_case(c::EnsembleCase, theta)
-    p = Vector{Float64}(theta)
+function loss_and_grad_ensemble_raw(c::EnsembleCase, p::Vector{Float64}, w::Vector{Float64})
     try
-        value, grad = ensemble_value_and_grad(c, p)
-        return (Float64(value), Vector{Float64}(grad), 0, 0, "Success", NaN, "")
+        return Raw(ensemble_value_and_grad(c, p, w))
     catch err
-        root = root_exception(err)
+        return Raw(err)
+    end
+end
+
+"""
+    check_ensemble_grad(c, raw) -> (loss, grad, failed, first, retcode, t, message)
+
+What a gradient call returned, checked; on failure `loss` is `NaN` and `grad` empty.
+"""
+function check_ensemble_grad(c::EnsembleCase, raw::Raw)
+    res = raw.value
+    if res isa Exception
+        root = root_exception(res)
         root isa MemberFailed &&
             return (
                 NaN,
@@ -366,4 +398,6 @@ function loss_and_grad_ensemble_case(c::EnsembleCase, theta)
             )
         return (NaN, Float64[], 0, 0, exception_code(root), NaN, sprint(showerror, root))
     end
+    value, grad = res
+    return (Float64(value), Vector{Float64}(grad), 0, 0, "Success", NaN, "")
 end

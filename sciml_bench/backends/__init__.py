@@ -18,6 +18,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "diffrax": ("sciml_bench.backends.diffrax", "DiffraxBackend"),
     "torchdiffeq": ("sciml_bench.backends.torchdiffeq", "TorchdiffeqBackend"),
     "torchode": ("sciml_bench.backends.torchode", "TorchodeBackend"),
+    "cvodes": ("sciml_bench.backends.cvodes", "CvodesBackend"),
+    "diffsol": ("sciml_bench.backends.diffsol", "DiffsolBackend"),
     "julia": ("sciml_bench.backends.julia", "JuliaBackend"),
 }
 

@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
+from sciml_bench.problem.training import Adam, AdamState, adam_update
 
 
 @dataclass(frozen=True)
@@ -154,8 +156,28 @@ class EnsembleSolution:
     rhs_evals: np.ndarray | None = None
 
 
+#: CVODES' and diffsol's guides: forward sensitivities for few parameters, the adjoint for
+#: many. Their default gradient is ``forward`` up to this many parameters, ``adjoint``
+#: above (the crossover and robustness measured in README's "cvodes and diffsol" section;
+#: the reference gradient switches to directional derivatives above the same count)
+FORWARD_SENSITIVITY_LIMIT = 64
+
+
+def forward_or_adjoint(problem: CompiledProblem) -> str:
+    """``forward`` up to :data:`FORWARD_SENSITIVITY_LIMIT` parameters, else ``adjoint``."""
+    return "forward" if problem.n_params <= FORWARD_SENSITIVITY_LIMIT else "adjoint"
+
+
 class EnsembleNotOffered(NotImplementedError):
     """The backend has no ensemble of these semantics."""
+
+
+class ProblemNotExpressible(SolverFailure):
+    """Raised by ``build``: the library's modelling language cannot express the problem
+    (the reason names what is missing). The case is an ``unavailable`` row, not an error."""
+
+    def __init__(self, reason: str):
+        super().__init__(Status.UNAVAILABLE, reason)
 
 
 class EnsembleCase(ABC):
@@ -170,9 +192,10 @@ class EnsembleCase(ABC):
     CUDA: ``torch.cuda.synchronize``), and the worker checks statuses and finiteness and
     copies to the host outside the timed region with :meth:`check_solve` /
     :meth:`check_grad`, which raise :class:`~sciml_bench.measure.status.SolverFailure`.
-    The loss is the mean of the members' losses
-    (:class:`~sciml_bench.problem.ensemble.Batch`), differentiated w.r.t. the nominal
-    ``theta``. The device is ``options.device`` (``cpu`` or ``cuda``); the worker reads
+    The loss is ``L̄ = Σ_m w_m L_m``, the members' losses
+    (:class:`~sciml_bench.problem.ensemble.Batch`) weighted by ``w`` (:meth:`prepare`:
+    ``1/n`` each by default, the mean), differentiated w.r.t. the nominal ``theta``; the
+    gradient check weighs the first ``sample`` members alone, on the timed batch. The device is ``options.device`` (``cpu`` or ``cuda``); the worker reads
     back where the library put the arrays with :meth:`placement`.
     """
 
@@ -180,9 +203,10 @@ class EnsembleCase(ABC):
     #: whether :meth:`grad_raw` exists (SciPy: solve only)
     differentiable: bool = True
 
-    def prepare(self, theta: np.ndarray) -> Any:
-        """The nominal ``theta`` in the library's own form on the case's device, made once
-        before the timed calls (default: ``theta`` itself, for host-only libraries)."""
+    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
+        """The nominal ``theta`` and the member weights ``weights`` (length ``n``; None:
+        ``1/n`` each) in the library's own form on the case's device, made once before the
+        timed calls (default: ``theta`` itself, for a backend with no gradient)."""
         return theta
 
     @abstractmethod
@@ -244,6 +268,8 @@ class Backend(ABC):
     #: whether array problems (``[sizes]``: vector states, array code) run here; a backend
     #: without array code says so in its row (status ``unavailable``), never crashes
     array_problems: bool = False
+    #: why not, when a backend can say more than "no array code yet" (its row's reason)
+    array_missing: str = ""
     #: Jacobian kinds it offers an array problem's implicit solvers (``dense``, ``sparse``)
     jacobians: tuple[str, ...] = ("dense",)
 
@@ -321,6 +347,21 @@ class Backend(ABC):
         """
         raise EnsembleNotOffered(f"{self.name}: ensembles not offered")
 
+    def build_training(
+        self, problem: CompiledProblem, options: CaseOptions, adam: Adam
+    ) -> TrainingCase:
+        """Import the library and return the problem's training loop, from ``problem.theta0``
+        with Adam's constants ``adam``: by default the shared NumPy Adam around the case's
+        gradient (:class:`NumpyAdamTraining`, for a library without an optimizer of its
+        own); a library with one overrides this with its idiomatic loop. A backend that
+        cannot train raises :class:`TrainingNotOffered` saying why."""
+        if not self.differentiable:
+            raise TrainingNotOffered(
+                f"{self.name}: no training loop: it computes no gradient of its own (SciPy's "
+                "forward-sensitivity gradient drives the reference curve instead)"
+            )
+        return NumpyAdamTraining(self.build(problem, options), problem.theta0, adam)
+
 
 def probe_cuda(name: str, timeout_s: float = 300.0) -> tuple[str, str] | None:
     """``(what is missing, fix)`` when backend ``name`` cannot run on the GPU here, else
@@ -351,3 +392,86 @@ def probe_cuda(name: str, timeout_s: float = 300.0) -> tuple[str, str] | None:
         return f"{name}: its library failed to start pinned to CUDA ({tail})", "check the install"
     found = json.loads(last[0])
     return None if found is None else (str(found[0]), str(found[1]))
+
+
+class TrainingNotOffered(NotImplementedError):
+    """The backend has no training loop; the message says why."""
+
+
+class TrainingCase(ABC):
+    """A problem trained in one library, with that library's optimizer and its idiomatic
+    loop, from the problem's initial parameters θ_0 with the declared Adam constants.
+
+    The worker times :meth:`step` alone: iteration ``k``, the loss and gradient at θ_k and
+    the optimizer's update to θ_{k+1}, returning once the device's work is complete (JAX
+    blocks, torch synchronises). :meth:`check` runs after the clock on every iteration:
+    the solve's status and finiteness, and ``L(θ_k)`` as a float; it raises
+    :class:`~sciml_bench.measure.status.SolverFailure`, so training never goes on from a
+    failed solve. :meth:`parameters` reads θ back (untimed: tests and checks).
+    """
+
+    #: what runs (optimizer, loop), for the result record
+    info: dict[str, Any] = {}
+
+    @abstractmethod
+    def step(self) -> Any:
+        """One iteration: loss and gradient at θ_k, then the update; raw outputs."""
+
+    @abstractmethod
+    def check(self, raw: Any) -> float:
+        """``L(θ_k)`` from :meth:`step`'s output, after checking the solve succeeded."""
+
+    @abstractmethod
+    def parameters(self) -> np.ndarray:
+        """θ now (natural units, declaration order), as a NumPy copy."""
+
+    def progress_t(self) -> float | None:
+        """The latest time the current solve reached, if the library tells (as
+        :meth:`Case.progress_t`)."""
+        return None
+
+    def placement(self) -> tuple[str, str | None]:
+        """Where the training's arrays are (as :meth:`Case.placement`)."""
+        from sciml_bench.measure.environment import cpu_model
+
+        return "cpu", cpu_model()
+
+    def alloc_peak_mb(self) -> float | None:
+        return None
+
+
+class NumpyAdamTraining(TrainingCase):
+    """The loop of a library without an optimizer of its own, as its users write it: the
+    case's checked loss and gradient (:meth:`Case.loss_and_grad`: the library call and
+    its conversion to NumPy, which the update needs), then Adam in NumPy
+    (:func:`~sciml_bench.problem.training.adam_update`), all inside the timed step."""
+
+    def __init__(self, case: Case, theta0: np.ndarray, adam: Adam):
+        self.case = case
+        self.theta = np.array(theta0, dtype=np.float64)
+        self.adam = adam
+        self.state = AdamState.zeros(self.theta.size)
+        self.info = {"optimizer": "Adam in NumPy (sciml_bench.problem.training.adam_update) "
+                                  "around the case's loss_and_grad",
+                     "loop": "numpy-adam"}  # fmt: skip
+
+    def step(self) -> Any:
+        from sciml_bench.measure.status import SolverFailure, Status
+
+        loss, g = self.case.loss_and_grad(self.theta)
+        if not np.all(np.isfinite(g)):  # never step from a NaN gradient
+            raise SolverFailure(Status.NONFINITE, "non-finite gradient")
+        self.theta = adam_update(self.theta, g, self.state, self.adam)
+        return loss
+
+    def check(self, raw: Any) -> float:
+        return float(raw)
+
+    def parameters(self) -> np.ndarray:
+        return self.theta.copy()
+
+    def placement(self) -> tuple[str, str | None]:
+        return self.case.placement()
+
+    def alloc_peak_mb(self) -> float | None:
+        return self.case.alloc_peak_mb()

@@ -27,11 +27,13 @@ from sciml_bench.backends.base import (
     EnsembleSolution,
     Solution,
     SolverInfo,
+    TrainingCase,
     failed_members,
 )
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
+from sciml_bench.problem.training import Adam
 
 _SOLVERS = {
     "Kvaerno5": SolverInfo("Kvaerno5", True, "ESDIRK, order 5"),
@@ -53,16 +55,73 @@ STIFF_CONTROLLER = {"pcoeff": 0.3, "icoeff": 0.3}
 IDIOM = (
     "jax.jit(diffeqsolve) and jax.jit(jax.grad(loss, has_aux=True)) over the parameter "
     "array (args); RHS rhs(t, y, args) generated as jnp code; timed call = the compiled call "
-    "+ jax.block_until_ready, its outputs in one buffer (solve) or two (gradient and loss); "
-    "throw=False, the result code and step counts checked after the clock"
+    "+ jax.block_until_ready, samples back to back: the solve returns sol.ys alone, the "
+    "gradient two buffers (gradient; loss and result code); throw=False, every sample "
+    "checked after the clock (a solve's result code read by one call of the same solve "
+    "with its code and step counts, the samples equal to it)"
 )
-_RESULT_STATUS = {
+#: every member of ``diffrax.RESULTS`` (0.7.2) -> the suite's status; a member a later
+#: version adds is a ``solver_failure`` with Diffrax's own message
+RESULT_STATUS = {
+    "successful": Status.OK,
     "max_steps_reached": Status.MAX_STEPS,
+    "max_steps_rejected": Status.MAX_STEPS,  # the controller's limit on rejected steps
     "dt_min_reached": Status.DT_UNDERFLOW,
+    "nonfinite": Status.NONFINITE,  # NaN or inf in the state during the solve
+    "nonfinite_input": Status.NONFINITE,  # a linear solve was handed NaN or inf
+    "singular": Status.SOLVER_FAILURE,  # a linear solve (Newton's) returned NaN or inf
+    "breakdown": Status.SOLVER_FAILURE,
+    "stagnation": Status.SOLVER_FAILURE,
+    "conlim": Status.SOLVER_FAILURE,
+    "nonlinear_max_steps_reached": Status.SOLVER_FAILURE,
+    "nonlinear_divergence": Status.SOLVER_FAILURE,
+    # no event is ever set here: a solve that ends on one stopped before t1
+    "event_occurred": Status.SOLVER_FAILURE,
+    "internal_error": Status.ERROR,  # "a bug in Diffrax", in its own words
 }
 
 
+def result_table(diffrax: Any) -> dict[int, tuple[Status, str]]:
+    """Diffrax's results by integer code: ``(status, Diffrax's message)``, so that a
+    check is plain Python (comparing ``RESULTS`` items is a JAX operation and a sync)."""
+    out = {}
+    for name, item in diffrax.RESULTS._name_to_item.items():
+        message = " ".join(str(diffrax.RESULTS[item]).split()) or name
+        out[int(item._value)] = (RESULT_STATUS.get(name, Status.SOLVER_FAILURE), message)
+    return out
+
+
+def controller_options(stiff: bool, extra: Mapping[str, Any]) -> dict[str, float]:
+    """PID coefficients: the stiff default (:data:`STIFF_CONTROLLER`) or none, then the
+    case's ``extra`` options (``pcoeff``, ``icoeff``, ``dcoeff``), single case or ensemble."""
+    ctrl = dict(STIFF_CONTROLLER) if stiff else {}
+    ctrl.update({k: v for k, v in extra.items() if k in ("pcoeff", "icoeff", "dcoeff")})
+    return ctrl
+
+
+def compiled_failure(e: Exception) -> SolverFailure:
+    """A runtime error inside a compiled call (e.g. Equinox's check that a linear solve
+    stayed finite) as a solver failure with the library's message."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    # JAX appends notes about its own frames; keep the library's message
+    useful = [ln for ln in lines
+              if "JAX has removed its internal frames" not in ln and not ln.startswith("----")]  # fmt: skip
+    message = " ".join(useful[:3]) or type(e).__name__
+    return SolverFailure(classify_message(message), f"diffrax: {message}")
+
+
 class DiffraxCase(Case):
+    """One problem as two compiled solves and one compiled loss+gradient.
+
+    - ``_solve_ys``: ``diffeqsolve(...).ys`` alone, the steady-state solve, as a Diffrax
+      user's timing loop calls it (one output buffer, nothing appended to it);
+    - ``_solve_full``: the same solve with its result code and step counts appended (one
+      buffer): the first solve, whose counters go into the row, and the status read for the
+      steady samples (:meth:`check_solve`);
+    - ``_value_and_grad``: ``jax.grad`` of the loss with the loss and the result code as
+      auxiliary output (two buffers, as ``value_and_grad`` gives).
+    """
+
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
         import diffrax
         import jax
@@ -73,8 +132,7 @@ class DiffraxCase(Case):
         jax.config.update("jax_enable_x64", True)
         rhs = load_python(problem.source["jax"])["rhs"]
         solver = getattr(diffrax, options.solver)()
-        ctrl = dict(STIFF_CONTROLLER) if _SOLVERS[options.solver].stiff else {}
-        ctrl.update({k: v for k, v in options.extra.items() if k in ("pcoeff", "icoeff", "dcoeff")})
+        ctrl = controller_options(_SOLVERS[options.solver].stiff, options.extra)
         controller = diffrax.PIDController(rtol=options.rtol, atol=options.atol, **ctrl)
         adjoint = getattr(diffrax, options.gradient_method)()
         term = diffrax.ODETerm(lambda t, y, args: rhs(t, y, args))
@@ -85,35 +143,23 @@ class DiffraxCase(Case):
 
         def _solve(theta: Any) -> Any:
             sol = diffrax.diffeqsolve(
-                term,
-                solver,
-                t0,
-                t1,
-                None,
-                y0,
-                args=theta,
-                saveat=saveat,
-                stepsize_controller=controller,
-                max_steps=options.max_steps,
-                adjoint=adjoint,
-                throw=False,
-            )
+                term, solver, t0, t1, None, y0, args=theta, saveat=saveat,
+                stepsize_controller=controller, max_steps=options.max_steps,
+                adjoint=adjoint, throw=False,
+            )  # fmt: skip
             return sol.ys, _status(sol)
 
         def _status(sol: Any) -> Any:
             # [result code, accepted, rejected steps] in one small array: each extra output
-            # of a compiled call costs microseconds of dispatch (here +25% on the spiral)
+            # of a compiled call costs microseconds of dispatch
             return jnp.stack(
-                [
-                    sol.result._value,
-                    sol.stats["num_accepted_steps"],
-                    sol.stats["num_rejected_steps"],
-                ]
-            ).astype(jnp.float64)
+                [sol.result._value, sol.stats["num_accepted_steps"],
+                 sol.stats["num_rejected_steps"]]
+            ).astype(jnp.float64)  # fmt: skip
 
-        def _solve_flat(theta: Any) -> Any:
+        def _solve_full(theta: Any) -> Any:
             ys, status = _solve(theta)
-            return jnp.concatenate([ys.ravel(), status])  # one output buffer, as ys alone
+            return jnp.concatenate([ys.ravel(), status])  # one output buffer
 
         def _loss(theta: Any) -> Any:
             ys, status = _solve(theta)
@@ -121,22 +167,20 @@ class DiffraxCase(Case):
             value = jnp.sum(W * d * d) + jnp.sum(C * ys)
             return value, jnp.concatenate([value[None], status])
 
-        self._solve = jax.jit(_solve_flat)
+        self._solve_full = jax.jit(_solve_full)
+        self._solve_ys = jax.jit(lambda theta: _solve(theta)[0])  # XLA drops the status
+        #: the traced loss, (L, [L, result code, steps]): DiffraxTrainingCase's step too
+        self.loss_fn = _loss
         # jax.grad with the loss as auxiliary output: two buffers, as value_and_grad gives
         self._value_and_grad = jax.jit(jax.grad(_loss, has_aux=True))
+        self._block = jax.block_until_ready
         self._shape = (len(problem.t_save), problem.n_state)
-        #: Diffrax's results by integer code, so a check is plain Python (a comparison of
-        #: RESULTS items is a JAX operation and a sync)
-        self._results = {
-            int(item._value): (name, str(diffrax.RESULTS[item]))
-            for name, item in diffrax.RESULTS._name_to_item.items()
-        }
+        self._results = result_table(diffrax)
+        #: the steady samples' status, read once per prepared parameters (see check_solve)
+        self._status_of: tuple[Any, np.ndarray] | None = None
         self.options = {"controller": {"rtol": options.rtol, "atol": options.atol, **ctrl}}
         #: what runs, for the result record
-        self.info = {
-            **self.options,
-            "idiom": IDIOM,
-        }
+        self.info = {**self.options, "idiom": IDIOM}
         if problem.size is not None and _SOLVERS[options.solver].stiff:
             self.info["linear_solver"] = (
                 "lineax AutoLinearSolver (dense LU) on the dense jax.jacfwd Jacobian, in "
@@ -150,18 +194,23 @@ class DiffraxCase(Case):
         self._jnp = jnp
 
     def _check(self, code: float, ys: np.ndarray | None) -> None:
-        name, message = self._results[int(code)]
-        if name == "successful":
+        status, message = self._results.get(int(code), (Status.SOLVER_FAILURE, str(code)))
+        if status is Status.OK:
             return
-        status = _RESULT_STATUS.get(name, Status.SOLVER_FAILURE)
         t_reached = None
         if ys is not None:
             finite = np.all(np.isfinite(ys), axis=1)
             t_reached = float(self.t_save[finite][-1]) if finite.any() else None
         raise SolverFailure(status, f"diffrax: {message}", t_reached)
 
-    def _runtime(self, fn: Any, theta: Any) -> Any:
-        out = run_compiled(fn, theta)
+    def _run(self, fn: Any, theta: Any) -> Any:
+        try:
+            # the call ends when every output is ready on the device, before the clock is read
+            out = self._block(fn(theta))
+        except Exception as e:
+            if "RuntimeError" not in type(e).__name__:
+                raise
+            raise compiled_failure(e) from None
         self._last = out  # what the device read-back inspects
         return out
 
@@ -174,11 +223,7 @@ class DiffraxCase(Case):
     def prepare(self, theta: np.ndarray) -> Any:
         return self._jnp.asarray(theta)  # a device array, made once, as a JAX user holds it
 
-    def timed_solve(self, params: Any) -> Any:
-        return self._runtime(self._solve, params)
-
-    def check_solve(self, raw: Any) -> Solution:
-        flat = np.asarray(raw)
+    def _checked_full(self, flat: np.ndarray) -> Solution:
         n = self._shape[0] * self._shape[1]
         ys = flat[:n].reshape(self._shape)
         code, accepted, rejected = flat[n:]
@@ -187,8 +232,42 @@ class DiffraxCase(Case):
             raise SolverFailure(Status.NONFINITE, "diffrax: non-finite values in the solution")
         return Solution(ys, {"steps": int(accepted), "rejected_steps": int(rejected)})
 
+    def solve(self, theta: np.ndarray) -> Solution:
+        """The checked solve with its step counts (the first solve of a case)."""
+        return self._checked_full(np.asarray(self._run(self._solve_full, self.prepare(theta))))
+
+    def timed_solve(self, params: Any) -> Any:
+        try:
+            out = self._block(self._solve_ys(params))
+        except Exception as e:
+            if "RuntimeError" not in type(e).__name__:
+                raise
+            raise compiled_failure(e) from None
+        self._last = out
+        return (params, out)
+
+    def check_solve(self, raw: Any) -> Solution:
+        """A steady sample's ``ys``, checked: its result code is that of the same compiled
+        solve at the same parameters, read by one call of ``_solve_full`` per prepared
+        parameters, here, after the clock; the sample must equal that call's states (to
+        1e-12) and be finite. (Diffrax fills save points a failed solve never reached with
+        inf, so a failure also shows in the sample itself.)"""
+        params, out = raw
+        ys = np.asarray(out)
+        if self._status_of is None or self._status_of[0] is not params:
+            self._status_of = (params, self._checked_full(np.asarray(
+                self._run(self._solve_full, params))).y)  # fmt: skip
+        if not np.all(np.isfinite(ys)):
+            raise SolverFailure(Status.NONFINITE, "diffrax: non-finite values in the solution")
+        ref = self._status_of[1]
+        scale = np.maximum(np.max(np.abs(ref), axis=0), np.finfo(float).tiny)
+        if np.max(np.abs(ys - ref) / scale) > 1e-12:
+            raise SolverFailure(Status.SOLVER_FAILURE, "diffrax: a steady-state solve "
+                                "differs from the checked solve at the same parameters")  # fmt: skip
+        return Solution(ys)
+
     def timed_grad(self, params: Any) -> Any:
-        return self._runtime(self._value_and_grad, params)
+        return self._run(self._value_and_grad, params)
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
         grad, aux = raw
@@ -229,6 +308,13 @@ class DiffraxEnsembleCase(EnsembleCase):
     ``coupled``: one ``diffeqsolve`` on the stacked ``(n, n_state)`` state, the RHS
     vmapped over members, so one RMS error norm and one step size govern the batch.
 
+    The batch's arrays (initial states, the members' parameter maps, observations) are
+    arguments of the compiled functions, made on the device once at build: captured in
+    the closure, JAX would embed them in the program as constants (a 4 MB array gave 8.4
+    MB of HLO), inflating compilation inside time to first gradient. The loss is
+    ``Σ_m w_m L_m`` with member weights ``w`` (:meth:`prepare`; ``1/n`` each by default, the
+    mean), so the gradient check can score the timed batch's own solve.
+
     On ``cuda`` nothing here names the device: the worker is pinned
     (``JAX_PLATFORMS=cuda,cpu``, :func:`~sciml_bench.measure.device.device_env`), so the
     arrays made at build and every compiled call are on the GPU, and the read-back
@@ -245,24 +331,25 @@ class DiffraxEnsembleCase(EnsembleCase):
         from sciml_bench.problem.generated import load_python
 
         jax.config.update("jax_enable_x64", True)
-        self._dfx = diffrax
         self.semantics = semantics
         rhs = load_python(problem.source["jax"])["rhs"]
         solver = getattr(diffrax, options.solver)()
-        ctrl = dict(STIFF_CONTROLLER) if _SOLVERS[options.solver].stiff else {}
+        ctrl = controller_options(_SOLVERS[options.solver].stiff, options.extra)
         controller = diffrax.PIDController(rtol=options.rtol, atol=options.atol, **ctrl)
         adjoint = getattr(diffrax, options.gradient_method)()
         t0, t1 = problem.t_span
         saveat = diffrax.SaveAt(ts=jnp.asarray(problem.t_save))
-        Y0 = jnp.asarray(batch.y0)
-        S, A = jnp.asarray(batch.scale), jnp.asarray(batch.shift)
         per_member = batch.varies_parameters  # else every member shares θ (no batched weights)
         p_axis = 0 if per_member else None
         W, C = jnp.asarray(problem.loss_W), jnp.asarray(problem.loss_C)
-        O = jnp.asarray(batch.observations if batch.observations is not None else problem.loss_O)
         n = batch.n
+        # the batch, on the device once: arguments of every call, never constants
+        self._batch = (jnp.asarray(batch.y0), jnp.asarray(batch.scale), jnp.asarray(batch.shift))
+        self._O = jnp.asarray(
+            batch.observations if batch.observations is not None else problem.loss_O
+        )
 
-        def params(theta: Any) -> Any:
+        def params(theta: Any, S: Any, A: Any) -> Any:
             return theta * S + A if per_member else theta
 
         def one(y0: Any, th: Any) -> Any:
@@ -275,54 +362,70 @@ class DiffraxEnsembleCase(EnsembleCase):
 
         if semantics == "independent":
 
-            def _solve(theta: Any) -> Any:
-                return jax.vmap(one, in_axes=(0, p_axis))(Y0, params(theta))
+            def _solve(theta: Any, Y0: Any, S: Any, A: Any) -> Any:
+                return jax.vmap(one, in_axes=(0, p_axis))(Y0, params(theta, S, A))
 
         else:
             batched = jax.vmap(rhs, in_axes=(None, 0, p_axis))
 
-            def _solve(theta: Any) -> Any:
+            def _solve(theta: Any, Y0: Any, S: Any, A: Any) -> Any:
                 sol = diffrax.diffeqsolve(
                     diffrax.ODETerm(lambda t, y, args: batched(t, y, args)), solver, t0, t1,
-                    None, Y0, args=params(theta), saveat=saveat, stepsize_controller=controller,
-                    max_steps=options.max_steps, adjoint=adjoint, throw=False,
+                    None, Y0, args=params(theta, S, A), saveat=saveat,
+                    stepsize_controller=controller, max_steps=options.max_steps,
+                    adjoint=adjoint, throw=False,
                 )  # fmt: skip
                 code = jnp.broadcast_to(sol.result._value, (n,))
                 steps = jnp.broadcast_to(sol.stats["num_accepted_steps"], (n,))
                 return jnp.swapaxes(sol.ys, 0, 1), code, steps
 
-        def _loss(theta: Any) -> Any:
-            ys, code, steps = _solve(theta)
+        def _loss(theta: Any, w: Any, Y0: Any, S: Any, A: Any, O: Any) -> Any:
+            ys, code, steps = _solve(theta, Y0, S, A)
             d = ys - O
-            return (jnp.sum(W * d * d) + jnp.sum(C * ys)) / n, code
+            per = jnp.sum(W * d * d, axis=(-2, -1)) + jnp.sum(C * ys, axis=(-2, -1))
+            return jnp.dot(w, per), code
 
         self._solve = jax.jit(_solve)
         self._value_and_grad = jax.jit(jax.value_and_grad(_loss, has_aux=True))
-        self.info = {"semantics": semantics, "members": n, "shared_theta": not per_member}
+        self._block = jax.block_until_ready
+        self._results = result_table(diffrax)
+        self.info = {"semantics": semantics, "members": n, "shared_theta": not per_member,
+                     "controller": {"rtol": options.rtol, "atol": options.atol, **ctrl},
+                     "batch": "arguments of the compiled calls (not constants)"}  # fmt: skip
         self._jnp = jnp
+        self._n = n
         #: the device of the last checked result (at first, of the batch's y0): read in
         #: the checks, outside the clock, and without holding a result alive
-        self._device: Any = jax_device(Y0)
+        self._device: Any = jax_device(self._batch[0])
 
     def _check(self, code: Any) -> None:
         code = np.asarray(code)
-        ok = code == int(self._dfx.RESULTS.successful._value)
+        ok = code == 0
         if ok.all():
             return
-        first = int(code[~ok][0])
-        status = Status.SOLVER_FAILURE
-        for attr, st in _RESULT_STATUS.items():
-            r = getattr(self._dfx.RESULTS, attr, None)
-            if r is not None and first == int(r._value):
-                status = st
+        status, _ = self._results.get(int(code[~ok][0]), (Status.SOLVER_FAILURE, ""))
+        if status is Status.OK:  # a code the table maps to success cannot fail a member
+            status = Status.SOLVER_FAILURE
         raise SolverFailure(status, f"diffrax {self.semantics}: {status.value} in "
                                     f"{failed_members(ok)}")  # fmt: skip
 
-    def prepare(self, theta: np.ndarray) -> Any:
-        return self._jnp.asarray(theta)  # a device array, made once, as a JAX user holds it
+    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
+        """θ and the member weights ``w`` as device arrays, made once (``w = 1/n`` each by
+        default: the loss is the members' mean)."""
+        jnp = self._jnp
+        w = np.full(self._n, 1.0 / self._n) if weights is None else weights
+        return jnp.asarray(theta), jnp.asarray(w, dtype=jnp.float64)
+
+    def _run(self, fn: Any, *args: Any) -> Any:
+        try:
+            return self._block(fn(*args))  # ends when the device's work is done
+        except Exception as e:
+            if "RuntimeError" not in type(e).__name__:
+                raise
+            raise compiled_failure(e) from None
 
     def solve_raw(self, params: Any) -> Any:
-        return run_compiled(self._solve, params)
+        return self._run(self._solve, params[0], *self._batch)
 
     def check_solve(self, raw: Any) -> EnsembleSolution:
         ys, code, steps = raw
@@ -334,7 +437,7 @@ class DiffraxEnsembleCase(EnsembleCase):
         return EnsembleSolution(ys, steps=np.asarray(steps))
 
     def grad_raw(self, params: Any) -> Any:
-        return run_compiled(self._value_and_grad, params)
+        return self._run(self._value_and_grad, *params, *self._batch, self._O)
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
         (value, code), grad = raw
@@ -347,28 +450,6 @@ class DiffraxEnsembleCase(EnsembleCase):
 
     def alloc_peak_mb(self) -> float | None:
         return jax_alloc_peak(self._device)
-
-
-def run_compiled(fn: Any, theta: Any) -> Any:
-    """Run a compiled call; a runtime error inside it (e.g. Equinox's check that a
-    linear solve stayed finite) is a solver failure with the library's message."""
-    import jax
-
-    try:
-        # the call ends when every output is ready on the device, before the clock is read
-        return jax.block_until_ready(fn(theta))
-    except Exception as e:
-        if "RuntimeError" not in type(e).__name__:
-            raise
-        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-        # JAX appends notes about its own frames; keep the library's message
-        useful = [
-            ln
-            for ln in lines
-            if "JAX has removed its internal frames" not in ln and not ln.startswith("----")
-        ]
-        message = " ".join(useful[:3]) or type(e).__name__
-        raise SolverFailure(classify_message(message), f"diffrax: {message}") from None
 
 
 class DiffraxBackend(Backend):
@@ -427,6 +508,11 @@ class DiffraxBackend(Backend):
             raise EnsembleNotOffered(f"diffrax: no {semantics} ensemble")
         return DiffraxEnsembleCase(problem, options, batch, semantics)
 
+    def build_training(
+        self, problem: CompiledProblem, options: CaseOptions, adam: Adam
+    ) -> TrainingCase:
+        return DiffraxTrainingCase(problem, options, adam)
+
 
 def _no_gpu(version: str, first: Any) -> str:
     """What is missing when a JAX pinned to ``cuda,cpu`` starts on the CPU: JAX skips a
@@ -439,3 +525,57 @@ def _no_gpu(version: str, first: Any) -> str:
         return (f"jax {version} has no CUDA backend (no jax-cuda plugin is installed: a "
                 f"CPU-only jaxlib; its first device is {first})")  # fmt: skip
     return f"jax {version} found no GPU ({', '.join(plugins)} installed; first device {first})"
+
+
+# -- training (sciml-bench run NAME --train) -------------------------------------------------
+
+
+class DiffraxTrainingCase(TrainingCase):
+    """Diffrax's training loop as its neural-ODE example writes it: one ``jax.jit``-compiled
+    step that takes the gradient of the loss and applies ``optax.adam``'s update
+    (``optim.update``, ``optax.apply_updates``), called once per iteration on the parameters
+    and optimizer state the previous call returned. The loss is :class:`DiffraxCase`'s
+    (``diffeqsolve`` with ``throw=False``); its result code comes out of the step beside the
+    loss and is checked after the clock."""
+
+    def __init__(self, problem: CompiledProblem, options: CaseOptions, adam: Adam):
+        import jax
+        import jax.numpy as jnp
+        import optax
+
+        self.case = c = DiffraxCase(problem, options)
+        # eps_root = 0: ε added to sqrt(v̂), as torch and Optimisers.jl do (Optax's default)
+        optim = optax.adam(adam.learning_rate, b1=adam.beta1, b2=adam.beta2, eps=adam.eps,
+                           eps_root=0.0)  # fmt: skip
+
+        def make_step(theta: Any, opt_state: Any) -> Any:
+            grads, aux = jax.grad(c.loss_fn, has_aux=True)(theta)
+            updates, opt_state = optim.update(grads, opt_state, theta)
+            return optax.apply_updates(theta, updates), opt_state, aux
+
+        self._step = jax.jit(make_step)
+        self.state = (jnp.asarray(problem.theta0), optim.init(jnp.asarray(problem.theta0)))
+        self.info = {**c.info, "loop": "jax.jit(grad + optax.adam update + apply_updates)",
+                     "optimizer": f"optax.adam({adam.learning_rate!r}, b1={adam.beta1!r}, "
+                                  f"b2={adam.beta2!r}, eps={adam.eps!r}, eps_root=0.0)"}  # fmt: skip
+
+    def step(self) -> Any:
+        theta, opt_state, aux = self.case._run(lambda s: self._step(*s), self.state)
+        self.state = (theta, opt_state)
+        return aux
+
+    def check(self, raw: Any) -> float:
+        value, code, _, _ = np.asarray(raw)
+        self.case._check(code, None)
+        if not np.isfinite(value):
+            raise SolverFailure(Status.NONFINITE, f"diffrax: non-finite loss ({value})")
+        return float(value)
+
+    def parameters(self) -> np.ndarray:
+        return np.asarray(self.state[0]).copy()
+
+    def placement(self) -> tuple[str, str | None]:
+        return jax_placement(jax_device(self.state[0]))
+
+    def alloc_peak_mb(self) -> float | None:
+        return jax_alloc_peak(jax_device(self.state[0]))

@@ -46,10 +46,12 @@ from sciml_bench.backends.base import (
     EnsembleSolution,
     Solution,
     SolverInfo,
+    TrainingCase,
 )
 from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
+from sciml_bench.problem.training import Adam
 
 SOLVERS: dict[str, SolverInfo] = {
     "Rodas5P": SolverInfo("Rodas5P", True, "Rosenbrock-W, order 5, ForwardDiff Jacobian"),
@@ -202,6 +204,8 @@ class JuliaCase(Case):
         self._case = jl_case
         self._mod = module
         self._julia_error = julia_error
+        # the module's functions, looked up once: a lookup is a call into Julia
+        self._raw = {"solve": module.solve_case_raw, "grad": module.loss_and_grad_case_raw}
         self._shape = (len(problem.t_save), problem.n_state)
         self._t_end = float(problem.t_span[1])
         self._solver = options.solver
@@ -223,25 +227,27 @@ class JuliaCase(Case):
         except self._julia_error as e:
             raise SolverFailure(Status.ERROR, f"Julia error: {e}") from None
 
-    def prepare(self, theta: np.ndarray) -> np.ndarray:
-        return _f64(theta)
+    def prepare(self, theta: np.ndarray) -> Any:
+        # a Julia Vector{Float64}, converted once: the timed calls take it as it is
+        return self._call(self._mod.as_params, _f64(theta))
 
-    def timed_solve(self, params: np.ndarray) -> Any:
-        # One call into Julia; it returns Julia values, converted in check_solve.
-        return self._call(self._mod.solve_case, self._case, params)
+    def timed_solve(self, params: Any) -> Any:
+        # One call into Julia; it returns the raw solution (a Julia object), checked and
+        # copied by check_solve's second call.
+        return self._call(self._raw["solve"], self._case, params)
 
     def check_solve(self, raw: Any) -> Solution:
-        y, retcode, t, stats, message = raw
+        y, retcode, t, stats, message = self._call(self._mod.check_solve_case, self._case, raw)
         counters = {k: int(v) for k, v in zip(STAT_KEYS, stats, strict=True) if int(v) >= 0}
         if str(retcode) not in SUCCESS_CODES:
             raise failure(str(retcode), float(t), self._t_end, self._solver, str(message))
         return Solution(y=np.array(y, dtype=np.float64).reshape(self._shape), stats=counters)
 
-    def timed_grad(self, params: np.ndarray) -> Any:
-        return self._call(self._mod.loss_and_grad_case, self._case, params)
+    def timed_grad(self, params: Any) -> Any:
+        return self._call(self._raw["grad"], self._case, params)
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
-        value, grad, retcode, t, message = raw
+        value, grad, retcode, t, message = self._call(self._mod.check_grad_case, self._case, raw)
         if str(retcode) not in SUCCESS_CODES:
             raise failure(str(retcode), float(t), self._t_end, self._solver, str(message))
         g = np.array(grad, dtype=np.float64)
@@ -267,8 +273,9 @@ class JuliaEnsembleCase(EnsembleCase):
     """An ensemble built in Julia (:func:`SciMLBenchJL.build_ensemble_case`).
 
     The timed calls are one call into Julia each (the ensemble solve, or the loss and
-    gradient); member statuses, finiteness and the conversion to NumPy are checked here,
-    outside the clock.
+    gradient), returning Julia's raw result; the member loop, the copies out of Julia,
+    member statuses, finiteness and the conversion to NumPy are a second call, checked
+    here, outside the clock.
     """
 
     def __init__(
@@ -285,6 +292,8 @@ class JuliaEnsembleCase(EnsembleCase):
         self._case = jl_case
         self._mod = module
         self._julia_error = julia_error
+        # the module's functions, looked up once: a lookup is a call into Julia
+        self._raw = {"solve": module.solve_ensemble_raw, "grad": module.loss_and_grad_ensemble_raw}
         self.semantics = semantics
         self._n = n
         self._shape = (n, len(problem.t_save), problem.n_state)
@@ -317,14 +326,19 @@ class JuliaEnsembleCase(EnsembleCase):
         where = f"{failed} of {self._n} members (first: member {first - 1})"
         raise SolverFailure(err.status, f"{err.reason}; {where}", err.t_reached)
 
-    def prepare(self, theta: np.ndarray) -> np.ndarray:
-        return _f64(theta)  # converted once, outside the timed calls
+    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
+        """θ and the member weights (``1/n`` each by default) as Julia vectors, converted
+        once, outside the timed calls."""
+        w = np.full(self._n, 1.0 / self._n) if weights is None else weights
+        return (self._call(self._mod.as_params, _f64(theta)),
+                self._call(self._mod.as_params, _f64(w)))  # fmt: skip
 
-    def solve_raw(self, params: np.ndarray) -> Any:
-        return self._call(self._mod.solve_ensemble_case, self._case, params)
+    def solve_raw(self, params: Any) -> Any:
+        return self._call(self._raw["solve"], self._case, params[0])
 
     def check_solve(self, raw: Any) -> EnsembleSolution:
-        y, failed, first, retcode, t, steps, rhs_evals, message = raw
+        out = self._call(self._mod.check_ensemble_solve, self._case, raw)
+        y, failed, first, retcode, t, steps, rhs_evals, message = out
         self._check(int(failed), int(first), str(retcode), float(t), str(message))
         y = np.array(y, dtype=np.float64).reshape(self._shape)
         if not np.all(np.isfinite(y)):
@@ -336,11 +350,12 @@ class JuliaEnsembleCase(EnsembleCase):
             )
         return EnsembleSolution(y, steps=_counters(steps), rhs_evals=_counters(rhs_evals))
 
-    def grad_raw(self, params: np.ndarray) -> Any:
-        return self._call(self._mod.loss_and_grad_ensemble_case, self._case, params)
+    def grad_raw(self, params: Any) -> Any:
+        return self._call(self._raw["grad"], self._case, *params)
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
-        value, grad, failed, first, retcode, t, message = raw
+        out = self._call(self._mod.check_ensemble_grad, self._case, raw)
+        value, grad, failed, first, retcode, t, message = out
         self._check(int(failed), int(first), str(retcode), float(t), str(message))
         g = np.array(grad, dtype=np.float64)
         value = float(value)
@@ -655,3 +670,56 @@ class JuliaBackend(Backend):
         return JuliaEnsembleCase(
             jl_case, self._module, problem, batch.n, semantics, info, self._julia_error, device
         )
+
+    def build_training(
+        self, problem: CompiledProblem, options: CaseOptions, adam: Adam
+    ) -> TrainingCase:
+        """The case's problem under Optimisers.jl's Adam (``julia/src/training.jl``)."""
+        case = self.build(problem, options)
+        assert isinstance(case, JuliaCase) and self._julia_error is not None
+        constants = (adam.learning_rate, adam.beta1, adam.beta2, adam.eps)
+        try:
+            state = self._module.build_training(case._case, *map(float, constants))
+        except self._julia_error as e:
+            raise RuntimeError(f"building the Julia training loop failed: {e}") from None
+        return JuliaTrainingCase(state, self._module, case, adam)
+
+
+# -- training (sciml-bench run NAME --train) -------------------------------------------------
+
+
+class JuliaTrainingCase(TrainingCase):
+    """Optimisers.jl's loop (``julia/src/training.jl``): per iteration, one call into Julia
+    that takes ``Zygote.withgradient`` of the loss (the case's ``sensealg``) and applies
+    ``Optimisers.update!`` with ``Optimisers.Adam(η, (β1, β2), ϵ)``. The rule's constants
+    are read back from Julia when it is built: a rule holding anything but the declared
+    constants is an error, never a silent default."""
+
+    def __init__(self, state: Any, module: Any, case: JuliaCase, adam: Adam):
+        self._state = state
+        self._mod = module
+        self._case = case
+        declared = (adam.learning_rate, adam.beta1, adam.beta2, adam.eps)
+        held = tuple(float(x) for x in self._mod.training_rule(state))
+        if held != declared:
+            raise RuntimeError(f"Optimisers.Adam holds (eta, beta1, beta2, epsilon) = {held}, "
+                               f"not the declared {declared}")  # fmt: skip
+        self.info = {**case.info, "loop": "Zygote.withgradient; Optimisers.update!",
+                     "optimizer": f"Optimisers.Adam({held[0]!r}, ({held[1]!r}, {held[2]!r}), "
+                                  f"{held[3]!r})"}  # fmt: skip
+
+    def step(self) -> Any:
+        return self._case._call(self._mod.train_step_case, self._state)
+
+    def check(self, raw: Any) -> float:
+        value, retcode, t, message = raw
+        c = self._case
+        if str(retcode) not in SUCCESS_CODES:
+            raise failure(str(retcode), float(t), c._t_end, c._solver, str(message))
+        value = float(value)
+        if not np.isfinite(value):
+            raise SolverFailure(Status.NONFINITE, f"Julia {c._solver}: non-finite loss ({value})")
+        return value
+
+    def parameters(self) -> np.ndarray:
+        return np.array(self._mod.training_parameters(self._state), dtype=np.float64)

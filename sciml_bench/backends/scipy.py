@@ -1,7 +1,7 @@
-"""SciPy ``solve_ivp``: solve only; the suite's tight reference is built on it.
+"""SciPy: solve only; the suite's tight reference is built on it.
 
-It has no gradient, so its rows carry timings and solution error only. The
-exact sympy Jacobian is supplied, as a careful SciPy user would.
+It has no gradient, so its rows carry timings and solution error only. The exact sympy
+Jacobian is supplied to the implicit methods, as a careful SciPy user would.
 
 On an array problem the case's ``jacobian`` (``options.extra``) picks how: ``dense`` (the
 exact Jacobian as an ndarray: LAPACK's LU in BDF and Radau, ODEPACK's dense LU in LSODA) or
@@ -9,11 +9,21 @@ exact Jacobian as an ndarray: LAPACK's LU in BDF and Radau, ODEPACK's dense LU i
 factorise it with SuperLU; LSODA takes no sparse matrix, only a band: its packed banded
 Jacobian with ``lband``/``uband`` from the pattern). SciPy's best choice for large sparse
 systems is BDF, the default there.
+
+The solve is ``solve_ivp``'s own loop over its solver object (``LSODA``, ``BDF``,
+``Radau``, ``RK45``, ``DOP853``): ``step()`` until the end, the dense output evaluated at
+the save points each step passes, exactly as ``solve_ivp(..., t_eval=t_save)`` does (the
+same states, to the last bit). Driving it here is what gives SciPy the shared step bound:
+``solve_ivp`` has none, and a bound on RHS evaluations means a different number of steps
+per method. ``max_steps`` bounds the steps taken (``step()`` calls: one accepted step
+each; the solver objects do not report the steps they rejected inside one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,14 +38,14 @@ from sciml_bench.backends.base import (
     EnsembleSolution,
     Solution,
     SolverInfo,
+    failed_members,
 )
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
 
-#: RHS evaluations allowed per step: explicit stages, or Newton iterations plus the
-#: finite-difference-free Jacobian's few extra calls for the implicit methods
-EVALS_PER_STEP = {"LSODA": 10, "BDF": 10, "Radau": 10, "RK45": 6, "DOP853": 12}
+#: the methods that take the exact Jacobian
+IMPLICIT = ("LSODA", "BDF", "Radau")
 _SOLVERS = {
     "LSODA": SolverInfo("LSODA", True, "ODEPACK Adams/BDF with automatic stiffness switching"),
     "BDF": SolverInfo("BDF", True, "variable-order BDF"),
@@ -45,12 +55,9 @@ _SOLVERS = {
 }
 
 
-IMPLICIT = ("LSODA", "BDF", "Radau")
-
-
 def jacobian_choice(ns: dict[str, Any], solver: str, kind: str) -> tuple[Any, dict[str, int], str]:
     """The generated Jacobian ``solver`` gets for ``kind`` (``dense``/``sparse``), the
-    ``solve_ivp`` options that go with it, and the linear solver as SciPy names it."""
+    solver's options that go with it, and the linear solver as SciPy names it."""
     if solver not in IMPLICIT:
         return None, {}, f"none ({solver} is explicit)"
     if kind == "sparse" and solver == "LSODA":
@@ -64,69 +71,97 @@ def jacobian_choice(ns: dict[str, Any], solver: str, kind: str) -> tuple[Any, di
     return ns["jac"], {}, f"{dense} on the exact dense Jacobian"
 
 
+@dataclass
+class ScipyRun:
+    """A solve's raw outcome: the states at the save points it passed, as the blocks the
+    dense output gave (``(n_state, k)`` each, stacked in the check), and its counters."""
+
+    blocks: list[np.ndarray] = field(default_factory=list)
+    #: ``finished``, ``failed`` (the solver's ``message`` says why) or ``max_steps``
+    status: str = "finished"
+    message: str = ""
+    t: float = 0.0
+    steps: int = 0
+    nfev: int = 0
+    njev: int = 0
+    nlu: int = 0
+
+
 class ScipyCase(Case):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
+        import scipy.integrate
+
         from sciml_bench.problem.generated import load_python
 
         ns = load_python(problem.source["numpy"])
-        self.rhs, self.jac = ns["rhs"], ns["jac"]
+        self.rhs = ns["rhs"]
+        #: the Jacobian the implicit methods get (``jac(t, y, p)``), chosen once, here
+        self.jac: Callable[..., Any] | None = ns["jac"] if options.solver in IMPLICIT else None
+        self.method = getattr(scipy.integrate, options.solver)
         self.p = problem
         self.o = options
-        #: extra solve_ivp options of the Jacobian's kind (LSODA's band)
+        #: extra solver options of the Jacobian's kind (LSODA's band)
         self.jac_options: dict[str, int] = {}
         if problem.size is not None:  # an array problem: the Jacobian's kind is an axis
             kind = options.extra.get("jacobian", "dense")
             self.jac, self.jac_options, solver = jacobian_choice(ns, options.solver, kind)
             self.info = {"jacobian": kind, "linear_solver": solver}
+        self.t_eval = np.asarray(problem.t_save, dtype=np.float64)
 
-    def timed_solve(self, params: np.ndarray, y0: np.ndarray | None = None) -> Any:
-        """Solve from ``y0`` (default: the problem's initial state)."""
-        from scipy.integrate import solve_ivp
+    def timed_solve(self, params: np.ndarray, y0: np.ndarray | None = None) -> ScipyRun:
+        """Solve from ``y0`` (default: the problem's initial state) at ``params``."""
+        # the parameters bound once per solve, in C (functools.partial), not per call
+        jac = None if self.jac is None else partial(self.jac, p=params)
+        return self.integrate(partial(self.rhs, p=params), jac, self.p.y0 if y0 is None else y0)
 
-        theta = params
-
-        p, o = self.p, self.o
-        implicit = o.solver in ("LSODA", "BDF", "Radau")
-        # solve_ivp has no step bound: hold it to the shared one through its RHS calls
-        budget = o.max_steps * EVALS_PER_STEP.get(o.solver, 10)
-        calls = 0
-
-        def f(t: float, y: np.ndarray) -> np.ndarray:
-            nonlocal calls
-            calls += 1
-            if calls > budget:
-                raise SolverFailure(
-                    Status.MAX_STEPS,
-                    f"scipy {o.solver}: over {budget} RHS evaluations, the shared max_steps "
-                    f"x {EVALS_PER_STEP.get(o.solver, 10)} per step",
-                    float(t),
-                )
-            return self.rhs(t, y, theta)
-
-        sol = solve_ivp(
-            f,
-            p.t_span,
-            p.y0 if y0 is None else y0,
-            method=o.solver,
-            t_eval=p.t_save,
-            rtol=o.rtol,
-            atol=o.atol,
-            jac=(lambda t, y: self.jac(t, y, theta)) if implicit else None,
-            **self.jac_options,
-        )
-        return sol
+    def integrate(
+        self, f: Callable[..., Any], jac: Callable[..., Any] | None, y0: np.ndarray
+    ) -> ScipyRun:
+        """``solve_ivp``'s loop (forward in time, ``t_eval``), under the step bound."""
+        t0, t1 = self.p.t_span
+        kw = {"rtol": self.o.rtol, "atol": self.o.atol, **self.jac_options}
+        solver = self.method(f, t0, y0, t1, **kw) if jac is None else self.method(
+            f, t0, y0, t1, jac=jac, **kw)  # fmt: skip
+        t_eval, max_steps = self.t_eval, self.o.max_steps
+        run = ScipyRun()
+        i = 0  # the next save point
+        while True:
+            if run.steps == max_steps:
+                run.status = "max_steps"
+                break
+            message = solver.step()
+            run.steps += 1
+            if solver.status == "failed":
+                run.status, run.message = "failed", str(message)
+                break
+            # the save points this step passed, a point equal to t included
+            j = int(np.searchsorted(t_eval, solver.t, side="right"))
+            if j > i:
+                run.blocks.append(solver.dense_output()(t_eval[i:j]))
+                i = j
+            if solver.status == "finished":
+                break
+        run.t, run.nfev, run.njev, run.nlu = solver.t, solver.nfev, solver.njev, solver.nlu
+        return run
 
     def check_solve(self, raw: Any) -> Solution:
-        sol = raw
-        if not sol.success:
-            t_reached = float(sol.t[-1]) if sol.t.size else None
-            raise SolverFailure(classify_message(sol.message), f"scipy: {sol.message}", t_reached)
-        y = sol.y.T
+        run: ScipyRun = raw
+        o = self.o
+        if run.status == "max_steps":
+            raise SolverFailure(
+                Status.MAX_STEPS,
+                f"scipy {o.solver}: {run.steps} steps reached t={run.t:.6g} of "
+                f"{self.p.t_span[1]:.6g}, the shared max_steps = {o.max_steps}",
+                float(run.t),
+            )
+        if run.status == "failed":
+            raise SolverFailure(classify_message(run.message), f"scipy: {run.message}",
+                                float(run.t))  # fmt: skip
+        y = np.hstack(run.blocks).T
         if not np.all(np.isfinite(y)):
             raise SolverFailure(Status.NONFINITE, "scipy: non-finite values in the solution")
-        return Solution(
-            y, {"rhs_evals": int(sol.nfev), "jac_evals": int(sol.njev), "lu_decomps": int(sol.nlu)}
-        )
+        return Solution(y, {"steps": run.steps, "rhs_evals": run.nfev, "jac_evals": run.njev,
+                            "lu_decomps": run.nlu})  # fmt: skip
 
     def timed_grad(self, params: np.ndarray) -> Any:
         raise NotImplementedError("scipy is the solve-only reference backend")
@@ -136,10 +171,11 @@ class ScipyCase(Case):
 
 
 class ScipyEnsembleCase(EnsembleCase):
-    """``independent``: a Python loop of ``solve_ivp`` over members, the CPU baseline.
-    It has no gradient; at large sizes it runs into the case budget and ends as a
-    ``budget_exceeded`` row, which is its honest result. CPU only, as every SciPy case:
-    asked for ``cuda``, the worker builds it on the CPU and the row says so."""
+    """``independent``: a Python loop of solves over members, the CPU baseline. It has no
+    gradient; at large sizes it runs into the case budget and ends as a ``budget_exceeded``
+    row, which is its honest result. CPU only, as every SciPy case: asked for ``cuda``, the
+    worker builds it on the CPU and the row says so. The timed loop holds the members'
+    solves alone; every member is checked after it (a failing member fails the batch)."""
 
     semantics = "independent"
     differentiable = False
@@ -152,14 +188,26 @@ class ScipyEnsembleCase(EnsembleCase):
 
     def solve_raw(self, params: np.ndarray) -> Any:
         P = self.batch.thetas(params)
-        # a failing member raises SolverFailure here: the loop cannot go on past it
-        case = self.case
-        return [case.check_solve(case.timed_solve(P[m], self.y0[m])) for m in range(self.batch.n)]
+        solve, y0 = self.case.timed_solve, self.y0
+        return [solve(P[m], y0[m]) for m in range(self.batch.n)]
 
     def check_solve(self, raw: Any) -> EnsembleSolution:
+        sols, failures = [], []
+        for m, run in enumerate(raw):
+            try:
+                sols.append(self.case.check_solve(run))
+            except SolverFailure as e:
+                failures.append((m, e))
+        if failures:
+            ok = np.ones(len(raw), bool)
+            ok[[m for m, _ in failures]] = False
+            first = failures[0][1]
+            raise SolverFailure(first.status, f"{first.reason}; {failed_members(ok)}",
+                                first.t_reached)  # fmt: skip
         return EnsembleSolution(
-            np.stack([s.y for s in raw]),
-            rhs_evals=np.array([s.stats["rhs_evals"] for s in raw]),
+            np.stack([s.y for s in sols]),
+            steps=np.array([s.stats["steps"] for s in sols]),
+            rhs_evals=np.array([s.stats["rhs_evals"] for s in sols]),
         )
 
 

@@ -32,11 +32,13 @@ from sciml_bench.backends.base import (
     EnsembleSolution,
     Solution,
     SolverInfo,
+    TrainingCase,
 )
 from sciml_bench.backends.torch_device import TorchPlaced, torch_cuda_missing
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
+from sciml_bench.problem.training import Adam
 
 _SOLVERS = {
     "dopri5": SolverInfo("dopri5", False, "Dormand-Prince 5(4)"),
@@ -64,8 +66,10 @@ class StepBound(AssertionError):
 class _Steps:
     """Accepted and rejected steps, from torchdiffeq's step callbacks, against the bound.
 
-    ``t_seen`` is a Python float refreshed every 16 accepted steps, so the progress
-    thread reads a float and never touches a tensor the solver is using.
+    While ``track`` is set (the first solve and gradient, which the worker's progress
+    thread watches), ``t_seen`` is a Python float refreshed every 16 accepted steps, so
+    that thread reads a float and never touches a tensor the solver is using. Steady-state
+    samples run untracked: reading a tensor's value is a host sync on a GPU.
     """
 
     def __init__(self, max_steps: int):
@@ -74,6 +78,7 @@ class _Steps:
         self.rejected = 0
         self.t: Any = None
         self.t_seen: float | None = None
+        self.track = False
 
     def reset(self) -> None:
         self.accepted = self.rejected = 0
@@ -88,7 +93,7 @@ class _Steps:
     def accept(self, t0: Any, y0: Any, dt: Any) -> None:
         self.accepted += 1
         self.t = t0
-        if self.accepted & 15 == 1:
+        if self.track and self.accepted & 15 == 1:
             self.t_seen = float(t0.detach())
         self._bound()
 
@@ -174,6 +179,22 @@ class TorchdiffeqCase(TorchPlaced, Case):
     def progress_t(self) -> float | None:
         return self.steps.t_seen
 
+    def solve(self, theta: np.ndarray) -> Solution:
+        """The checked solve, its progress tracked (the worker's first solve)."""
+        self.steps.track = True
+        try:
+            return super().solve(theta)
+        finally:
+            self.steps.track = False
+
+    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        """The checked loss and gradient, progress tracked (the worker's first gradient)."""
+        self.steps.track = True
+        try:
+            return super().loss_and_grad(theta)
+        finally:
+            self.steps.track = False
+
     def prepare(self, theta: np.ndarray) -> Any:
         torch = self.torch
         with torch.no_grad():
@@ -186,13 +207,14 @@ class TorchdiffeqCase(TorchPlaced, Case):
         with self.torch.no_grad():
             ys = self._odeint()
         self.sync()
-        return ys
+        return ys, self.steps.accepted, self.steps.rejected  # this solve's own counts
 
     def check_solve(self, raw: Any) -> Solution:
-        y = raw.cpu().numpy()
+        ys, accepted, rejected = raw
+        y = ys.cpu().numpy()
         if not np.all(np.isfinite(y)):
             raise SolverFailure(Status.NONFINITE, "torchdiffeq: non-finite values in the solution")
-        return Solution(y, {"steps": self.steps.accepted, "rejected_steps": self.steps.rejected})
+        return Solution(y, {"steps": accepted, "rejected_steps": rejected})
 
     def timed_grad(self, params: Any) -> Any:
         torch = self.torch
@@ -278,14 +300,17 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
     def _params(self, th: Any) -> Any:
         return th * self.S + self.A if self.per_member else th
 
-    def prepare(self, theta: np.ndarray) -> Any:
+    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
+        """θ and the member weights (``1/n`` each by default) as tensors on the device."""
         torch = self.torch
-        return torch.as_tensor(theta, dtype=torch.float64, device=self.base.device)
+        w = np.full(self.n, 1.0 / self.n) if weights is None else weights
+        on = {"dtype": torch.float64, "device": self.base.device}
+        return torch.as_tensor(theta, **on), torch.as_tensor(w, **on)
 
     def solve_raw(self, params: Any) -> Any:
         torch, b = self.torch, self.base
         with torch.no_grad():
-            self.func.p = self._params(params)
+            self.func.p = self._params(params[0])
             ys = b.integrate(self.func)
         b.sync()
         return ys, b.steps.accepted, b.steps.rejected
@@ -299,12 +324,14 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
 
     def grad_raw(self, params: Any) -> Any:
         torch, b = self.torch, self.base
-        th = params.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
+        theta, w = params
+        th = theta.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
         self.func.p = self._params(th)
         ys = b.integrate(self.func, **({"adjoint_params": (th,)} if self.adjoint else {}))
         ys = ys.permute(1, 0, 2)
         d = ys - b.O
-        loss = (torch.sum(b.W * d * d) + torch.sum(b.C * ys)) / self.n
+        # Σ_m w_m L_m: the members' mean with the default weights
+        loss = torch.dot(w, torch.sum(b.W * d * d + b.C * ys, dim=(1, 2)))
         b.steps.reset()  # the adjoint's backward solve gets the same bound
         try:
             (grad,) = torch.autograd.grad(loss, th)
@@ -360,3 +387,96 @@ class TorchdiffeqBackend(Backend):
         if semantics != "coupled":
             raise EnsembleNotOffered(f"torchdiffeq: no {semantics} ensemble (coupled only)")
         return TorchdiffeqEnsembleCase(problem, options, batch)
+
+    def build_training(
+        self, problem: CompiledProblem, options: CaseOptions, adam: Adam
+    ) -> TrainingCase:
+        return TorchdiffeqTrainingCase(problem, options, adam)
+
+
+# -- training (sciml-bench run NAME --train) -------------------------------------------------
+
+
+def torch_adam(torch: Any, params: Any, adam: Adam) -> Any:
+    """``torch.optim.Adam`` with every constant given (no default left to torch); shared by
+    torchdiffeq and torchode."""
+    return torch.optim.Adam(params, lr=adam.learning_rate, betas=(adam.beta1, adam.beta2),
+                            eps=adam.eps)  # fmt: skip
+
+
+def torch_optimizer_info(optimizer: Any) -> dict[str, Any]:
+    """The optimizer as torch holds it (read back from its parameter group)."""
+    group = optimizer.param_groups[0]
+    return {"optimizer": f"torch.optim.Adam(lr={group['lr']!r}, betas={tuple(group['betas'])!r}, "
+                         f"eps={group['eps']!r}, foreach={group['foreach']}, "
+                         f"fused={group['fused']})"}  # fmt: skip
+
+
+class TorchdiffeqTrainingCase(TrainingCase):
+    """torchdiffeq's training loop as its ``examples/ode_demo.py`` writes it, one iteration
+    per step: ``optimizer.zero_grad()``, ``odeint`` of the RHS module, the loss,
+    ``loss.backward()``, ``optimizer.step()``; with ``torch.optim.Adam`` and the declared
+    constants instead of the demo's RMSprop, on the full batch and the suite's loss
+    ``Σ W (y − O)² + Σ C y``. The RHS module, save grid and step bound are
+    :class:`TorchdiffeqCase`'s (``odeint_adjoint`` for gradient method ``adjoint``)."""
+
+    def __init__(self, problem: CompiledProblem, options: CaseOptions, adam: Adam):
+        self.case = c = TorchdiffeqCase(problem, options)
+        self.torch = c.torch
+        self.optimizer = torch_adam(c.torch, c.module.parameters(), adam)
+        self.info = {**c.info, **torch_optimizer_info(self.optimizer),
+                     "loop": "optimizer.zero_grad(); odeint; loss.backward(); optimizer.step()"}
+
+    def step(self) -> Any:
+        c = self.case
+        self.optimizer.zero_grad()
+        ys = c.integrate(c.module)
+        loss = torch_fit_loss(c, ys)
+        c.steps.reset()  # the adjoint's backward solve gets the same bound
+        try:
+            loss.backward()
+        except AssertionError as e:  # the adjoint's backward solve can fail too
+            raise SolverFailure(classify_message(str(e)), f"torchdiffeq backward: {e}") from None
+        self.optimizer.step()
+        c.sync()
+        return loss.detach()
+
+    def check(self, raw: Any) -> float:
+        return checked_loss("torchdiffeq", raw, self.case.params)
+
+    def parameters(self) -> np.ndarray:
+        vec = self.torch.nn.utils.parameters_to_vector(self.case.params)
+        return vec.detach().cpu().numpy()
+
+    def progress_t(self) -> float | None:
+        return self.case.progress_t()
+
+    def placement(self) -> tuple[str, str | None]:
+        return self.case.placement()
+
+    def alloc_peak_mb(self) -> float | None:
+        return self.case.alloc_peak_mb()
+
+
+def torch_fit_loss(c: TorchdiffeqCase, ys: Any) -> Any:
+    """The suite's loss on ``ys`` (the save points), without terms that are identically 0."""
+    torch = c.torch
+    if not c._has_fit:
+        return torch.sum(c.C * ys)
+    d = ys - c.O
+    loss = torch.sum(c.W * d * d)
+    return loss + torch.sum(c.C * ys) if c._has_linear else loss
+
+
+def checked_loss(name: str, loss: Any, params: Any) -> float:
+    """A training iteration's loss as a float, after the clock: a non-finite loss, or a
+    non-finite gradient left in the parameters' ``.grad``, is a ``nonfinite`` failure
+    (the optimizer would carry it into every later iteration)."""
+    import math
+
+    value = float(loss)
+    bad = sum(int((~p.grad.isfinite()).sum()) for p in params if p.grad is not None)
+    if not math.isfinite(value) or bad:
+        raise SolverFailure(Status.NONFINITE, f"{name}: non-finite loss or gradient "
+                            f"(loss={value:.6g}, {bad} non-finite gradient component(s))")
+    return value

@@ -33,12 +33,14 @@ from sciml_bench.backends.base import (
     EnsembleSolution,
     Solution,
     SolverInfo,
+    TrainingCase,
     failed_members,
 )
 from sciml_bench.backends.torch_device import TorchPlaced, torch_cuda_missing
 from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
+from sciml_bench.problem.training import Adam
 
 _SOLVERS = {
     "dopri5": SolverInfo("dopri5", False, "Dormand-Prince 5(4), per-member steps"),
@@ -115,13 +117,16 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
         st = _STATUS.get(int(code[~ok][0]), Status.SOLVER_FAILURE)
         raise SolverFailure(st, f"torchode: {st.value} in {failed_members(ok)}")
 
-    def prepare(self, theta: np.ndarray) -> Any:
+    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
+        """θ and the member weights (``1/n`` each by default) as tensors on the device."""
         torch = self.torch
-        return torch.as_tensor(theta, dtype=torch.float64, device=self.device)
+        w = np.full(self.n, 1.0 / self.n) if weights is None else weights
+        on = {"dtype": torch.float64, "device": self.device}
+        return torch.as_tensor(theta, **on), torch.as_tensor(w, **on)
 
     def solve_raw(self, params: Any) -> Any:
         with self.torch.no_grad():
-            sol = self._solve(params)
+            sol = self._solve(params[0])
         self.sync()
         return sol
 
@@ -136,10 +141,12 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
 
     def grad_raw(self, params: Any) -> Any:
         torch = self.torch
-        th = params.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
+        theta, w = params
+        th = theta.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
         sol = self._solve(th)
         d = sol.ys - self.O
-        loss = (torch.sum(self.W * d * d) + torch.sum(self.C * sol.ys)) / self.n
+        # Σ_m w_m L_m: the members' mean with the default weights
+        loss = torch.dot(w, torch.sum(self.W * d * d + self.C * sol.ys, dim=(1, 2)))
         (grad,) = torch.autograd.grad(loss, th)
         self.sync()
         return loss.detach(), grad, sol.status
@@ -224,3 +231,58 @@ class TorchodeBackend(Backend):
         if semantics != "independent":
             raise EnsembleNotOffered(f"torchode: no {semantics} ensemble (independent only)")
         return TorchodeEnsembleCase(problem, options, batch)
+
+    def build_training(
+        self, problem: CompiledProblem, options: CaseOptions, adam: Adam
+    ) -> TrainingCase:
+        return TorchodeTrainingCase(problem, options, adam)
+
+
+# -- training (sciml-bench run NAME --train) -------------------------------------------------
+
+
+class TorchodeTrainingCase(TrainingCase):
+    """torchode's training loop: θ is one ``torch.nn.Parameter``, passed as the batched
+    RHS's ``args`` of the :class:`TorchodeCase` solve (a batch of one member); per
+    iteration ``optimizer.zero_grad()``, the ``AutoDiffAdjoint`` solve, the loss,
+    ``loss.backward()``, ``optimizer.step()`` with ``torch.optim.Adam`` and the declared
+    constants. The solve's status is checked after the clock."""
+
+    def __init__(self, problem: CompiledProblem, options: CaseOptions, adam: Adam):
+        from sciml_bench.backends.torchdiffeq import torch_adam, torch_optimizer_info
+
+        self.ens = e = TorchodeCase(problem, options).ens
+        torch = self.torch = e.torch
+        # a copy: the optimizer updates it in place, and as_tensor would share θ0's memory
+        theta = torch.tensor(problem.theta0, dtype=torch.float64, device=e.device)
+        self.theta = torch.nn.Parameter(theta)
+        self.optimizer = torch_adam(torch, [self.theta], adam)
+        self.info = {**e.info, **torch_optimizer_info(self.optimizer),
+                     "loop": "optimizer.zero_grad(); solve; loss.backward(); optimizer.step()"}
+
+    def step(self) -> Any:
+        e, torch = self.ens, self.torch
+        self.optimizer.zero_grad()
+        sol = e._solve(self.theta)
+        d = sol.ys - e.O
+        loss = torch.sum(e.W * d * d) + torch.sum(e.C * sol.ys)
+        loss.backward()
+        self.optimizer.step()
+        e.sync()
+        return loss.detach(), sol.status
+
+    def check(self, raw: Any) -> float:
+        from sciml_bench.backends.torchdiffeq import checked_loss
+
+        loss, status = raw
+        self.ens._check(status)
+        return checked_loss("torchode", loss, [self.theta])
+
+    def parameters(self) -> np.ndarray:
+        return self.theta.detach().cpu().numpy().copy()
+
+    def placement(self) -> tuple[str, str | None]:
+        return self.ens.placement()
+
+    def alloc_peak_mb(self) -> float | None:
+        return self.ens.alloc_peak_mb()

@@ -12,6 +12,15 @@ import click
 
 from sciml_bench.backends import julia_env
 
+#: as every sciml-bench error that says what to do (cli.main.EXIT_BAD_INPUT)
+EXIT_NOT_USABLE = 2
+
+
+class JuliaError(click.ClickException):
+    """A one-line error with the fix; exit status 2, like the rest of the CLI."""
+
+    exit_code = EXIT_NOT_USABLE
+
 
 @click.group("julia")
 def julia() -> None:
@@ -50,15 +59,15 @@ def setup(exe: str | None, project: str | None) -> None:
     """
     path, source = julia_env.find_julia(exe)
     if path is None:
-        raise click.ClickException(f"{source}.\n{julia_env.INSTALL_FIX}")
+        raise JuliaError(f"{source}. Fix: {julia_env.INSTALL_FIX}")
     try:
         version = julia_env.julia_version(path, timeout=30)
     except julia_env.JuliaNotFound as e:
-        raise click.ClickException(str(e)) from None
+        raise JuliaError(str(e)) from None
     dotted = ".".join(map(str, version))
     if version < julia_env.MIN_JULIA:
-        raise click.ClickException(
-            f"Julia {dotted} is older than 1.10.3, juliacall's minimum.\n{julia_env.INSTALL_FIX}"
+        raise JuliaError(
+            f"Julia {dotted} is older than 1.10.3, juliacall's minimum. Fix: {julia_env.INSTALL_FIX}"
         )
     conflict = julia_env.openssl_conflict(version)
     if conflict:
@@ -73,7 +82,7 @@ def setup(exe: str | None, project: str | None) -> None:
     t0 = time.perf_counter()
     code = julia_env.setup(click.echo, exe=path, project=proj)
     if code != 0:
-        raise click.ClickException(f"Julia exited with code {code}; see its output above.")
+        raise JuliaError(f"Julia exited with code {code}; see its output above.")
     images = julia_env.pkgimage_state(version)
     click.echo(
         f"Done in {time.perf_counter() - t0:.0f} s; package images in "
@@ -84,8 +93,8 @@ def setup(exe: str | None, project: str | None) -> None:
 @julia.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def status(as_json: bool) -> None:
-    """Where Julia was found, whether the backend is usable, and why not (exit status 1
-    when it is not).
+    """Where Julia was found, whether the backend is usable, and why not (exit status 2
+    when it is not, as every sciml-bench error that says what to do).
 
     \b
     Examples:
@@ -110,4 +119,4 @@ def status(as_json: bool) -> None:
         for key, value in report.items():
             if value not in (None, "", {}):
                 click.echo(f"{key:>10}: {value}")
-    click.get_current_context().exit(0 if found.ok else 1)
+    click.get_current_context().exit(0 if found.ok else EXIT_NOT_USABLE)

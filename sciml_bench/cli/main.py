@@ -15,12 +15,17 @@ from typing import Any, NoReturn
 import click
 
 from sciml_bench import __version__
+from sciml_bench.backends import REGISTRY
 
 EXIT_BAD_INPUT = 2
+#: every backend, for the help texts (the registry imports no library)
+BACKEND_NAMES = tuple(REGISTRY)
 #: gradient components `reference` prints before summarizing the rest
 GRADIENT_LINES = 10
 #: Ctrl-C; SIGTERM gives 143 and SIGHUP 129 (128 + the signal's number)
 EXIT_INTERRUPTED = 130
+#: the default --budget of a --train case (not --quick)
+TRAIN_BUDGET_S = 900.0
 
 
 class UserError(click.ClickException):
@@ -67,7 +72,8 @@ class _Group(click.Group):
               help="Show full tracebacks for errors (also accepted after the command).")
 def main(debug: bool) -> None:
     """Benchmark solving and differentiating ODEs across torchdiffeq, Diffrax,
-    DifferentialEquations.jl (Julia) and SciPy, fairly and reproducibly.
+    CVODES (CasADi), diffsol, DifferentialEquations.jl (Julia) and SciPy, fairly and
+    reproducibly.
 
     \b
     Typical use:
@@ -124,7 +130,8 @@ def _dask_options(f: Any) -> Any:
                      show_default=True, help="Dask without --scheduler: a LocalCluster here, "
                      "or Slurm jobs through dask-jobqueue."),
         click.option("--workers", type=click.IntRange(1, 4096),
-                     help="Dask LocalCluster workers [one per core]."),
+                     help="Dask LocalCluster workers [1: one case at a time on this "
+                     "machine; more time cases side by side on shared cores]."),
         click.option("--per-worker", type=click.IntRange(1, 1024), default=1, show_default=True,
                      help="Dask: cases one worker runs at once (more than 1 shares its cores)."),
         click.option("--retries", type=click.IntRange(0, 100), default=0, show_default=True,
@@ -152,13 +159,16 @@ def _dask_options(f: Any) -> Any:
 @click.option("--problem-file", "problem_files", multiple=True, type=click.Path(),
               help="Run your own problem file (TOML); repeatable.")
 @click.option("-b", "--backend", "backend_names", multiple=True, callback=_comma_list,
-              help="Backend(s) to run, repeated or comma-separated (default: all). "
-              "See `sciml-bench list`.")
+              help="Backend(s) to run, repeated or comma-separated (default: all of "
+              f"{', '.join(BACKEND_NAMES)}). See `sciml-bench list`.")
 @click.option("--solver", "solvers", multiple=True, callback=_comma_list,
               help="Solver name(s), repeated or comma-separated; each applies to the "
               "backends that offer it.")
 @click.option("--gradient", "gradients", multiple=True, callback=_comma_list,
-              help="Gradient method(s), repeated or comma-separated, e.g. BacksolveAdjoint.")
+              help="Gradient method(s), repeated or comma-separated, e.g. BacksolveAdjoint. "
+              "cvodes and diffsol: forward or adjoint; their default is forward up to 64 "
+              "parameters and adjoint above (their guides: forward sensitivities for few "
+              "parameters, the adjoint for many).")
 @click.option("--tolerances", help="Comma-separated rtols; atol keeps the problem's ratio.")
 @click.option("--sweep", is_flag=True, help="Work-precision ladder rtol 1e-3 ... 1e-9.")
 @click.option("--cold", type=click.IntRange(1, 50), default=None,
@@ -166,12 +176,14 @@ def _dask_options(f: Any) -> Any:
 @click.option("--repeats", type=click.IntRange(1, 10_000), default=None,
               help="Timed steady-state repeats of solve and of gradient [10; quick: 3].")
 @click.option("--budget", type=click.FloatRange(1, None), default=None,
-              help="Wall-clock seconds per worker process before its group is killed [300].")
+              help="Wall-clock seconds per worker process before its group is killed "
+              "[300; --train 900; quick 120].")
 @click.option("--max-steps", type=click.IntRange(10, 10**9), default=None,
               help="Override the problem's shared step bound.")
 @click.option("--threads", type=click.IntRange(1, 1024), default=None,
-              help="Threads for every framework in the workers (OMP/MKL/TF/Julia; XLA when 1). "
-              "Default: each library's own choice, recorded.")
+              help="Threads for every framework in the workers (OMP/MKL/TF/Julia, and XLA "
+              "through PJRT_NPROC); each row records the threads JAX used. Default: each "
+              "library's own choice; CNN baselines: the cores free at the start.")
 @click.option("--quick", is_flag=True, help="CI sizes: 1 cold process, 3 repeats, short budgets.")
 @click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Folder for the results file.")
@@ -209,9 +221,14 @@ def _dask_options(f: Any) -> Any:
 @click.option("--jacobian", "jacobians", multiple=True, callback=_comma_list,
               help="Array problems: dense and/or sparse (repeated or comma-separated), for "
               "the libraries that offer both [both].")
+@click.option("--train", is_flag=True, help="Train each problem's [training] section (Adam, "
+              "to its target loss) on every backend instead of timing solve and gradient "
+              "(quick: 5 iterations).")
 @_dask_options
 def run(**options: Any) -> None:
-    """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend.
+    """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend
+    (torchdiffeq, torchode, Diffrax, Julia, SciPy, ...: -b picks; `sciml-bench list`
+    shows each one's solvers and gradient methods).
 
     The name `cnn` runs the CNN training baselines instead (torch-eager,
     torch-compile, jax, tensorflow; select with -b), each variant in a fresh
@@ -226,7 +243,10 @@ def run(**options: Any) -> None:
     first solve and first gradient; steady-state solve and gradient times are
     raw samples; every row carries its solution error and its gradient
     agreement with a finite-difference reference. Failures are rows with a
-    status and a reason. Results go to one HDF5 file per run in --out.
+    status and a reason. Results go to one HDF5 file per run in --out. Under
+    each problem's table a verdict names the fastest rows with a passing
+    gradient (steady and first gradient), the ratio to the runner-up and
+    whether it clears the noise floor (--json: records of kind "verdict").
 
     \b
     Examples:
@@ -239,6 +259,14 @@ def run(**options: Any) -> None:
       sciml-bench run nonstiff-spiral-node --device cpu,cuda   CPU and GPU rows side by side
       sciml-bench run ensemble-lorenz --sizes 1,16,256
       sciml-bench run stiff-robertson-groups --sizes 1,10,100,1000 --jacobian dense,sparse
+      sciml-bench run nonstiff-spiral-node --train -b diffrax,torchdiffeq
+
+    With --train, each backend trains the problem's [training] section in one fresh
+    worker: Adam with the declared constants in the library's own loop, from the
+    problem's initial parameters. Rows: time to first gradient, median time per
+    iteration, time to the target loss (with and without the first iteration's
+    compilation), final loss, and the loss curve's agreement with SciPy's reference
+    curve over the first iterations; the curve is stored.
 
     A problem with an [ensemble] section runs one case per backend x semantics
     (independent: per-member steps; coupled: one error norm) x ensemble size,
@@ -251,9 +279,9 @@ def run(**options: Any) -> None:
     plan = _plan_run(opts)
     records, path = _execute(plan, opts)
     if opts.as_json:
-        from sciml_bench.results.table import json_record
+        from sciml_bench.results.table import json_records
 
-        click.echo(json.dumps([json_record(r) for r in records], indent=2, default=str))
+        click.echo(json.dumps(json_records(records), indent=2, default=str))
     else:
         from sciml_bench.results.table import table
 
@@ -295,6 +323,7 @@ class RunOptions:
     eval_every: int | None = None
     sizes: str | None = None
     jacobians: tuple[str, ...] = ()
+    train: bool = False
     executor: str = "local"
     scheduler: str | None = None
     cluster: str = "local"
@@ -364,6 +393,7 @@ def _plan_run(o: RunOptions) -> RunPlan:
     _check_jacobians(o.jacobians)
     _check_dask(o)
     label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
+    label += "-train" if o.train else ""
     return RunPlan(
         loaded, names, rtols, cnn_jobs, _settings(o, rtols), label, devices, _sizes(o.sizes)
     )
@@ -375,6 +405,7 @@ TARGETS = {
     "ensemble": "problems with an [ensemble] section (e.g. ensemble-lorenz)",
     "sized": "array problems with [sizes] (e.g. stiff-robertson-groups)",
     "cnn": "the CNN baselines (`cnn`)",
+    "train": "training runs (--train)",
 }
 
 
@@ -385,15 +416,19 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
     for p in loaded:
         kind = "ensemble" if p.ensemble is not None else "sized" if p.array else "single"
         kinds.setdefault(kind, []).append(p.name)
+    if o.train:
+        _check_trainable(loaded, with_cnn)
+        kinds = {"train": [p.name for p in loaded]}
     given = {
         "--tolerances": (o.tolerances, ("single",)),
         "--sweep": (o.sweep, ("single",)),
         "--cold": (o.cold, ("single",)),
         "--sizes": (o.sizes, ("ensemble", "sized")),
         "--jacobian": (o.jacobians, ("sized",)),
-        "--solver": (o.solvers, ("single", "ensemble", "sized")),
-        "--gradient": (o.gradients, ("single", "ensemble", "sized")),
-        "--max-steps": (o.max_steps, ("single", "ensemble", "sized")),
+        "--repeats": (o.repeats, ("single", "ensemble", "sized", "cnn")),
+        "--solver": (o.solvers, ("single", "ensemble", "sized", "train")),
+        "--gradient": (o.gradients, ("single", "ensemble", "sized", "train")),
+        "--max-steps": (o.max_steps, ("single", "ensemble", "sized", "train")),
         **{f"--{k.replace('_', '-')}": (getattr(o, attr), ("cnn",)) for k, attr in (
             ("image_size", "image_size"), ("channels", "channels"), ("batch_size", "batch_size"),
             ("steps", "steps"), ("epochs", "epochs"), ("model", "cnn_model"),
@@ -404,6 +439,9 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
     for flag, (value, applies) in given.items():
         if not value:  # not given (every numeric option here is >= 1)
             continue
+        if o.train and "train" not in applies:
+            raise UserError(f"{flag} does not apply to --train (training runs the problem's "
+                            "[training] section at its tolerances, one worker per backend)")
         if not any(kinds.get(k) for k in applies):
             what = " or ".join(TARGETS[k] for k in applies)
             raise UserError(f"{flag} applies to {what}; none is named in this run")
@@ -411,6 +449,28 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
         if others:
             click.echo(f"note: {flag} applies to {' or '.join(TARGETS[k] for k in applies)}; "
                        f"{', '.join(others)} run(s) without it", err=True)  # fmt: skip
+
+
+def _check_trainable(loaded: list[Any], with_cnn: bool) -> None:
+    """``--train`` needs single-trajectory problems with a ``[training]`` section."""
+    from sciml_bench.problem import spec
+
+    if with_cnn:
+        raise UserError("--train trains problems' [training] sections; the CNN baselines "
+                        "(`cnn`) train with --target-accuracy: run them without --train")
+    for p in loaded:
+        if p.ensemble is None and p.training is not None:
+            continue
+        trainable = []
+        for name in spec.available_problems():
+            try:
+                if spec.load(name).training is not None:
+                    trainable.append(name)
+            except spec.ProblemError:
+                continue
+        why = "is an ensemble problem" if p.ensemble is not None else "has no [training] section"
+        raise UserError(f"--train: {p.name} {why}; train one that has a [training] section "
+                        f"({', '.join(trainable) or 'none shipped'}) or add one (README, Training)")
 
 
 def _ode_devices(requests: list[str], names: list[str]) -> list[str]:
@@ -540,6 +600,8 @@ def _settings(o: RunOptions, rtols: list[float] | None) -> Any:
     settings = runner.Settings()
     if o.quick:
         settings = runner.Settings(cold=1, repeats=3, budget_s=120.0, steady_budget_s=5.0)
+    elif o.train:  # a whole training run is hundreds of gradients, compilation included
+        settings.budget_s = TRAIN_BUDGET_S
     if o.cold:
         settings.cold = o.cold
     if o.repeats:
@@ -614,6 +676,9 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
 
     records: list[dict[str, Any]] = []
     for problem in plan.problems:
+        if o.train:
+            records += _run_training(problem, plan, o, writer, executor)
+            continue
         if problem.ensemble is not None:
             records += _run_ensemble(problem, plan, o, writer)
             continue
@@ -621,8 +686,10 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
             records += _run_sized(problem, plan, o, writer, executor)
             continue
         click.echo(f"reference for {problem.name} ...", err=True)
-        ref = reference.get(problem, refresh=o.refresh_reference)
+        # a reference that cannot be built leaves rows saying so, not an aborted run
+        ref = reference.get_or_missing(problem, refresh=o.refresh_reference)
         click.echo(_reference_line(ref), err=True)
+        remember_reference(writer, problem.name, ref)
         compiled = reference.compile_problem(problem, ref)
         cases = runner.plan(
             compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps,
@@ -636,11 +703,11 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
 
 def _interrupted(records: list[dict[str, Any]], message: str, signum: int, as_json: bool) -> NoReturn:
     """Print what completed, as a finished run would (table or JSON); exit 128 + signal."""
-    from sciml_bench.results.table import json_record, table
+    from sciml_bench.results.table import json_records, table
     from sciml_bench.run.signals import exit_status
 
     if as_json:
-        click.echo(json.dumps([json_record(r) for r in records], indent=2, default=str))
+        click.echo(json.dumps(json_records(records), indent=2, default=str))
     elif records:
         click.echo(table(records))
     click.echo(message, err=True)
@@ -658,9 +725,21 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
     sizes = ensemble_sizes(problem.ensemble.sizes, plan.sizes, o.quick)
     n_obs = max(max(sizes), problem.ensemble.sample)
     click.echo(f"ensemble reference for {problem.name} ...", err=True)
-    obs_path = er.observations_path(problem, n_obs)
-    ref = er.get(problem, refresh=o.refresh_reference)
+    try:
+        obs_path = er.observations_path(problem, n_obs)
+        ref = er.get(problem, refresh=o.refresh_reference)
+    except reference.ReferenceError as e:  # rows that say so; the run goes on
+        gone = reference.missing(problem, str(e))
+        click.echo(_reference_line(gone), err=True)
+        remember_reference(writer, problem.name, gone)
+        compiled = reference.compile_problem(problem, gone)
+        ladders = runner.plan_ensemble(
+            compiled, problem.ensemble.semantics, sizes, plan.backend_names, o.solvers,
+            o.gradients, o.max_steps, plan.devices,
+        )  # fmt: skip
+        return runner.ensemble_without_reference(compiled, ladders, gone.missing, writer)
     click.echo(_reference_line(ref), err=True)
+    remember_reference(writer, problem.name, ref)
     obs0 = er.load_observations(obs_path, 1)
     compiled = reference.compile_problem(problem, None, None if obs0 is None else obs0[0])
     ladders = runner.plan_ensemble(
@@ -724,11 +803,61 @@ def _check_jacobians(kinds: Sequence[str]) -> None:
             raise UserError(f"--jacobian {k!r}: choose dense or sparse (comma-separated)")
 
 
+def _run_training(
+    problem: Any, plan: RunPlan, o: RunOptions, writer: Any, executor: Any
+) -> list[dict[str, Any]]:
+    """A problem's ``[training]`` section (cut by --quick) on every backend: its reference,
+    the reference curve (SciPy's gradient in the same Adam loop, cached), then one
+    training worker per case."""
+    from sciml_bench.problem import reference, training_reference
+    from sciml_bench.run import runner
+
+    click.echo(f"reference for {problem.name} ...", err=True)
+    ref = reference.get(problem, refresh=o.refresh_reference)
+    click.echo(_reference_line(ref), err=True)
+    training = problem.training.quick(o.quick)
+    click.echo(f"training reference for {problem.name}: {training.compared} iterations of Adam "
+               "around SciPy's forward-sensitivity gradient ...", err=True)  # fmt: skip
+    curve = training_reference.get(problem, ref, training, refresh=o.refresh_reference)
+    built = "cached" if curve.cached else f"built in {curve.build_s:.1f} s"
+    click.echo(f"training reference: {built}" + (f"; {curve.stopped}" if curve.stopped else ""),
+               err=True)  # fmt: skip
+    compiled = reference.compile_problem(problem, ref)
+    cases = runner.plan(compiled, plan.backend_names, o.solvers, o.gradients, None, o.max_steps,
+                        plan.devices)  # fmt: skip
+    return runner.run_training(compiled, training, curve.to_json(), cases, writer, plan.settings,
+                               executor)  # fmt: skip
+
+
 def _reference_line(ref: Any) -> str:
-    built = "cached" if ref.cached else f"built in {ref.build_s:.1f} s"
+    """The progress line of a run's reference: built, read from the (shared) cache, or
+    missing; and what its complex-step cross-check found."""
+    if getattr(ref, "missing", ""):
+        return f"reference: none ({ref.missing}); the backends run without one"  # ensembles: rows
+    if ref.cached:
+        built = (f"read from the cache {ref.cache_path} (shared by every checkout and "
+                 "environment of this user; --refresh-reference rebuilds it)")  # fmt: skip
+    else:
+        built = f"built in {ref.build_s:.1f} s"
     if ref.complex_step_agreement is None:
-        return f"reference: {built}"
+        skipped = getattr(ref, "complex_step_skipped", "") or "not run"
+        return f"reference: {built}; complex-step cross-check {skipped}"
     return f"reference: {built}; FD vs complex step agree to {ref.complex_step_agreement:.1e}"
+
+
+def remember_reference(writer: Any, name: str, ref: Any) -> None:
+    """The run's environment says, per problem, whether its reference was computed or
+    read from the cache, and where (``environment.references``)."""
+    refs = writer.environment.setdefault("references", {})
+    source = "none" if getattr(ref, "missing", "") else "cache" if ref.cached else "computed"
+    refs[name] = {
+        "source": source,
+        "path": getattr(ref, "cache_path", "") or None,
+        "build_s": None if ref.cached else ref.build_s,
+        "method": ref.method,
+        "complex_step_agreement": ref.complex_step_agreement,
+    }
+    writer.flush()
 
 
 def _precisions(text: str | None) -> list[str]:
@@ -777,12 +906,13 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
     """Print the table of one or more results files again.
 
     The header line gives the run's status (complete, interrupted by a signal,
-    failed, or running while it runs), when it started and where.
+    failed, or running while it runs), when it started and where; each table
+    ends with its verdict (--json: records of kind "verdict" after the cases).
 
     \b
     Examples:
       sciml-bench show results/stiff-robertson-*.h5
-      sciml-bench show results/run.h5 --json | jq '.[] | {backend, status, ttfg_s}'
+      sciml-bench show results/run.h5 --json | jq '.[] | select(.kind != "verdict") | {backend, status, ttfg_s}'
     """
     from sciml_bench.results import store as results
     from sciml_bench.results import table as report
@@ -790,7 +920,7 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
     for f in files:
         run = results.read(f)
         if as_json:
-            click.echo(json.dumps([report.json_record(r) for r in run.records], indent=2, default=str))
+            click.echo(json.dumps(report.json_records(run.records), indent=2, default=str))
             continue
         env = run.environment
         status = run.meta.get("status")
@@ -807,7 +937,8 @@ def show(files: tuple[str, ...], as_json: bool) -> None:
 @main.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_(as_json: bool) -> None:
-    """List problems (size, stiffness, description) and backends (availability).
+    """List problems (size, stiffness, description) and backends (availability, the
+    solvers with the stiff ones marked, the gradient methods, and the defaults).
 
     \b
     Examples:
@@ -818,9 +949,11 @@ def list_(as_json: bool) -> None:
     from sciml_bench.problem import spec
 
     probs = []
+    loaded = []
     for name in spec.available_problems():
         try:
             p = spec.load(name)
+            loaded.append(p)
             probs.append({
                 "name": p.name, "states": p.n_state, "parameters": p.n_params,
                 "stiff": p.stiff, "description": p.description,
@@ -835,7 +968,7 @@ def list_(as_json: bool) -> None:
         bks.append({
             "name": name, "available": av.ok, "reason": av.reason, "fix": av.fix,
             "solvers": list(b.solvers()), "gradient_methods": list(b.gradient_methods),
-            "devices": list(b.devices),
+            "devices": list(b.devices), **_backend_defaults(b, loaded),
         })
     if as_json:
         click.echo(json.dumps({"problems": probs, "backends": bks}, indent=2))
@@ -851,19 +984,76 @@ def list_(as_json: bool) -> None:
                 f"  {p['name']:<28} {p['states']:>3} states {p['parameters']:>4} params  "
                 f"{kind:<9}  {p['description']}{ladder}"
             )
-    click.echo("\nBackends:")
+    click.echo("\nBackends (solvers and gradient methods as --solver and --gradient take them):")
     for b in bks:
         state = "available" if b["available"] else f"unavailable: {b['reason']}"
         click.echo(f"  {b['name']:<12} {state}")
         if not b["available"] and b["fix"]:
             click.echo(f"  {'':<12} fix: {b['fix']}")
+        for line in _backend_lines(b):
+            click.echo(line)
+
+
+def _backend_defaults(b: Any, problems: Sequence[Any]) -> dict[str, Any]:
+    """A backend's stiff solvers and defaults, for ``list``: the default solver per
+    problem class and the default gradient method per shipped problem (some backends,
+    Julia's, pick it by the problem's size)."""
+    gradients: dict[str, list[str]] = {}
+    for p in problems:
+        try:
+            gradients.setdefault(b.default_gradient(p), []).append(p.name)
+        except Exception:  # a backend that needs the compiled problem to decide
+            continue
+    return {
+        "stiff_solvers": [n for n, info in b.solvers().items() if info.stiff],
+        "default_solver": {"stiff": b.default_solver(True), "nonstiff": b.default_solver(False)},
+        "default_gradient": gradients,
+    }
+
+
+def _backend_lines(b: dict[str, Any]) -> list[str]:
+    """``list``'s lines of one backend: its solvers and gradient methods, stiff solvers
+    and the defaults marked, wrapped between items."""
+    stiff, default = set(b["stiff_solvers"]), b["default_solver"]
+    solvers = []
+    for name in b["solvers"]:
+        notes = ["stiff"] if name in stiff else []
+        if name == default["stiff"] == default["nonstiff"]:
+            notes.append("default")
+        elif name in (default["stiff"], default["nonstiff"]):
+            kind = "stiff" if name == default["stiff"] else "non-stiff"
+            notes.append(f"default for {kind} problems")
+        solvers.append(name + (f" ({'; '.join(notes)})" if notes else ""))
+    by_default = b["default_gradient"]
+    usual = max(by_default, key=lambda g: len(by_default[g]), default=None)
+    others = sorted(p for g, ps in by_default.items() if g != usual for p in ps)
+    grads = []
+    for name in b["gradient_methods"]:
+        if name == usual:
+            grads.append(f"{name} (default{', except for ' + ', '.join(others) if others else ''})")
+        elif name in by_default:
+            grads.append(f"{name} (default for {', '.join(by_default[name])})")
+        else:
+            grads.append(name)
+    return _wrap_items("solvers", solvers) + _wrap_items("gradients", grads)
+
+
+def _wrap_items(label: str, items: Sequence[str], width: int = 100) -> list[str]:
+    """``label: a, b, c`` indented under a backend's name, broken between items only."""
+    lines = [f"{'':<15}{label}:"]
+    for i, item in enumerate(items):
+        piece = f" {item}" + ("," if i < len(items) - 1 else "")
+        if len(lines[-1]) + len(piece) > width and lines[-1].strip() != f"{label}:":
+            lines.append(f"{'':<17}")
+        lines[-1] += piece
+    return lines
 
 
 @main.command()
 @click.argument("problem", required=False)
 @click.option("--problem-file", type=click.Path(), help="A problem file instead of a name.")
-@click.option("--target", type=click.Choice(["numpy", "torch", "jax", "julia"]), default="numpy",
-              show_default=True)
+@click.option("--target", type=click.Choice(["numpy", "torch", "jax", "julia", "casadi", "diffsl"]),
+              default="numpy", show_default=True)
 @click.option("--size", type=click.IntRange(1, None), default=None,
               help="Array problems ([sizes]): the laddered size's value [the file's default].")
 def codegen(problem: str | None, problem_file: str | None, target: str, size: int | None) -> None:
@@ -874,6 +1064,7 @@ def codegen(problem: str | None, problem_file: str | None, target: str, size: in
       sciml-bench codegen stiff-robertson --target jax
       sciml-bench codegen nonstiff-spiral-node --target julia
       sciml-bench codegen --problem-file my.toml --target numpy   (with the Jacobian)
+      sciml-bench codegen stiff-robertson-ude --target diffsl    (what diffsol compiles)
       sciml-bench codegen stiff-brusselator-2d --size 64   (array code, sparse Jacobian)
     """
     from sciml_bench.problem import codegen as cg
@@ -927,7 +1118,10 @@ def reference_cmd(
         "rtol": ref.rtol,
         "atol": ref.atol,
         "complex_step_agreement": ref.complex_step_agreement,
+        "complex_step_skipped": ref.complex_step_skipped or None,
+        "gradient_missing": ref.gradient_missing or None,
         "cached": ref.cached,
+        "cache_path": ref.cache_path or None,
         "build_s": ref.build_s,
     }
     if as_json:
@@ -945,10 +1139,15 @@ def reference_cmd(
             f"  ... {len(rest)} more components (|dL/dθ| from {rest.min():.3g} to "
             f"{rest.max():.3g}); --json prints every one"
         )
+    if ref.gradient_missing:
+        click.echo(f"  no reference gradient: {ref.gradient_missing}")
     if ref.complex_step_agreement is not None:
         click.echo(f"  FD vs complex step: max relative difference {ref.complex_step_agreement:.2e}")
+    else:
+        click.echo(f"  complex-step cross-check {ref.complex_step_skipped or 'not run'}")
     if ref.tolerance_note:
         click.echo(f"  note: {ref.tolerance_note}")
+    click.echo(f"  {'read from' if ref.cached else 'cached at'} {ref.cache_path or '(not cached)'}")
 
 
 def _register_commands() -> None:

@@ -19,7 +19,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.cnn.config import PRECISIONS, PRESETS, RESNET_IMAGE_SIZE, CNNConfig
+from sciml_bench.cnn.config import PRECISIONS, PRESETS, CNNConfig, for_model
 from sciml_bench.cnn.data import DATASETS, digits_config
 
 __all__ = [
@@ -101,7 +101,8 @@ def jobs(
     ``overrides`` maps :class:`CNNConfig` field names to values (unknown names raise).
     ``dataset="digits"`` fixes the image geometry to 8x8x1, 10 classes. ``model="resnet18"``
     trains at :data:`~sciml_bench.cnn.config.RESNET_IMAGE_SIZE` unless an image size is
-    given (or the preset is ``quick``). ``precisions`` runs each variant once per
+    given, with fewer steps at ``quick`` (:func:`~sciml_bench.cnn.config.for_model`).
+    ``precisions`` runs each variant once per
     precision, fp32 and tf32 before bf16 so that a bf16 row can be compared with its
     reference as it ends.
     """
@@ -111,8 +112,7 @@ def jobs(
         raise ValueError(f"unknown dataset {dataset!r}; choose from {DATASETS}")
     preset = preset_for(quick, device)
     cfg = PRESETS[preset].with_overrides(overrides)
-    if cfg.model == "resnet18" and preset != "quick" and "image_size" not in (overrides or {}):
-        cfg = cfg.with_overrides({"image_size": RESNET_IMAGE_SIZE})
+    cfg = for_model(cfg, preset, overrides)  # a ResNet-18 at 32x32, quick or not
     if dataset == "digits":
         cfg = digits_config(cfg)
     unknown = [p for p in precisions if p not in PRECISIONS]
@@ -156,7 +156,8 @@ def run_variant(job: dict[str, Any], progress: Any = None) -> dict[str, Any]:
         )
         return rec
     if not info.available:
-        rec.update(status="unavailable", reason=info.reason, fix=info.fix)
+        # the fix in the reason too, as an ODE backend's unavailable row has it
+        rec.update(status="unavailable", reason=f"{info.reason}. Fix: {info.fix}", fix=info.fix)
         return rec
     try:
         module_name, fn = info.builder.split(":")

@@ -15,7 +15,7 @@ import numpy as np
 
 from sciml_bench.cnn.config import CNNConfig, has_shortcut_conv, resnet_blocks
 from sciml_bench.cnn.data import Dataset, epoch_order, inference_images, init_params
-from sciml_bench.cnn.train_loop import Trainer, policy_text, resolve_device
+from sciml_bench.cnn.train_loop import Trainer, device_from_name, policy_text, resolve_device
 from sciml_bench.measure.memory import jax_alloc_peak_mb
 
 GPU_FIX = "pip install -U 'jax[cuda12]' (a CUDA build of jaxlib)"
@@ -341,6 +341,11 @@ class JaxTrainer(Trainer):
 
     def device_name(self) -> str | None:
         return self._dev.device_kind if self.device == "cuda" else None
+
+    def read_device(self) -> str:
+        leaves = self._jax.tree.leaves(self.state[0])
+        platforms = {d.platform for leaf in leaves for d in leaf.devices()}
+        return device_from_name(",".join(sorted(platforms)))  # mixed: neither cpu nor cuda
 
     def settings(self) -> dict[str, Any]:
         import equinox

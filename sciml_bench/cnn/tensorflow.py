@@ -19,7 +19,13 @@ import numpy as np
 
 from sciml_bench.cnn.config import CNNConfig, has_shortcut_conv, resnet_blocks
 from sciml_bench.cnn.data import Dataset, epoch_order, inference_images, init_params
-from sciml_bench.cnn.train_loop import Trainer, passes, policy_text, resolve_device
+from sciml_bench.cnn.train_loop import (
+    Trainer,
+    device_from_name,
+    passes,
+    policy_text,
+    resolve_device,
+)
 
 GPU_FIX = "pip install 'tensorflow[and-cuda]' (TensorFlow's CUDA libraries)"
 
@@ -278,6 +284,12 @@ class TensorFlowTrainer(Trainer):
             return None
         gpu = self._tf.config.list_physical_devices("GPU")[0]
         return self._tf.config.experimental.get_device_details(gpu).get("device_name")
+
+    def read_device(self) -> str:
+        # Keras 3 variables hold a tf.Variable (``value``), whose device is a TF name
+        names = {device_from_name(getattr(v, "value", v).device)
+                 for v in self.model.trainable_variables}  # fmt: skip
+        return ",".join(sorted(names))  # mixed: neither cpu nor cuda
 
     def settings(self) -> dict[str, Any]:
         import keras

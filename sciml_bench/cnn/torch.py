@@ -15,7 +15,13 @@ import numpy as np
 
 from sciml_bench.cnn.config import CNNConfig, has_shortcut_conv, resnet_blocks
 from sciml_bench.cnn.data import Dataset, EpochOrder, inference_images, init_params
-from sciml_bench.cnn.train_loop import Trainer, Unavailable, policy_text, resolve_device
+from sciml_bench.cnn.train_loop import (
+    Trainer,
+    Unavailable,
+    device_from_name,
+    policy_text,
+    resolve_device,
+)
 from sciml_bench.measure.memory import torch_alloc_peak_mb
 
 GPU_FIX = "pip install torch --index-url https://download.pytorch.org/whl/cu126 (a CUDA build)"
@@ -280,6 +286,10 @@ class TorchTrainer(Trainer):
         if self.device == "cuda":
             return self._torch.cuda.get_device_name()
         return None
+
+    def read_device(self) -> str:
+        devices = {p.device.type for p in self.model.parameters()}
+        return device_from_name(",".join(sorted(devices)))  # mixed: neither cpu nor cuda
 
     def settings(self) -> dict[str, Any]:
         torch = self._torch

@@ -63,7 +63,13 @@ RECORD_FIELDS = (
     "target_accuracy", "target_reached", "time_to_accuracy_s", "steps_to_accuracy",
     "latency_p50_ms", "latency_p99_ms", "inference_batch", "inference_ips",
     "inference_warmup_s",
+    # the machine it shared: thread budget, cores, load, other processes' CPU use
+    "threads", "threads_source", "cores", "load_start", "others_cpu", "oversubscribed",
 )  # fmt: skip
+
+#: cores' worth of demand beyond a machine's cores before a row counts as oversubscribed
+#: (half a core: a load average is a fraction, a thread count is not)
+OVERSUBSCRIBED_SLACK = 0.5
 
 #: a mixed-precision row whose accuracy is more than this below its fp32 row is flagged
 PRECISION_TOLERANCE = 0.02
@@ -131,9 +137,34 @@ class Trainer(ABC):
     def device_name(self) -> str | None:
         return None
 
+    def read_device(self) -> str:
+        """Where the framework reports the trained parameters live (``cpu`` or ``cuda``),
+        read back from them, not the device this trainer chose."""
+        raise NotImplementedError
+
     def settings(self) -> dict[str, Any]:
         """Framework versions, threads and numerics flags, recorded with the result."""
         return {}
+
+
+def device_from_name(name: str) -> str:
+    """``cpu`` or ``cuda`` from a framework's device string (TensorFlow's
+    ``/job:localhost/replica:0/task:0/device:GPU:0``, torch's ``cuda:0``, JAX's ``gpu``)."""
+    from sciml_bench.measure.device import normalize
+
+    last = name.rsplit("device:", 1)[-1].split(":")[0]
+    return normalize(last)
+
+
+def check_device(trainer: Trainer, rec: dict[str, Any], after: str) -> None:
+    """Record the device read back from the parameters; one other than the trainer's
+    choice is an error naming both (as an ODE row's mismatch is)."""
+    from sciml_bench.measure.device import mismatch
+
+    rec["device"] = got = trainer.read_device()
+    if got != trainer.device:
+        raise RuntimeError(mismatch(rec["backend"], after, trainer.device, got,
+                                    trainer.device_name()))  # fmt: skip
 
 
 def resolve_device(request: str, sees_gpu: bool, framework: str, gpu_fix: str) -> tuple[str, str]:
@@ -183,8 +214,11 @@ def prepare_environment() -> dict[str, Any]:
         out["inductor_cache"] = "cold (fresh temporary directory, removed afterwards)"
         out["_remove"] = cache
     else:
+        from sciml_bench.measure.environment import FRESH_CACHES_VAR
+
         warm = os.path.isdir(cache) and bool(os.listdir(cache))
-        out["inductor_cache"] = f"{'warm' if warm else 'cold'} (user-set {cache})"
+        who = "the executor's fresh folder" if os.environ.get(FRESH_CACHES_VAR) else "user-set"
+        out["inductor_cache"] = f"{'warm' if warm else 'cold'} ({who} {cache})"
     out["TORCHINDUCTOR_CACHE_DIR"] = cache
     out["JAX_COMPILATION_CACHE_DIR"] = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     out["cpu_count"] = os.cpu_count()
@@ -192,6 +226,84 @@ def prepare_environment() -> dict[str, Any]:
     out["loadavg_1min_start"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     out["python"] = platform.python_version()
     return out
+
+
+def machine_share() -> dict[str, Any]:
+    """The worker's thread budget as the executor set it (``--threads``, else the free
+    cores at the run's start; each framework reads it from its environment variables),
+    the usable cores, and the 1-minute load average the budget was decided at (read by
+    the executor before the run's first CNN worker, so no earlier variant's own load is
+    in it; this worker's own reading when run by hand)."""
+    from sciml_bench.measure import environment as env
+
+    threads = os.environ.get(env.THREADS_VAR)
+    load = os.environ.get(env.LOAD_START_VAR)
+    return {
+        "threads": int(threads) if threads else None,
+        "threads_source": os.environ.get(env.THREADS_SOURCE_VAR) or "each library's default",
+        "cores": env.usable_cores(),
+        "load_start": float(load) if load else env.load_average(),
+    }
+
+
+class CpuShare:
+    """CPU time other processes took while this worker ran, in cores' worth.
+
+    ``others = (Δ busy CPU seconds of the machine − Δ CPU seconds of this process and its
+    children) / Δ wall seconds``, from ``psutil`` (Linux ``/proc/stat``, 10 ms ticks:
+    read over the whole worker, from import to the end of inference, not over a quick
+    run's few milliseconds of epochs). Unlike the load average it has no lag: an earlier
+    variant's load, gone before this one started, is not in it.
+    """
+
+    def __init__(self) -> None:
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, float, float] | None:
+        try:
+            import psutil
+
+            t = psutil.cpu_times()
+            busy = t.user + t.system + sum(getattr(t, k, 0.0) for k in
+                                           ("nice", "irq", "softirq", "steal"))  # fmt: skip
+            me = psutil.Process()
+            own = sum(me.cpu_times()[:2])
+            for child in me.children(recursive=True):
+                try:
+                    own += sum(child.cpu_times()[:2])
+                except psutil.Error:
+                    continue
+        except Exception:  # no psutil, or a platform without these counters
+            return None
+        return time.perf_counter(), busy, own
+
+    def others(self) -> float | None:
+        end = self._read()
+        if self._start is None or end is None or end[0] <= self._start[0]:
+            return None
+        wall = end[0] - self._start[0]
+        return max(0.0, ((end[1] - self._start[1]) - (end[2] - self._start[2])) / wall)
+
+
+def oversubscription(share: dict[str, Any]) -> str:
+    """Why a row's machine was oversubscribed, or ``""``: its thread budget (every core
+    without one) plus the other processes' demand, at the run's start (the 1-minute load
+    average) or during the worker (``others_cpu``), exceeded the cores by more than
+    :data:`OVERSUBSCRIBED_SLACK`."""
+    cores = share["cores"]
+    threads = share.get("threads") or cores  # a library's own default uses every core
+    why = []
+    if share.get("load_start") is not None and threads + share["load_start"] > cores + OVERSUBSCRIBED_SLACK:
+        why.append(f"the 1-minute load average was {share['load_start']:.2f} at the start")
+    if share.get("others_cpu") is not None and threads + share["others_cpu"] > cores + OVERSUBSCRIBED_SLACK:
+        why.append(f"other processes used {share['others_cpu']:.2f} cores during the run")
+    if not why:
+        return ""
+    fewer = ", or give fewer --threads" if threads > 1 else ""
+    return (f"machine oversubscribed: {' and '.join(why)}, with {threads} thread(s) on "
+            f"{cores} cores; these timings include waiting for a core (run on a quieter "
+            f"machine{fewer})")  # fmt: skip
 
 
 def empty_record(variant: str, job: dict[str, Any]) -> dict[str, Any]:
@@ -253,7 +365,9 @@ def measure(
     note = progress or (lambda stage, s=None: None)
     rec = empty_record(variant, job)
     sampler: ResourceSampler | None = None
+    cpu = CpuShare()
     try:
+        rec.update(machine_share())
         rec["settings"] = prepare_environment()
         rec["ram_initial_mb"] = rss_mb()
         request = job.get("device", "auto")
@@ -276,7 +390,7 @@ def measure(
         trainer.sync()
         rec["setup_s"] = time.perf_counter() - t
         note("setup", rec["setup_s"])
-        rec["device"] = trainer.device
+        check_device(trainer, rec, "setup")
         rec["device_name"] = trainer.device_name()
         if trainer.device_note:
             rec["reason"] = trainer.device_note
@@ -296,6 +410,7 @@ def measure(
             rec["vram_max_mb"] = vram.peak_mb(sampler)
         rec["alloc_peak_mb"] = trainer.alloc_peak_mb()
 
+        check_device(trainer, rec, "training")
         rec["final_loss"], rec["accuracy"] = trainer.evaluate()
         rec["initial_loss"], _ = trainer.evaluate(initial=True)
         rec.update(_chance(rec, data))
@@ -309,6 +424,11 @@ def measure(
         rec["settings"].update(trainer.settings())
         if hasattr(os, "getloadavg"):
             rec["settings"]["loadavg_1min_end"] = os.getloadavg()[0]
+        rec["others_cpu"] = cpu.others()
+        loaded = oversubscription(rec)
+        rec["oversubscribed"] = bool(loaded)
+        if loaded:
+            rec["reason"] = f"{rec['reason']}; {loaded}" if rec["reason"] else loaded
         rec["status"] = "ok"
     except BaseException as exc:  # a worker reports, never raises
         if isinstance(exc, KeyboardInterrupt):

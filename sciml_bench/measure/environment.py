@@ -23,6 +23,15 @@ CACHE_VARS = (
     "JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "JULIA_DEPOT_PATH",
     "XLA_PYTHON_CLIENT_PREALLOCATE",
 )
+#: the compilation caches every worker gets fresh (``run.executor`` points them at an
+#: empty folder of its own, whatever the shell set)
+FRESH_CACHE_VARS = ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+#: test-only: a factor that slows every timed library call (``run.slowdown``)
+SLOWDOWN_VAR = "SCIML_BENCH_TEST_SLOWDOWN"
+#: what the executor tells a worker: its thread budget and why, the 1-minute load
+#: average that budget was decided at (CNN), and that its caches are fresh folders
+THREADS_VAR, THREADS_SOURCE_VAR = "SCIML_BENCH_THREADS", "SCIML_BENCH_THREADS_SOURCE"
+LOAD_START_VAR, FRESH_CACHES_VAR = "SCIML_BENCH_LOAD_START", "SCIML_BENCH_FRESH_CACHES"
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
@@ -123,6 +132,47 @@ def environment_hardware(env: dict[str, Any]) -> str | None:
     return hardware_label(_hardware(env["cpu_model"], env.get("cpu_count"), env.get("gpus") or []))
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity), else the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def load_average() -> float | None:
+    """The 1-minute load average: runnable (and uninterruptible) threads, averaged
+    exponentially over about a minute; None where the OS has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def free_cores() -> tuple[int, str]:
+    """Cores left free by the machine's other load, and how that was decided.
+
+    ``n = max(1, round(cores - load))`` with ``cores`` the usable CPUs and ``load`` the
+    1-minute load average: a thread budget of ``n`` cannot oversubscribe a machine whose
+    load stays what it was when it was read.
+    """
+    cores, load = usable_cores(), load_average()
+    if load is None:
+        return cores, f"free cores at start: {cores} usable (no load average here)"
+    n = max(1, min(cores, int(cores - load + 0.5)))
+    return n, f"free cores at start: {cores} usable, 1-min load average {load:.2f}"
+
+
+def _caches_note() -> str:
+    """How worker caches were set up, naming any cache folder of the shell's that the
+    workers did not use."""
+    note = "workers get fresh, empty JAX, TorchInductor and Triton cache folders (cold)"
+    overridden = [k for k in FRESH_CACHE_VARS if os.environ.get(k)]
+    if overridden:
+        verb = "was" if len(overridden) == 1 else "were"
+        note += f"; the shell's {', '.join(overridden)} {verb} not used (cold is forced)"
+    return note
+
+
 def capture(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     env: dict[str, Any] = {
         "python": sys.version.split()[0],
@@ -136,8 +186,11 @@ def capture(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "gpus": gpus(),
         "git_commit": git_commit(),
         "cache_env": {k: os.environ.get(k) for k in CACHE_VARS if k in os.environ},
-        "caches": "workers get fresh, empty JAX and TorchInductor cache folders (cold)",
+        "caches": _caches_note(),
+        "loadavg_1min": load_average(),
     }
+    if os.environ.get(SLOWDOWN_VAR):  # never in a real run: say so wherever it is read
+        env["test_slowdown"] = os.environ[SLOWDOWN_VAR]
     if extra:
         env.update(extra)
     return env

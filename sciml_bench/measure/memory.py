@@ -1,7 +1,7 @@
 """Process RAM and GPU readings for workers: an RSS/NVML sampling thread and NVML helpers.
 
-RAM peak is the larger of the sampled RSS and ``ru_maxrss`` (the kernel's own peak,
-which catches spikes between samples). GPU readings come from NVML (the module
+RAM peak is the larger of the sampled RSS and the kernel's own peak of the process
+(``VmHWM``; :func:`high_water_mb`), which catches spikes between samples. GPU readings come from NVML (the module
 ``pynvml`` of the ``nvidia-ml-py`` package), imported lazily: with no NVML library or
 no GPU every GPU helper returns ``None`` instead of raising.
 
@@ -29,9 +29,29 @@ def rss_mb() -> float:
 
 
 def ru_maxrss_mb() -> float:
-    """Peak RSS of this process so far, as the kernel counts it (KiB on Linux, bytes on macOS)."""
+    """Peak RSS of this process so far, as the kernel counts it (KiB on Linux, bytes on macOS).
+
+    On Linux a spawned process starts with its parent's peak at the spawn: ``ru_maxrss``
+    is the larger of that and its own (see :func:`high_water_mb`)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / MB if sys.platform == "darwin" else peak / 1024.0
+
+
+def high_water_mb() -> float:
+    """This process's own peak RSS (MiB): ``VmHWM`` of ``/proc/self/status`` on Linux.
+
+    Unlike ``ru_maxrss`` it starts at zero in a fresh process: a worker spawned by a
+    parent of 300 MiB has ``ru_maxrss >= 300`` from its first instruction (the kernel
+    carries the parent's peak over the exec), so a rise of ``ru_maxrss`` there says
+    nothing below the parent's size. Elsewhere ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return ru_maxrss_mb()
 
 
 class Nvml:
@@ -147,8 +167,9 @@ class ResourceSampler:
 
     @property
     def ram_max_mb(self) -> float:
-        """Peak RAM: the sampled peak or the kernel's ``ru_maxrss``, whichever is larger."""
-        return max(self.rss_peak_mb, ru_maxrss_mb())
+        """Peak RAM: the sampled peak or the kernel's own peak of this process
+        (:func:`high_water_mb`, not the parent's), whichever is larger."""
+        return max(self.rss_peak_mb, high_water_mb())
 
     def mean_utilization(self, t0: float, t1: float) -> float | None:
         """Mean GPU utilisation (%) over samples taken in ``[t0, t1]``."""
@@ -206,3 +227,65 @@ def jax_alloc_peak_mb(device: Any) -> float | None:
         return None
     peak = stats.get("peak_bytes_in_use")
     return None if peak is None else peak / MB
+
+
+def return_free_heap() -> None:
+    """Give the C heap's free pages back to the kernel (glibc ``malloc_trim(0)``), so that
+    RSS counts live memory only; a no-op where there is no glibc (macOS, musl)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+class CallPeak:
+    """What one call needs in RAM: the peak RSS during it above the RSS just before it.
+
+    ``need = max RSS(t), t in the call  -  RSS(start)``, in MiB. The start is read after
+    :func:`return_free_heap`, so memory an earlier phase freed but the allocator kept
+    is not counted as already there. The peak comes from two sources:
+
+    - the kernel's high-water mark of the process (:func:`high_water_mb`), which never
+      decreases: if it *rose* during the call, the call set a new process peak and that
+      peak is exactly the new mark (``source = "high_water"``);
+    - otherwise the call stayed below a peak set earlier (a JIT compilation, say), which
+      the mark cannot see under; then the peak is the largest RSS sampled every
+      ``interval`` seconds by a thread (``source = "sampled"``: a lower bound that can
+      miss a spike shorter than the interval).
+
+    Use :meth:`start` just before the call and :meth:`stop` just after it (after the
+    call's clock is read: joining the thread is not the call's time). :attr:`own_s` is
+    the probe's own time in both (the heap trim can take a fraction of a second in a
+    large, fragmented heap), for a caller to leave out of a time that spans the call.
+    The call itself pays only the page faults of reusing trimmed pages (about 0.25 µs
+    per 4 KiB) and a sample every ``interval``.
+    """
+
+    def __init__(self, interval: float = 0.01):
+        self.sampler = ResourceSampler(interval=interval)
+        self.rss0_mb = 0.0
+        self.high_water0_mb = 0.0
+        self.own_s = 0.0
+
+    def start(self) -> CallPeak:
+        t0 = time.perf_counter()
+        return_free_heap()
+        self.high_water0_mb = high_water_mb()
+        self.rss0_mb = rss_mb()
+        self.sampler.start()
+        self.own_s += time.perf_counter() - t0
+        return self
+
+    def stop(self) -> tuple[float, str]:
+        """``(need in MiB, source)``, source ``"high_water"`` or ``"sampled"``."""
+        t0 = time.perf_counter()
+        self.sampler.stop()
+        high_water = high_water_mb()
+        if high_water > self.high_water0_mb:
+            peak, source = high_water, "high_water"
+        else:
+            peak, source = self.sampler.rss_peak_mb, "sampled"
+        self.own_s += time.perf_counter() - t0
+        return max(0.0, peak - self.rss0_mb), source

@@ -1,18 +1,62 @@
 """The noise floor: the smallest timing ratio the suite reports as a real difference.
 
-Two runs of identical code on one machine differ by a few percent (another process, the
-CPU's frequency, the allocator); a ratio inside the floor is never called a change,
-whatever a significance test on the samples says. ``compare`` and the per-problem
-verdict share this one definition.
+Two runs of identical code on one machine differ by more than their samples' spread:
+another process, the CPU's frequency, the allocator's state differ between runs, and the
+samples of one run share all of that. A significance test on the samples of one run a
+side therefore reports that drift as a change (issue 23: two identical runs of
+Lotka-Volterra gave "slower" at 1.055x, p = 0.0013). A ratio inside the floor, in either
+direction, is never called a change, whatever the test says. ``compare`` and the
+per-problem verdict share this one definition.
+
+Measured, not assumed: ``python benchmarks/compare_false_alarms.py`` runs one problem
+several times with the same code and takes the largest ratio of medians between any two
+runs over every timing (:func:`measured_floor`); ``benchmarks/README.md`` records the
+figure with its machine, load and command. The floor trades false alarms against
+sensitivity: a deliberate 1.3x slowdown must still clear it.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
 
 #: ratio NEW/OLD (or runner-up/fastest) inside [1/NOISE_FLOOR, NOISE_FLOOR] is noise;
 #: measured between identical runs by benchmarks/compare_false_alarms.py
 NOISE_FLOOR = 1.10
 
 
+#: cores' worth of CPU that other processes may take while a row's worker runs (its
+#: ``others_cpu``) before its timings are not judged: under load, identical runs differ
+#: by far more than any useful floor (up to 2.6x on this project's shared 2-core machine
+#: at a load average of 10, benchmarks/README.md)
+LOAD_LIMIT = 0.5
+
+
+def others_load(record: dict[str, Any]) -> float | None:
+    """The cores' worth of CPU other processes took while ``record``'s worker(s) ran, or
+    None where it was not measured (older files)."""
+    v = record.get("others_cpu")
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
 def clears_noise(ratio: float, floor: float = NOISE_FLOOR) -> bool:
     """Whether a ratio of two timings is outside the noise floor, in either direction."""
     return ratio >= floor or ratio <= 1.0 / floor
+
+
+def folded(ratio: float) -> float:
+    """A ratio folded to >= 1: ``0.8`` and ``1.25`` are equally far from no change
+    (``exp|ln r|``)."""
+    return math.exp(abs(math.log(ratio)))
+
+
+def measured_floor(ratios: Iterable[float], quantile: float = 1.0) -> float:
+    """The floor that ``ratios`` between identical runs call for: their folded
+    ``quantile`` (1.0: the largest, so that none of them would have been reported).
+    Ratios that are not finite and positive are left out; NaN when none is left."""
+    vals = sorted(folded(r) for r in ratios if 0 < r < math.inf)
+    if not vals:
+        return math.nan
+    # the nearest-rank quantile: a floor every ratio up to that rank stays inside
+    return vals[max(0, math.ceil(quantile * len(vals)) - 1)]

@@ -52,6 +52,13 @@ class SolverFailure(Exception):
 def classify_message(message: str) -> Status:
     """Map a library's failure text onto a status (torchdiffeq has no codes)."""
     m = message.lower()
+    # SUNDIALS CVODES' flags (through CasADi): CV_TOO_MUCH_WORK is its step bound
+    # (mxstep); CV_REPTD_RHSFUNC_ERR / CV_RHSFUNC_FAIL follow an RHS that CasADi failed
+    # for a NaN or Inf in it
+    if "too_much_work" in m:
+        return Status.MAX_STEPS
+    if "rhsfunc" in m:
+        return Status.NONFINITE
     if "max_num_steps" in m or "max steps" in m or "maxiters" in m or "max_steps" in m:
         return Status.MAX_STEPS
     # scipy: "Required step size is less than spacing between numbers."

@@ -18,7 +18,9 @@ Targets and what they define:
   with one shared parameter vector or one per member (``P`` of shape ``(n, n_params)``),
   written on columns as a torch user writes a batched vector field (ensembles);
 - ``jax``:   ``rhs(t, y, p)`` on 1-D arrays, the parameters passed as Diffrax's ``args``;
-- ``julia``: in-place ``rhs!(du, u, p, t)``.
+- ``julia``: in-place ``rhs!(du, u, p, t)``;
+- ``casadi``: ``rhs(t, y, p)`` building CasADi expressions (:mod:`.codegen_casadi`);
+- ``diffsl``: the DiffSL model pydiffsol compiles (:mod:`.codegen_diffsl`).
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ from sympy.printing.str import StrPrinter
 from sciml_bench.problem.generated import load_python
 from sciml_bench.problem.spec import Network, Problem
 
-__all__ = ["TARGETS", "generate", "load_python", "python_source", "julia_source"]
+__all__ = ["TARGETS", "targets", "generate", "load_python", "python_source", "julia_source"]
 
-TARGETS = ("numpy", "torch", "jax", "julia")
+TARGETS = ("numpy", "torch", "jax", "julia", "casadi", "diffsl")
 
 
 @dataclass(frozen=True)
@@ -230,13 +232,21 @@ def _activation(kind: str, z: str, target: _Target) -> str:
     return z
 
 
-def _torch_component(c: str, e: sympy.Expr, printer: _Printer, like: str, batched: bool) -> str:
+def _torch_component(
+    c: str, e: sympy.Expr, printer: _Printer, like: str, batched: bool,
+    whole: sympy.Expr | None = None,
+) -> str:
     """Source ``c`` of expression ``e`` as a tensor shaped like ``like`` (a state column),
     so that components stack: a constant is filled in, and on a batch a value shared by
-    the members (one that reads no state; states print as ``s_<name>``) is broadcast."""
-    if not e.free_symbols:
+    the members (one that reads no state; states print as ``s_<name>``) is broadcast.
+
+    ``whole`` is ``e`` with the CSE definitions substituted back (the equation as
+    written): whether a component reads the state is decided on it, since a CSE symbol
+    (``cse0 = k1*y1``) hides the state it reads."""
+    symbols = (e if whole is None else whole).free_symbols
+    if not symbols:
         return f"torch.full_like({like}, {c})"
-    if batched and not any(printer.doprint(v).startswith("s_") for v in e.free_symbols):
+    if batched and not any(printer.doprint(v).startswith("s_") for v in symbols):
         return f"({c}) + torch.zeros_like({like})"
     return c
 
@@ -310,13 +320,14 @@ def _cse(exprs: Sequence[sympy.Expr]) -> tuple[list[tuple[sympy.Symbol, sympy.Ex
 
 def _components(
     exprs: Sequence[sympy.Expr], printer: _Printer, target_name: str, like: str,
-    batched: bool = False,
+    batched: bool = False, wholes: Sequence[sympy.Expr] | None = None,
 ) -> list[str]:
+    """Printed components; ``wholes`` are the same expressions before CSE."""
     out = []
-    for e in exprs:
+    for i, e in enumerate(exprs):
         s = printer.doprint(e)
         if target_name == "torch":  # torch.stack needs tensors of the state's dtype and device
-            s = _torch_component(s, e, printer, like, batched)
+            s = _torch_component(s, e, printer, like, batched, wholes[i] if wholes else None)
         out.append(s)
     return out
 
@@ -358,7 +369,7 @@ def _rhs_body(problem: Problem, target: str, form: Form = "module") -> list[str]
         printer = _Printer(tg, names)
         body += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
         first = "y[..., 0]" if batched else f"s_{problem.state_names[0]}"
-        comps = _components(reduced, printer, target, first, batched)
+        comps = _components(reduced, printer, target, first, batched, problem.rhs)
         body.append("return " + tg.stack.format(", ".join(comps)))
     return _drop_unused(body) if target != "numpy" else body
 
@@ -487,9 +498,27 @@ def julia_source(problem: Problem) -> str:
     return "\n".join(lines) + "\n"
 
 
+def targets(problem: Problem) -> tuple[str, ...]:
+    """The targets ``problem`` has source for: every one of :data:`TARGETS` for a scalar
+    problem, those of :mod:`sciml_bench.problem.codegen_arrays` for an array problem."""
+    if problem.array is None:
+        return TARGETS
+    from sciml_bench.problem import codegen_arrays
+
+    return (*codegen_arrays.TARGETS, "casadi", "diffsl")
+
+
 def generate(problem: Problem, target: str) -> str:
     """The exact source a backend runs for ``target`` (one of :data:`TARGETS`); an array
     problem's is array code (:mod:`sciml_bench.problem.codegen_arrays`)."""
+    if target == "casadi":  # its array form included
+        from sciml_bench.problem.codegen_casadi import casadi_source
+
+        return casadi_source(problem)
+    if target == "diffsl":
+        from sciml_bench.problem.codegen_diffsl import diffsl_source
+
+        return diffsl_source(problem)
     if problem.array is not None:
         from sciml_bench.problem import codegen_arrays
 
@@ -497,3 +526,87 @@ def generate(problem: Problem, target: str) -> str:
     if target not in _TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     return julia_source(problem) if target == "julia" else python_source(problem, target)
+
+
+def param_jacobian_source(problem: Problem) -> str:
+    """NumPy source defining ``jac_p(t, y, p)``, the exact ``∂f/∂θ`` (``n_state × n_params``)
+    that forward sensitivities need (:mod:`sciml_bench.problem.sensitivity`); complex-safe.
+
+    Named parameters by sympy; a network's weights by backpropagation through its layers.
+    With ``G_l = ∂n/∂z_l`` (``G_L = diag(s)``, the output scale), ``∂n/∂b_l = G_l``,
+    ``∂n/∂W_l[a, b] = G_l[:, a] h_{l-1}[b]`` and ``G_{l-1} = (G_l W_l) ⊙ σ'(z_{l-1})``;
+    then ``∂f/∂w = ∂f/∂n · ∂n/∂w``, and named parameters read by a network's inputs add
+    ``∂f/∂n · G_1 W_1 ∂x/∂p``. Not one of :data:`TARGETS`: only the reference runs it.
+    """
+    tg = _TARGETS["numpy"]
+    names = _symbol_names(problem, tg)
+    n, params = problem.n_state, problem.param_symbols
+    jp = sympy.Matrix(problem.rhs).jacobian(params) if params else sympy.zeros(n, 0)
+    outs = [o for net in problem.networks for o in net.outputs]
+    jn = sympy.Matrix(problem.rhs).jacobian(outs) if outs else sympy.zeros(n, 0)
+    jx = [sympy.Matrix(net.inputs).jacobian(params) if params else sympy.zeros(len(net.inputs), 0)
+          for net in problem.networks]  # fmt: skip
+    p_entries = [(i, j, jp[i, j]) for i in range(jp.rows) for j in range(jp.cols) if jp[i, j] != 0]
+    n_entries = [(i, k, jn[i, k]) for i in range(n) for k in range(len(outs)) if jn[i, k] != 0]
+    x_entries = [(m, a, j, jx[m][a, j]) for m in range(len(jx)) for a in range(jx[m].rows)
+                 for j in range(jx[m].cols) if jx[m][a, j] != 0]  # fmt: skip
+    all_exprs = [e for *_, e in p_entries] + [e for *_, e in n_entries] + [e for *_, e in x_entries]
+    repl, reduced = _cse(all_exprs)
+    for sym, _ in repl:
+        names[sym] = sym.name
+    printer = _Printer(tg, names)
+    body = _bindings(problem, tg, "y", "p")
+    body += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
+    body.append("dt = np.result_type(y, p, float)")
+    body.append(f"F = np.zeros(({n}, {problem.n_params}), dtype=dt)")
+    it = iter(reduced)
+    for (i, j, _), e in zip(p_entries, it, strict=False):
+        body.append(f"F[{i}, {j}] = {printer.doprint(e)}")
+    if outs:
+        body.append(f"JN = np.zeros(({n}, {len(outs)}), dtype=dt)")
+        for (i, k, _), e in zip(n_entries, it, strict=False):
+            body.append(f"JN[{i}, {k}] = {printer.doprint(e)}")
+        reads = set()  # networks whose inputs read named parameters
+        for m, net in enumerate(problem.networks):
+            mine = [x for x in x_entries if x[0] == m]
+            if mine:
+                reads.add(m)
+                body.append(f"DX_{net.name} = np.zeros(({len(net.inputs)}, {len(params)}), dtype=dt)")
+            for (_, a, j, _), e in zip(mine, it, strict=False):
+                body.append(f"DX_{net.name}[{a}, {j}] = {printer.doprint(e)}")
+        col = 0
+        for m, net in enumerate(problem.networks):
+            body += _param_backprop(net, printer, col, len(params) if m in reads else 0)
+            col += len(net.outputs)
+    body.append("return F")
+    lines = [
+        f"# Generated by sciml-bench from {problem.name!r}: the exact df/dtheta; do not edit.",
+        tg.header, "", "", "def jac_p(t, y, p):", *["    " + ln for ln in body],
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _param_backprop(net: Network, printer: _Printer, col: int, n_named: int) -> list[str]:
+    """Lines adding network ``net``'s columns of ``F = ∂f/∂θ`` (see
+    :func:`param_jacobian_source`); its forward pass is already bound by ``_bindings``."""
+    name, acts = net.name, _network_forward(net, _TARGETS["numpy"], printer, "p")[1]
+    jn = f"JN[:, {col}:{col + len(net.outputs)}]"
+    lines = [f"G = np.diag(np.array({list(net.output_scale)!r}, dtype=dt))"]
+    layers = net.slices()
+    for layer in range(len(layers), 0, -1):
+        ow, rows, cols, ob = layers[layer - 1]
+        h_prev = f"x_{name}" if layer == 1 else acts[layer - 2]
+        lines += [
+            f"FN = {jn} @ G",
+            f"F[:, {ob}:{ob + rows}] = FN",
+            f"F[:, {ow}:{ow + rows * cols}] = (FN[:, :, None] * {h_prev}[None, None, :])"
+            f".reshape(FN.shape[0], {rows * cols})",
+        ]
+        if layer > 1:
+            a = acts[layer - 2]
+            deriv = {"tanh": f"(1 - {a}**2)", "sigmoid": f"({a} * (1 - {a}))"}.get(
+                net.activation, "1.0")  # fmt: skip
+            lines.append(f"G = (G @ W_{name}_{layer}) * {deriv}[None, :]")
+    if n_named:  # named parameters read by the network's inputs
+        lines.append(f"F[:, 0:{n_named}] += {jn} @ (G @ W_{name}_1) @ DX_{name}")
+    return lines

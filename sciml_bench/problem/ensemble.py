@@ -21,6 +21,7 @@ with the rungs below it, and with the reference's checked sample).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -177,3 +178,12 @@ def from_json(d: dict[str, object]) -> Ensemble:
         sample=int(d["sample"]),  # type: ignore[arg-type]
         semantics=tuple(d["semantics"]),  # type: ignore[arg-type]
     )
+
+
+def load_observations(path: str | os.PathLike[str] | None, n: int) -> np.ndarray | None:
+    """The first ``n`` members' observations from the file the ensemble reference cached
+    (:func:`sciml_bench.problem.ensemble_reference.observations_path`). Here, not beside
+    it, so that an ensemble worker reads them without importing sympy."""
+    if path is None:
+        return None
+    return np.load(path, mmap_mode="r")[:n].astype(float)

@@ -19,7 +19,8 @@ sample loss ``L̄(θ) = (1/s) Σ_{m<s} L_m(θ ⊙ S_m + A_m)`` w.r.t. the nomina
 central differences (log space for positive named parameters) up to
 ``FULL_FD_MAX_PARAMS`` parameters, else directional derivatives along seeded
 unit directions; a complex-step cross-check where the problem is analytic and
-small. Cached by content hash and sample size.
+small (the ``method`` string says whether it ran, ``complex_step_skipped`` why not).
+Cached by content hash and sample size.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ class EnsembleReference:
     cached: bool = False
     directions: list[list[float]] | None = None
     directional_derivatives: list[float] | None = None
+    #: why the complex-step cross-check did not run ("" when it ran)
+    complex_step_skipped: str = ""
+    #: the cache file this reference was read from or written to ("" when neither)
+    cache_path: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,11 +174,9 @@ def observations_path(problem: Problem, n: int, cache: Path | None = None) -> Pa
     return path
 
 
-def load_observations(path: str | os.PathLike[str] | None, n: int) -> np.ndarray | None:
-    """The first ``n`` members' observations from :func:`observations_path`'s file."""
-    if path is None:
-        return None
-    return np.load(path, mmap_mode="r")[:n].astype(float)
+#: the first ``n`` members' observations from :func:`observations_path`'s file (it lives in
+#: :mod:`~sciml_bench.problem.ensemble`, which workers import without sympy)
+load_observations = ens.load_observations
 
 
 def loss_arrays(
@@ -220,22 +223,15 @@ def build(problem: Problem, cache: Path | None = None) -> EnsembleReference:
         g = np.zeros(0)
     else:
         g = single._fd_gradient(loss, theta0, log, h)
-    agreement = None
-    if problem.n_params <= single.CS_MAX_PARAMS and single._is_analytic(problem):
-        try:
-            g_cs = single._cs_gradient(lambda z: loss(z, "BDF"), theta0, log)
-            scaled = np.where(log, theta0, 1.0)
-            ref = g_cs * scaled
-            floor = 1e-8 * max(float(np.max(np.abs(ref))), 1e-300)
-            agreement = float(np.max(np.abs(g * scaled - ref) / np.maximum(np.abs(ref), floor)))
-        except (single.ReferenceError, ValueError, TypeError) as e:
-            warnings.warn(f"complex-step cross-check skipped: {e}", stacklevel=2)
+    log = np.asarray(problem.log_params)
+    agreement, skipped = single.cross_check(problem, lambda z: loss(z, "BDF"), g, theta0, log)
     return EnsembleReference(
         problem=problem.name,
         content_hash=problem.content_hash,
         sample=s,
         method=f"scipy.solve_ivp {method} with exact Jacobian, each of the first {s} members "
-        f"alone; central FD (h={h:g}, log space for positive parameters) of the mean loss",
+        f"alone; central FD (h={h:g}, log space for positive parameters) of the mean loss"
+        + single.checked(agreement, skipped),
         rtol=rtol,
         atol=atol,
         t=list(problem.t_save),
@@ -252,6 +248,7 @@ def build(problem: Problem, cache: Path | None = None) -> EnsembleReference:
         build_s=time.perf_counter() - start,
         directions=None if directions is None else [v.tolist() for v in directions],
         directional_derivatives=directional,
+        complex_step_skipped=skipped,
     )
 
 
@@ -263,10 +260,12 @@ def get(problem: Problem, refresh: bool = False, cache: Path | None = None) -> E
     if not refresh:
         ref = single._read(path, EnsembleReference)
         if ref is not None:
+            ref.cache_path = str(path)
             return ref  # type: ignore[no-any-return]
     ref = build(problem, cache)
     try:
         single._write(path, ref)
+        ref.cache_path = str(path)
     except OSError as e:
         warnings.warn(f"could not cache the ensemble reference at {path}: {e}", stacklevel=2)
     return ref

@@ -19,3 +19,22 @@ def load_python(source: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {}
     exec(compile(source, "<sciml-bench generated>", "exec"), namespace)  # noqa: S102
     return namespace
+
+
+#: what a generator writes, in a comment, instead of code for a problem its target's
+#: language cannot express; the reason follows it
+NOT_EXPRESSIBLE = "sciml-bench: not expressible"
+
+
+class NotExpressible(ValueError):
+    """Raised inside a code generator: the target cannot express the problem (the message
+    names what is missing). The generator writes it as a :data:`NOT_EXPRESSIBLE` comment."""
+
+
+def not_expressible(source: str) -> str | None:
+    """Why generated ``source`` holds no code, else None: ``"not expressible in DiffSL:
+    <what is missing>"``, the marker's line from ``not expressible`` on."""
+    for line in source.splitlines():
+        if NOT_EXPRESSIBLE in line:
+            return line[line.index(NOT_EXPRESSIBLE) + len("sciml-bench: "):]
+    return None

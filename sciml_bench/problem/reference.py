@@ -10,10 +10,22 @@ loss through that solver,
     ∂L/∂θ_i     ≈ (L(θ + h e_i) − L(θ − h e_i)) / 2h             (natural space)
 
 reported in natural units (``∂L/∂θ_i = ∂L/∂log θ_i / θ_i``). Where the
-problem is analytic it is cross-checked by complex step through BDF,
+problem is analytic and has at most ``CS_MAX_PARAMS`` parameters it is
+cross-checked by complex step through BDF,
 ``∂L/∂log θ_i = Im L(θ e^{i h e_i}) / h`` with ``h = 1e-30``, which has no
-subtractive cancellation. Results are cached on disk, keyed by a hash of the
-problem's content, and verified by checksum when read.
+subtractive cancellation; the agreement is
+``max_i |g_i − c_i| / max(|c_i|, 1e-8 ‖c‖_∞)`` on log-space components. Whether
+that check ran, and why not, is part of the reference (``complex_step_skipped``)
+and of its ``method`` string, which says only what ran.
+
+A reference that cannot be built is not the end of a run: the solver's failure
+at θ₀ (or the truth model's, for a fit loss) raises :class:`ReferenceError`,
+and :func:`get_or_missing` turns it into a reference with ``missing`` set, so
+the backends still run and their rows say "no reference: <reason>". A failure
+in the finite differences alone keeps the solution and sets
+``gradient_missing``. Results are cached on disk, keyed by a hash of the
+problem's content, and verified by checksum when read; a missing reference is
+never cached.
 """
 
 from __future__ import annotations
@@ -39,7 +51,8 @@ from sciml_bench.problem.loss import loss_arrays
 from sciml_bench.problem.spec import Problem
 
 #: bump when the reference algorithm changes, so old cache entries are not reused
-REFERENCE_VERSION = 2
+#: (3: the method string says what ran; complex_step_skipped, gradient_missing)
+REFERENCE_VERSION = 3
 DEFAULT_RTOL = 1e-12
 DEFAULT_FD_STEP = 1e-4
 CS_STEP = 1e-30
@@ -58,7 +71,12 @@ CS_MAX_STATES = 1_000
 
 
 class ReferenceError(RuntimeError):
-    """The reference solver itself failed: the problem is not usable as stated."""
+    """The reference solver itself failed: the problem is not usable as stated.
+
+    ``observations`` holds the fit loss's data when they were made before the failure
+    (so that backends can still be run on the stated loss), else None."""
+
+    observations: list[list[float]] | None = None
 
 
 @dataclass
@@ -85,6 +103,14 @@ class Reference:
     #: directional mode (many parameters): seeded unit directions v_k and FD of L along them
     directions: list[list[float]] | None = None
     directional_derivatives: list[float] | None = None
+    #: why the complex-step cross-check did not run ("" when it ran)
+    complex_step_skipped: str = ""
+    #: why there is no reference gradient although there is a solution ("" when there is)
+    gradient_missing: str = ""
+    #: why there is no reference at all ("" when there is): ``y`` is empty, ``loss`` NaN
+    missing: str = ""
+    #: the cache file this reference was read from or written to ("" when neither)
+    cache_path: str = ""
 
     def gradient_by_name(self, names: list[str] | tuple[str, ...]) -> dict[str, float]:
         return dict(zip(names, self.gradient, strict=True)) if self.gradient else {}
@@ -127,16 +153,22 @@ class _Solver:
 
         p = self.problem
         y0 = np.asarray(p.y0 if y0 is None else y0, dtype=np.result_type(theta, float))
-        sol = solve_ivp(
-            lambda t, y: self.rhs(t, y, theta),
-            p.t_span,
-            y0,
-            method=method or self.method,
-            t_eval=np.asarray(p.t_save),
-            rtol=self.rtol,
-            atol=self.atol,
-            jac=lambda t, y: self.jac(t, y, theta),
-        )
+        try:
+            sol = solve_ivp(
+                lambda t, y: self.rhs(t, y, theta),
+                p.t_span,
+                y0,
+                method=method or self.method,
+                t_eval=np.asarray(p.t_save),
+                rtol=self.rtol,
+                atol=self.atol,
+                jac=lambda t, y: self.jac(t, y, theta),
+            )
+        except ArithmeticError as e:  # e.g. an overflow the RHS raises before SciPy sees it
+            raise ReferenceError(
+                f"reference solver {method or self.method} failed for {p.name!r}: "
+                f"{type(e).__name__}: {e}"
+            ) from e
         if not sol.success:
             raise ReferenceError(
                 f"reference solver {method or self.method} failed for {p.name!r}: {sol.message}"
@@ -226,24 +258,123 @@ def _is_analytic(problem: Problem) -> bool:
     return not any(e.has(sympy.Abs) for e in problem.rhs)
 
 
-def build(problem: Problem) -> Reference:
-    """Compute the reference from scratch (no cache)."""
-    start = time.perf_counter()
-    method = str(problem.reference.get("method", "BDF"))
-    rtol, tolerance_note = reference_rtol(problem)
-    scale = max(1.0, float(np.max(np.abs(problem.y0))))
-    atol = float(problem.reference.get("atol", min(problem.atol, rtol) * 1e-4 * scale))
-    h = fd_step(problem, rtol)
-    solver = _Solver(problem, method, rtol, atol)
-    theta0 = np.asarray(problem.theta0)
-    log = np.asarray(problem.log_params)
+def cross_check(
+    problem: Problem,
+    loss: Callable[[np.ndarray], Any],
+    g: np.ndarray,
+    theta0: np.ndarray,
+    log: np.ndarray,
+) -> tuple[float | None, str]:
+    """The complex-step cross-check of the FD gradient ``g``: ``(agreement, "")`` when it
+    ran, ``(None, why not)`` when it did not. ``loss(z)`` is the loss through BDF at a
+    complex θ. Shared by the single-trajectory and the ensemble reference."""
+    if problem.n_params > CS_MAX_PARAMS:
+        return None, (f"not run: {problem.n_params} parameters > {CS_MAX_PARAMS} "
+                      "(it costs one complex solve per parameter)")  # fmt: skip
+    if g.size != problem.n_params:
+        return None, "not run: there is no full FD gradient to check"
+    if problem.n_state > CS_MAX_STATES:
+        return None, (f"not run: {problem.n_state} states > {CS_MAX_STATES} "
+                      "(three complex BDF solves at this size cost too much)")  # fmt: skip
+    if not _is_analytic(problem):
+        return None, "not run: the equations use abs(), which is not analytic"
+    try:
+        g_cs = _cs_gradient(loss, theta0, log)
+    except (ReferenceError, ValueError, TypeError) as e:
+        first = " ".join(str(e).split())[:200]
+        return None, f"not run to the end: the complex solve through BDF failed: {first}"
+    scaled = np.where(log, theta0, 1.0)
+    ref = g_cs * scaled
+    floor = 1e-8 * max(float(np.max(np.abs(ref))), 1e-300)
+    return float(np.max(np.abs(g * scaled - ref) / np.maximum(np.abs(ref), floor))), ""
 
-    observations = None
-    if problem.loss.kind == "fit":
-        truth = problem
-        if problem.loss.truth_rhs:
-            truth = dataclasses.replace(problem, rhs=problem.loss.truth_rhs, networks=())
-        observations = _Solver(truth, method, rtol, atol).solve(np.asarray(problem.loss.truth))
+
+def describe(
+    method: str,
+    h: float,
+    agreement: float | None,
+    skipped: str,
+    gradient_missing: str = "",
+    sparse: bool = False,
+) -> str:
+    """The ``method`` string of a reference: what ran, and only that (``sparse``: an array
+    problem's exact Jacobian is a scipy.sparse matrix)."""
+    jac = "exact sparse Jacobian" if sparse else "exact Jacobian"
+    text = (f"scipy.solve_ivp {method} with {jac}; central FD (h={h:g}, "
+            "log space for positive parameters)")  # fmt: skip
+    if gradient_missing:
+        return f"{text} failed, no reference gradient ({gradient_missing})"
+    return text + checked(agreement, skipped)
+
+
+def checked(agreement: float | None, skipped: str) -> str:
+    """The part of a ``method`` string that says whether the complex-step check ran."""
+    if agreement is not None:
+        return (f"; complex-step cross-check through BDF: FD and complex step differ "
+                f"by at most {agreement:.2g} (relative)")  # fmt: skip
+    return f"; no complex-step cross-check ({skipped.removeprefix('not run: ')})"
+
+
+@dataclass
+class _Settings:
+    """The reference's solver, tolerances and FD step (``[reference]`` overrides)."""
+
+    method: str
+    rtol: float
+    atol: float
+    h: float
+    #: why rtol is looser than the tight default (an array problem at size), or ""
+    tolerance_note: str = ""
+
+    @classmethod
+    def of(cls, problem: Problem) -> _Settings:
+        rtol, note = reference_rtol(problem)
+        scale = max(1.0, float(np.max(np.abs(problem.y0))))
+        return cls(
+            method=str(problem.reference.get("method", "BDF")),
+            rtol=rtol,
+            atol=float(problem.reference.get("atol", min(problem.atol, rtol) * 1e-4 * scale)),
+            h=fd_step(problem, rtol),
+            tolerance_note=note,
+        )
+
+
+def _observations(problem: Problem, cfg: _Settings) -> np.ndarray | None:
+    """A fit loss's data: the truth model at the ``truth`` parameters (None for ``final``)."""
+    if problem.loss.kind != "fit":
+        return None
+    truth = problem
+    if problem.loss.truth_rhs:
+        truth = dataclasses.replace(problem, rhs=problem.loss.truth_rhs, networks=())
+    solver = _Solver(truth, cfg.method, cfg.rtol, cfg.atol)
+    return solver.solve(np.asarray(problem.loss.truth))
+
+
+def _gradient(
+    problem: Problem, loss: Callable[[np.ndarray], Any], theta0: np.ndarray, h: float
+) -> tuple[np.ndarray, list[np.ndarray] | None, list[float] | None, str]:
+    """``(g, directions, directional derivatives, why missing)`` by central FD: every
+    component up to ``FULL_FD_MAX_PARAMS`` parameters, else along seeded directions.
+    A solver failure at a perturbed θ leaves no gradient, and says so."""
+    log = np.asarray(problem.log_params)
+    try:
+        if problem.n_params > FULL_FD_MAX_PARAMS:
+            directions = _directions(problem.n_params, problem.content_hash)
+            directional = [_fd_directional(loss, theta0, v, h) for v in directions]
+            return np.zeros(0), directions, directional, ""
+        return _fd_gradient(loss, theta0, log, h), None, None, ""
+    except ReferenceError as e:
+        return np.zeros(0), None, None, f"central FD at a perturbed θ: {e}"
+
+
+def build(problem: Problem) -> Reference:
+    """Compute the reference from scratch (no cache). A solver failure at θ₀, or in the
+    truth model, raises :class:`ReferenceError` (with the observations made so far)."""
+    start = time.perf_counter()
+    cfg = _Settings.of(problem)
+    solver = _Solver(problem, cfg.method, cfg.rtol, cfg.atol)
+    theta0 = np.asarray(problem.theta0)
+    observations = _observations(problem, cfg)
     W, O, C = loss_arrays(problem, observations)
 
     def loss_of(y: np.ndarray) -> Any:
@@ -253,50 +384,73 @@ def build(problem: Problem) -> Reference:
     def loss(theta: np.ndarray, method: str | None = None) -> Any:
         return loss_of(solver.solve(theta, method))
 
-    y = solver.solve(theta0)
-    L = float(loss_of(y))
-    directions = directional = None
-    if problem.n_params > FULL_FD_MAX_PARAMS:
-        directions = _directions(problem.n_params, problem.content_hash)
-        directional = [_fd_directional(loss, theta0, v, h) for v in directions]
-        g = np.zeros(0)
-    else:
-        g = _fd_gradient(loss, theta0, log, h)
-    agreement = None
-    if problem.n_params <= CS_MAX_PARAMS and problem.n_state <= CS_MAX_STATES and _is_analytic(problem):
-        try:
-            g_cs = _cs_gradient(lambda z: loss(z, "BDF"), theta0, log)
-            scaled = np.where(log, theta0, 1.0)
-            ref = g_cs * scaled
-            floor = 1e-8 * max(float(np.max(np.abs(ref))), 1e-300)
-            agreement = float(
-                np.max(np.abs(g * scaled - ref) / np.maximum(np.abs(ref), floor))
-            )
-        except (ReferenceError, ValueError, TypeError) as e:
-            warnings.warn(f"complex-step cross-check skipped: {e}", stacklevel=2)
+    try:
+        y = solver.solve(theta0)
+    except ReferenceError as e:
+        e.observations = None if observations is None else observations.tolist()
+        raise
+    g, directions, directional, gradient_missing = _gradient(problem, loss, theta0, cfg.h)
+    log = np.asarray(problem.log_params)
+    agreement, skipped = cross_check(problem, lambda z: loss(z, "BDF"), g, theta0, log)
     return Reference(
         problem=problem.name,
         content_hash=problem.content_hash,
-        method=f"scipy.solve_ivp {method} with exact {'sparse ' if problem.array else ''}Jacobian; central FD (h={h:g}, "
-        "log space for positive parameters); complex-step cross-check through BDF",
-        rtol=rtol,
-        atol=atol,
+        method=describe(
+            cfg.method, cfg.h, agreement, skipped, gradient_missing, problem.array is not None
+        ),
+        rtol=cfg.rtol,
+        atol=cfg.atol,
         t=list(problem.t_save),
         y=y.tolist(),
         observations=None if observations is None else observations.tolist(),
-        loss=L,
+        loss=float(loss_of(y)),
         gradient=g.tolist(),
         gradient_method=(
-            "central finite differences"
-            if directions is None
+            "none" if gradient_missing
+            else "central finite differences" if directions is None
             else f"central finite differences along {N_DIRECTIONS} seeded unit directions"
-        ),
-        fd_step=h,
+        ),  # fmt: skip
+        fd_step=cfg.h,
         complex_step_agreement=agreement,
         build_s=time.perf_counter() - start,
-        tolerance_note=tolerance_note,
+        tolerance_note=cfg.tolerance_note,
         directions=None if directions is None else [v.tolist() for v in directions],
         directional_derivatives=directional,
+        complex_step_skipped=skipped,
+        gradient_missing=gradient_missing,
+    )
+
+
+def missing(
+    problem: Problem, reason: str, observations: Any = None, build_s: float = 0.0
+) -> Reference:
+    """The reference of a problem whose reference solver failed (``reason``): no solution,
+    no loss, no gradient. The backends still run: their loss needs the fit's data, which
+    are ``observations`` when they were made; when not, O = 0 stands in (the loss is then
+    a weighted sum of squares of the solution) and ``missing`` says so."""
+    cfg = _Settings.of(problem)
+    if problem.loss.kind == "fit" and observations is None:
+        observations = np.zeros((len(problem.t_save), problem.n_state)).tolist()
+        reason += ("; the fit's observations could not be made either, so the backends' "
+                   "loss uses O = 0 (a weighted sum of squares of the solution)")  # fmt: skip
+    return Reference(
+        problem=problem.name,
+        content_hash=problem.content_hash,
+        method=f"none: {reason}",
+        rtol=cfg.rtol,
+        atol=cfg.atol,
+        t=list(problem.t_save),
+        y=[],
+        observations=observations,
+        loss=float("nan"),
+        gradient=[],
+        gradient_method="none",
+        fd_step=cfg.h,
+        complex_step_agreement=None,
+        build_s=build_s,
+        complex_step_skipped="not run: there is no reference",
+        gradient_missing=reason,
+        missing=reason,
     )
 
 
@@ -327,6 +481,8 @@ def _read(path: Path, cls: Any = Reference) -> Any:
 def _write(path: Path, ref: Any) -> None:
     payload = ref.to_json()
     payload["cached"] = False
+    if "cache_path" in payload:  # where it lies is the reader's to say, not the entry's
+        payload["cache_path"] = ""
     doc = {"sha256": _checksum(payload), "reference": payload}
     path.parent.mkdir(parents=True, exist_ok=True)
     # Atomic: concurrent builders each rename a complete file into place.
@@ -343,18 +499,33 @@ def _write(path: Path, ref: Any) -> None:
 
 
 def get(problem: Problem, refresh: bool = False, cache: Path | None = None) -> Reference:
-    """The cached reference for ``problem``, built on a miss or when ``refresh``."""
+    """The cached reference for ``problem``, built on a miss or when ``refresh``;
+    ``cached`` and ``cache_path`` say which, and where."""
     path = (cache or cache_dir()) / f"{_key(problem)}.json"
     if not refresh:
         ref = _read(path)
         if ref is not None:
-            return ref
+            ref.cache_path = str(path)
+            return ref  # type: ignore[no-any-return]
     ref = build(problem)
     try:
         _write(path, ref)
+        ref.cache_path = str(path)
     except OSError as e:
         warnings.warn(f"could not cache the reference at {path}: {e}", stacklevel=2)
     return ref
+
+
+def get_or_missing(
+    problem: Problem, refresh: bool = False, cache: Path | None = None
+) -> Reference:
+    """:func:`get`, or, when the reference solver fails, a :func:`missing` reference that
+    says why: a run goes on and measures how the backends fail."""
+    start = time.perf_counter()
+    try:
+        return get(problem, refresh, cache)
+    except ReferenceError as e:
+        return missing(problem, str(e), e.observations, time.perf_counter() - start)
 
 
 def compile_problem(
@@ -366,7 +537,7 @@ def compile_problem(
         observations = None if ref.observations is None else np.asarray(ref.observations)
     obs = observations
     W, O, C = loss_arrays(problem, obs)
-    source = {t: codegen.generate(problem, t) for t in codegen.TARGETS}
+    source = {t: codegen.generate(problem, t) for t in codegen.targets(problem)}
     return CompiledProblem(
         name=problem.name,
         stiff=problem.stiff,

@@ -35,6 +35,15 @@ from sciml_bench.problem.ensemble import (
     Ensemble,
     Variation,
 )
+from sciml_bench.problem.training import (
+    DEFAULT_AGREEMENT_ITERATIONS,
+    MAX_ITERATIONS,
+    OPTIMIZERS,
+    OPTIONAL_KEYS,
+    REQUIRED_KEYS,
+    Adam,
+    Training,
+)
 
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 #: names the generated code or the grammar itself uses
@@ -51,6 +60,7 @@ _SECTION_KEYS = {
     "loss": ("kind", "weights", "truth", "weighting", "truth_equations"),
     "reference": ("rtol", "atol", "method", "fd_step"),
     "ensemble": ("sizes", "seed", "sample", "semantics", "vary"),
+    "training": (*REQUIRED_KEYS, *OPTIONAL_KEYS),
 }
 
 
@@ -160,6 +170,8 @@ class Problem:
     #: an array problem (``[sizes]``) at one size: grid, templates, operators; its
     #: ``state_names``/``y0``/``param_names`` are the flat views and ``rhs`` is empty
     array: arrays.ArrayModel | None = None
+    #: how it is trained (``[training]``, ``sciml-bench run NAME --train``), if declared
+    training: Training | None = None
 
     @property
     def n_state(self) -> int:
@@ -430,13 +442,14 @@ def from_dict(
         n_mech_params=n_mech,
         source=source,
         content=_canonical(data),
+        training=_training(r),
     )
 
 
 _TOP_KEYS = (
     "name", "description", "stiff", "state", "parameters", "equations",
     "time", "tolerances", "solver", "loss", "reference", "networks", "ensemble",
-    "sizes", "definitions",
+    "training", "sizes", "definitions",
 )  # fmt: skip
 
 
@@ -797,3 +810,40 @@ def _canonical(data: Any) -> Any:
     if isinstance(data, str | int | float | bool) or data is None:
         return data
     return str(data)
+
+
+def _training(r: _Reader) -> Training | None:
+    """``[training]``: Adam with every constant explicit, the iterations, the loss to reach
+    and how often the curve is recorded (:mod:`sciml_bench.problem.training`)."""
+    if "training" not in r.data:
+        return None
+    t = r.table("training")
+    missing = [k for k in REQUIRED_KEYS if k not in t]
+    if missing:
+        raise r.fail(f"training.{missing[0]}",
+                     f"missing; a [training] section declares {', '.join(REQUIRED_KEYS)}")  # fmt: skip
+    if r.string("training.optimizer") not in OPTIMIZERS:
+        raise r.fail("training.optimizer", f"unknown optimizer; use one of {', '.join(OPTIMIZERS)}")
+    adam = Adam(
+        learning_rate=r.number("training.learning_rate", positive=True),
+        beta1=_unit(r, "training.beta1"),
+        beta2=_unit(r, "training.beta2"),
+        eps=r.number("training.eps", positive=True),
+    )
+    iterations = r.integer("training.iterations", lo=1, hi=MAX_ITERATIONS)
+    return Training(
+        adam=adam,
+        iterations=iterations,
+        target_loss=r.number("training.target_loss"),
+        record_every=r.integer("training.record_every", 1, lo=1, hi=iterations),
+        agreement_iterations=r.integer("training.agreement_iterations",
+                                       DEFAULT_AGREEMENT_ITERATIONS, lo=1, hi=MAX_ITERATIONS),
+    )
+
+
+def _unit(r: _Reader, key: str) -> float:
+    """A number in [0, 1), as Adam's decay rates must be."""
+    v = r.number(key)
+    if not 0 <= v < 1:
+        raise r.fail(key, f"expected a number in [0, 1), got {v}")
+    return v

@@ -1,28 +1,36 @@
-"""Compare two results files: matched cases, ratios of medians, and whether a change is real.
+"""Compare results files: matched cases, ratios of medians, and whether a change is real.
 
 Cases are matched on (problem, backend, solver, gradient method, rtol, device, and for
 ensembles semantics and size): a case on the GPU is never paired with the same case on
 the CPU, nor one ensemble size with another. For each timing (steady-state solve,
 steady-state gradient, time to first gradient across cold processes; CNN epochs) the
-ratio NEW/OLD of the medians
-is shown with a two-sided Mann–Whitney U test on the raw samples
-(``scipy.stats.mannwhitneyu``), which assumes neither normality nor equal
-spread. A change is *significant* when p < :data:`ALPHA` (0.01: with tens of
-cases and three timings each, 0.05 would flag a few changes in every
-comparison of two identical builds).
+ratio NEW/OLD of the medians is shown with a verdict and why.
+
+A timing is reported *slower* or *faster* only when both hold:
+
+1. **A test on the unit that repeats says it differs.** Two runs of identical code
+   differ by more than their samples' spread: another process, the CPU's frequency, the
+   allocator's state differ between runs, and steady samples of one run share all of
+   that. So the statistical unit is the *run* where there are several a side (``compare
+   A1.h5,A2.h5,A3.h5 B1.h5,B2.h5,B3.h5``): Welch's t-test on the runs' log medians, as
+   pyperf compares values spread over its worker processes. With one run a side it is
+   the raw samples (the fresh processes of time to first gradient; the samples of one
+   process for steady state): a two-sided Mann–Whitney U test, which assumes neither
+   normality nor equal spread, and which shows only a difference beyond that run's own
+   spread. Significant at p < :data:`ALPHA` (0.01).
+2. **The ratio clears the noise floor** (:mod:`sciml_bench.measure.noise`): identical
+   runs on one machine were measured to differ by up to that ratio
+   (``benchmarks/compare_false_alarms.py``), so a smaller ratio is never called a
+   change, whatever the test says. This is what keeps one-run comparisons from
+   reporting the drift between runs as a change.
 
 Limits, stated rather than hidden:
 
-- The smallest two-sided p the exact test can reach with n and m samples is
-  2 / C(n+m, n): 0.1 for 3 vs 3, 0.029 for 4 vs 4, 0.0079 for 5 vs 5. Where it
-  exceeds alpha the verdict is "n too small", never "no change".
-  ``--quick`` runs (3 repeats, 1 cold process) can therefore never show a
-  significant change; use ``--repeats 10`` (and ``--cold 5`` for TTFG).
-- The test treats samples as independent draws from each build's timing
-  distribution. Samples of one run share a process, a machine state and
-  thermal conditions, so two runs of the same code on a busy machine can
-  differ "significantly" by a few percent. That is why regressions are gated
-  by an effect size too (``--fail-above``, a ratio), not by p alone.
+- The smallest two-sided p the exact Mann–Whitney test can reach with n and m samples
+  is 2 / C(n+m, n): 0.1 for 3 vs 3, 0.029 for 4 vs 4, 0.0079 for 5 vs 5. Where it
+  exceeds alpha the verdict is "n too small", never "no change". ``--quick`` runs (3
+  repeats, 1 cold process) can therefore never show a significant change; use
+  ``--repeats 10`` (and ``--cold 5`` for TTFG).
 - Significance is per comparison, not corrected for multiple comparisons; the
   geometric-mean row summarizes without a test.
 
@@ -39,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from sciml_bench.measure.noise import LOAD_LIMIT, NOISE_FLOOR, clears_noise, others_load
+
 #: significance level of the two-sided Mann–Whitney U test
 ALPHA = 0.01
 #: (name, raw-sample key) of the timings compared
@@ -47,12 +57,19 @@ METRICS = (
     ("grad", "grad_samples"),
     ("ttfg", "ttfg_samples"),
     ("epoch", "epoch_s"),
+    ("iteration", "iteration_samples"),
 )
 TIER_RANK = {"pass": 0, "warn": 1, "fail": 2}
 
-SLOWER, FASTER, SAME, TOO_FEW, CHANGED = (
-    "slower", "faster", "no significant change", "n too small", "different"
+SLOWER, FASTER, SAME, TOO_FEW, CHANGED, IN_NOISE, LOADED = (
+    "slower", "faster", "no significant change", "n too small", "different",
+    "inside noise floor", "not judged: loaded",
 )  # fmt: skip
+#: what a timing's test was run on, by metric, with one run a side
+SAMPLE_UNITS = {"solve": "samples of one process", "grad": "samples of one process",
+                "ttfg": "fresh processes", "epoch": "epochs of one process"}  # fmt: skip
+#: the unit with several runs a side
+RUNS = "runs"
 
 
 #: (problem, backend, solver, gradient method, rtol, device, semantics, size, variant)
@@ -71,7 +88,7 @@ def case_key(r: dict[str, Any]) -> CaseKey:
     """
     rtol = r.get("rtol")
     rt = f"{rtol:.3g}" if isinstance(rtol, int | float) and math.isfinite(rtol) else "-"
-    variant = ""
+    variant = "train" if r.get("kind") == "train" else ""  # a training row is its own case
     if r.get("kind") == "cnn":
         variant = "/".join(str(r.get(k) or "-") for k in ("model", "precision", "pipeline",
                                                            "dataset"))  # fmt: skip
@@ -89,14 +106,24 @@ def case_key(r: dict[str, Any]) -> CaseKey:
     )
 
 
-def key_label(key: CaseKey) -> str:
-    """A case key as words, the problem left out: ``diffrax Kvaerno5 ... on cpu n=16``."""
+def key_label(key: CaseKey, status: str | None = None) -> str:
+    """A case key as words, the problem left out: ``diffrax Kvaerno5 ... on cpu n=16``.
+
+    A row that names no device says why instead of ``on ?``: it ran nowhere (an
+    ``unavailable`` or ``skipped`` row, given as ``status``), or it comes from a version-1
+    file that did not record one."""
     _, backend, solver, grad, rtol, device, semantics, size, variant = key
     parts = [backend, solver, grad if grad not in ("", "none") else "", semantics, variant]
+    if device != "?":
+        where = f" on {device}"
+    elif status in ("unavailable", "skipped"):
+        where = f" ({status}: not run)"
+    else:
+        where = " (device not recorded)"
     return (
         " ".join(p for p in parts if p)
         + (f" rtol={_fmt_rtol(rtol)}" if rtol != "-" else "")
-        + f" on {device}"
+        + where
         + (f" n={size}" if size else "")
     )
 
@@ -116,7 +143,11 @@ def min_p(n: int, m: int) -> float:
 
 @dataclass
 class Change:
-    """One timing of one matched case: medians, ratio NEW/OLD, p and verdict."""
+    """One timing of one matched case: medians, ratio NEW/OLD, p, verdict and why.
+
+    ``n_old``/``n_new`` count the units tested (``unit``: samples, fresh processes or
+    runs); ``floor`` is the noise floor the ratio had to clear.
+    """
 
     metric: str
     old_median: float
@@ -126,49 +157,128 @@ class Change:
     n_old: int
     n_new: int
     verdict: str
+    unit: str = "samples"
+    floor: float = NOISE_FLOOR
+    why: str = ""
 
     @property
     def significant(self) -> bool:
         return self.verdict in (SLOWER, FASTER, CHANGED)
 
 
+def decide(ratio: float, p: float, smallest_p: float, alpha: float, floor: float) -> tuple[str, str]:
+    """The verdict on one timing and why, in a few words.
+
+    In order: the test cannot reach ``alpha`` with these counts (``n too small``); the
+    ratio is inside the noise floor (never a change, whatever p); the test finds no
+    difference beyond the units' spread; else slower or faster. (:func:`judge_load`
+    then sets aside timings measured under load.)
+    """
+    if smallest_p > alpha:
+        return TOO_FEW, f"min p {smallest_p:.2g} > {alpha:g}"
+    if not clears_noise(ratio, floor):
+        return IN_NOISE, f"{ratio:.3f}x within {floor:g}x"
+    if p >= alpha:
+        return SAME, f"p {p:.2g} >= {alpha:g}"
+    verdict = SLOWER if ratio > 1 else FASTER if ratio < 1 else CHANGED
+    return verdict, f"p {p:.2g} < {alpha:g}, {ratio:.3f}x beyond {floor:g}x"
+
+
+def _finite(x: Sequence[float]) -> np.ndarray:
+    a = np.asarray(x, dtype=float).ravel()
+    return a[np.isfinite(a)]
+
+
 def compare_samples(
-    metric: str, old: Sequence[float], new: Sequence[float], alpha: float = ALPHA
+    metric: str, old: Sequence[float], new: Sequence[float], alpha: float = ALPHA,
+    floor: float = NOISE_FLOOR, unit: str | None = None,
 ) -> Change | None:
-    """Compare two sets of raw samples; ``None`` when either is empty."""
+    """Compare the raw samples of one run a side (two-sided Mann–Whitney U); ``None``
+    when either side is empty."""
     from scipy.stats import mannwhitneyu
 
-    a = np.asarray(old, dtype=float).ravel()
-    b = np.asarray(new, dtype=float).ravel()
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    a, b = _finite(old), _finite(new)
     if not a.size or not b.size:
         return None
     mo, mn = float(np.median(a)), float(np.median(b))
     ratio = mn / mo if mo > 0 else math.inf
     p = float(mannwhitneyu(b, a, alternative="two-sided").pvalue)
     p = 1.0 if math.isnan(p) else p  # all samples tied
-    if min_p(a.size, b.size) > alpha:
-        verdict = TOO_FEW
-    elif p >= alpha:
-        verdict = SAME
+    verdict, why = decide(ratio, p, min_p(a.size, b.size), alpha, floor)
+    return Change(metric, mo, mn, ratio, p, int(a.size), int(b.size), verdict,
+                  unit or SAMPLE_UNITS.get(metric, "samples"), floor, why)  # fmt: skip
+
+
+def compare_runs(
+    metric: str, old: Sequence[Sequence[float]], new: Sequence[Sequence[float]],
+    alpha: float = ALPHA, floor: float = NOISE_FLOOR,
+) -> Change | None:
+    """Compare one timing measured in several runs a side.
+
+    With two or more runs holding samples on each side, the unit is the run: each run's
+    median, and Welch's t-test (unequal variances) on their logarithms, since timings
+    spread multiplicatively; the medians shown are the medians of the runs' medians.
+    Otherwise (one run on a side) every run's samples are pooled and compared as
+    :func:`compare_samples` does. ``None`` when a side has no sample.
+    """
+    from scipy.stats import ttest_ind
+
+    olds = [a for a in (_finite(x) for x in old) if a.size]
+    news = [b for b in (_finite(x) for x in new) if b.size]
+    if not olds or not news:
+        return None
+    if len(olds) < 2 or len(news) < 2:
+        unit = None if len(olds) == len(news) == 1 else f"samples of {len(olds)} vs {len(news)} runs"
+        return compare_samples(metric, np.concatenate(olds), np.concatenate(news), alpha, floor,
+                               unit)  # fmt: skip
+    mo_runs = np.array([np.median(a) for a in olds])
+    mn_runs = np.array([np.median(b) for b in news])
+    mo, mn = float(np.median(mo_runs)), float(np.median(mn_runs))
+    ratio = mn / mo if mo > 0 else math.inf
+    if np.all(mo_runs > 0) and np.all(mn_runs > 0):
+        p = float(ttest_ind(np.log(mn_runs), np.log(mo_runs), equal_var=False).pvalue)
     else:
-        verdict = SLOWER if ratio > 1 else FASTER if ratio < 1 else CHANGED
-    return Change(metric, mo, mn, ratio, p, int(a.size), int(b.size), verdict)
+        p = math.nan
+    p = 1.0 if math.isnan(p) else p  # every run's median equal on both sides
+    verdict, why = decide(ratio, p, 0.0, alpha, floor)
+    return Change(metric, mo, mn, ratio, p, len(olds), len(news), verdict, RUNS, floor, why)
+
+
+def judge_load(ch: Change, old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]],
+               limit: float) -> Change:
+    """``ch`` not judged (``not judged: loaded``) when a row on either side ran while other
+    processes took more than ``limit`` cores' worth of CPU (its ``others_cpu``): identical
+    runs under load differ by far more than the noise floor, which was measured quiet. A
+    timing the test could not judge anyway stays ``n too small``."""
+    worst: tuple[float, str] | None = None
+    for side, rows in (("OLD", old), ("NEW", new)):
+        for r in rows:
+            load = others_load(r)
+            if load is not None and load > limit and (worst is None or load > worst[0]):
+                worst = (load, side)
+    if worst is None or ch.verdict == TOO_FEW:
+        return ch
+    ch.verdict, ch.why = LOADED, f"others used {worst[0]:.2f} cores ({worst[1]})"
+    return ch
 
 
 @dataclass
 class CaseComparison:
     key: CaseKey
+    #: the case's record in the first OLD and the first NEW run that hold it
     old: dict[str, Any]
     new: dict[str, Any]
     changes: list[Change] = field(default_factory=list)
     #: status and gradient-tier changes, as sentences
     status_changes: list[str] = field(default_factory=list)
     regressed: bool = False
+    #: the case's record in every run of each side (one each for two files)
+    old_runs: list[dict[str, Any]] = field(default_factory=list)
+    new_runs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
-        return key_label(self.key)
+        return key_label(self.key, self.new.get("status"))
 
 
 @dataclass
@@ -177,6 +287,16 @@ class Comparison:
     cases: list[CaseComparison]
     only_old: list[dict[str, Any]]
     only_new: list[dict[str, Any]]
+    #: the noise floor every ratio had to clear
+    floor: float = NOISE_FLOOR
+    #: runs on each side
+    runs_old: int = 1
+    runs_new: int = 1
+    #: rows whose others_cpu exceeds this many cores are not judged
+    load_limit: float = LOAD_LIMIT
+
+    def loaded(self) -> list[Change]:
+        return [c for cc in self.cases for c in cc.changes if c.verdict == LOADED]
 
     def geomean(self, metric: str) -> tuple[float, int] | None:
         """Geometric mean of the ratios of one timing over every matched case."""
@@ -225,39 +345,72 @@ def _status_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str]
 
 
 def compare(
-    old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], alpha: float = ALPHA
+    old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], alpha: float = ALPHA,
+    floor: float = NOISE_FLOOR, load_limit: float = LOAD_LIMIT,
 ) -> Comparison:
     """Match the records of two runs and test every timing both measured."""
-    pending: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for r in old:
-        pending.setdefault(case_key(r), []).append(r)
+    return compare_many([old], [new], alpha, floor, load_limit)
+
+
+def _by_case(runs: Sequence[Sequence[dict[str, Any]]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """Each case's records across runs, in run order. A case repeated within one file is
+    told apart by its occurrence (the 2nd pairs with the 2nd), as before."""
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for records in runs:
+        seen: dict[CaseKey, int] = {}
+        for r in records:
+            k = case_key(r)
+            seen[k] = seen.get(k, 0) + 1
+            out.setdefault((k, seen[k]), []).append(r)
+    return out
+
+
+def compare_many(
+    old_runs: Sequence[Sequence[dict[str, Any]]], new_runs: Sequence[Sequence[dict[str, Any]]],
+    alpha: float = ALPHA, floor: float = NOISE_FLOOR, load_limit: float = LOAD_LIMIT,
+) -> Comparison:
+    """Match the records of several runs a side (each a file's records) and test every
+    timing both sides measured, with the run as the unit where each side has two or
+    more runs (:func:`compare_runs`); timings of rows measured under load are not judged
+    (:func:`judge_load`)."""
+    old, new = _by_case(old_runs), _by_case(new_runs)
     cases: list[CaseComparison] = []
     only_new: list[dict[str, Any]] = []
-    for r in new:
-        olds = pending.get(case_key(r))
+    for ukey, news in new.items():
+        olds = old.pop(ukey, None)
         if not olds:
-            only_new.append(r)
+            only_new.append(news[0])
             continue
-        o = olds.pop(0)  # a case repeated within a file pairs in order
-        cc = CaseComparison(case_key(r), o, r)
+        o, r = olds[0], news[0]
+        cc = CaseComparison(ukey[0], o, r, old_runs=olds, new_runs=news)
         for metric, key in METRICS:
-            ch = compare_samples(metric, o.get(key) or [], r.get(key) or [], alpha)
+            ch = compare_runs(metric, [x.get(key) or [] for x in olds],
+                              [x.get(key) or [] for x in news], alpha, floor)  # fmt: skip
             if ch is not None:
-                cc.changes.append(ch)
+                cc.changes.append(judge_load(ch, olds, news, load_limit))
         cc.status_changes, cc.regressed = _status_changes(o, r)
         cases.append(cc)
-    only_old = [r for rs in pending.values() for r in rs]
-    return Comparison(alpha, cases, only_old, only_new)
+    only_old = [rs[0] for rs in old.values()]
+    return Comparison(alpha, cases, only_old, only_new, floor, len(old_runs), len(new_runs),
+                      load_limit)  # fmt: skip
 
 
 def mixed_hardware(comp: Comparison) -> list[CaseComparison]:
-    """Matched cases whose OLD and NEW ran on different hardware (the records' ``hardware``
-    labels differ; a record without one, from an older file, is not judged)."""
-    return [
-        cc for cc in comp.cases
-        if cc.old.get("hardware") and cc.new.get("hardware")
-        and cc.old["hardware"] != cc.new["hardware"]
-    ]  # fmt: skip
+    """Matched cases measured on different hardware, in any of their runs (the records'
+    ``hardware`` labels differ; a record without one, from an older file, is not judged)."""
+    out = []
+    for cc in comp.cases:
+        labels = {r.get("hardware") for r in (*cc.old_runs, *cc.new_runs) or (cc.old, cc.new)}
+        if len(labels - {None, ""}) > 1:
+            out.append(cc)
+    return out
+
+
+def hardware_pair(cc: CaseComparison) -> tuple[str, str]:
+    """Two hardware labels a mixed case was measured on, OLD's first (for the error line)."""
+    labels = [str(r["hardware"]) for r in (cc.old, *cc.old_runs, cc.new, *cc.new_runs)
+              if r.get("hardware")]  # fmt: skip
+    return labels[0], next((x for x in labels if x != labels[0]), labels[0])
 
 
 def fmt_time(s: float) -> str:
@@ -304,11 +457,32 @@ def _verdict(c: Change, threshold: float | None, said: bool = False) -> str:
     return v
 
 
+def rule(comp: Comparison) -> list[str]:
+    """The lines above the table: when a timing is reported, and on what unit."""
+    several = comp.runs_old > 1 and comp.runs_new > 1
+    test = (f"Welch's t on the log medians of {comp.runs_old} vs {comp.runs_new} runs"
+            if several else "Mann-Whitney U on the raw samples, two-sided")  # fmt: skip
+    out = [
+        f"Reported slower/faster only when the test finds a difference ({test}, "
+        f"p < {comp.alpha:g}) AND the ratio median NEW / median OLD is outside the noise "
+        f"floor {comp.floor:g}x measured between identical runs (--noise-floor); not "
+        f"judged where other processes took more than {comp.load_limit:g} cores while a "
+        "row ran (--load-limit)."
+    ]
+    if not several:
+        out.append(
+            "One run on a side: steady samples share one process, so the test alone would "
+            "count run-to-run drift as a change; the noise floor guards against that. Give "
+            "several runs a side (OLD1.h5,OLD2.h5,... NEW1.h5,NEW2.h5,...) to test across runs."
+        )
+    return out
+
+
 def render(comp: Comparison, threshold: float | None = None) -> str:
     """The comparison as terminal text: a table, then status changes and unmatched cases."""
     from sciml_bench.results.table import render as render_table
 
-    header = ("problem", "case", "timing", "old", "new", "new/old", "p", "n", "verdict")
+    header = ("problem", "case", "timing", "old", "new", "new/old", "p", "n", "verdict", "why")
     note = too_few_note(comp)
     rows = []
     for cc in comp.cases:
@@ -316,18 +490,26 @@ def render(comp: Comparison, threshold: float | None = None) -> str:
             rows.append([
                 cc.key[0], cc.label, c.metric, fmt_time(c.old_median), fmt_time(c.new_median),
                 f"{c.ratio:.3f}x", f"{c.p:.2g}", f"{c.n_old}/{c.n_new}",
-                _verdict(c, threshold, note is not None),
+                _verdict(c, threshold, note is not None), "" if note else c.why,
             ])  # fmt: skip
         if not cc.changes:
-            rows.append([cc.key[0], cc.label, "-", "-", "-", "-", "-", "-", "no timings in both"])
+            rows.append([cc.key[0], cc.label, "-", "-", "-", "-", "-", "-", "no timings in both",
+                         ""])  # fmt: skip
     for metric, _ in METRICS:
         g = comp.geomean(metric)
         if g:
             rows.append(["geometric mean", f"{g[1]} case(s)", metric, "", "", f"{g[0]:.3f}x",
-                         "", "", "no test"])  # fmt: skip
-    out = [f"Mann-Whitney U, two-sided, alpha={comp.alpha:g}; ratio = median NEW / median OLD"]
-    if note:
-        out.append(note)
+                         "", "", "no test", ""])  # fmt: skip
+    first, *rest = rule(comp)
+    out = [first, *([note] if note else []), *rest]  # the note, when there is one, comes first
+    loaded = comp.loaded()
+    if loaded:
+        out.append(f"{len(loaded)} timing(s) not judged: measured while other processes took "
+                   f"more than {comp.load_limit:g} cores (the rows' others_cpu); compare runs "
+                   "from a quieter machine, or raise --load-limit.")  # fmt: skip
+    if threshold is not None and threshold < comp.floor:
+        out.append(f"--fail-above {threshold:g} is inside the noise floor: only slowdowns "
+                   f"beyond {comp.floor:g}x can be reported.")  # fmt: skip
     out.append(render_table(header, rows) if rows else "(no matched cases)")
     changes = [(cc, s) for cc in comp.cases for s in cc.status_changes]
     if changes:
@@ -339,7 +521,8 @@ def render(comp: Comparison, threshold: float | None = None) -> str:
     for title, recs in (("only in OLD", comp.only_old), ("only in NEW", comp.only_new)):
         if recs:
             out.append(f"\nCases {title} (not compared):")
-            out += [f"  {r.get('problem', '?')} {key_label(case_key(r))}" for r in recs]
+            out += [f"  {r.get('problem', '?')} {key_label(case_key(r), r.get('status'))}"
+                    for r in recs]  # fmt: skip
     moved = across_devices(comp)
     if moved:
         out.append(f"\n{len(moved)} of these ran on another device in the other file (e.g. "
@@ -366,9 +549,16 @@ def across_devices(comp: Comparison) -> list[str]:
 
 def to_json(comp: Comparison, threshold: float | None = None) -> dict[str, Any]:
     """The comparison as plain data (for CI)."""
+    several = comp.runs_old > 1 and comp.runs_new > 1
     return {
         "alpha": comp.alpha,
-        "test": "mannwhitneyu two-sided",
+        "test": "welch t on log run medians" if several else "mannwhitneyu two-sided",
+        "noise_floor": comp.floor,
+        "load_limit": comp.load_limit,
+        "not_judged_loaded": len(comp.loaded()),
+        "runs_old": comp.runs_old,
+        "runs_new": comp.runs_new,
+        "rule": " ".join(rule(comp)),
         "note": too_few_note(comp),
         "cases": [
             {
@@ -378,7 +568,8 @@ def to_json(comp: Comparison, threshold: float | None = None) -> dict[str, Any]:
                 **({"semantics": cc.key[6], "size": int(cc.key[7])} if cc.key[7] else {}),
                 **({"variant": cc.key[8]} if cc.key[8] else {}),
                 "timings": [
-                    {**c.__dict__, "min_p": min_p(c.n_old, c.n_new),
+                    {**c.__dict__,
+                     "min_p": min_p(c.n_old, c.n_new) if c.unit != RUNS else None,
                      "significant": c.significant} for c in cc.changes
                 ],
                 "status_changes": cc.status_changes, "regressed": cc.regressed,

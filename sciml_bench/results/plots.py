@@ -12,7 +12,9 @@ The figures:
   median time (y) of solve and of gradient, log-log, one marked line per
   backend/solver/gradient method through its tolerance rungs;
 - :func:`ttfg_figure`: time to first gradient stacked by cold phase (median
-  over cold processes), with the min-max spread of the total across processes;
+  over cold processes), with the min-max spread of the total across processes; a
+  failed row adds, hatched, the time it spent in the phase it failed in, and a row
+  without a gradient (SciPy) is marked as ending at its first solve;
 - :func:`steady_figure`: the raw steady-state samples of solve and gradient
   (box plus every sample);
 - :func:`gradient_figure`: gradient error against the finite-difference
@@ -273,60 +275,106 @@ def work_precision_figure(records: Sequence[dict[str, Any]], metric: str = "rel_
     return plot
 
 
+def _median_phases(r: dict[str, Any], phases: np.ndarray) -> np.ndarray:
+    """The median of each of :data:`PHASE_NAMES` over a row's cold processes (0 where none
+    finished)."""
+    names = list(r.get("phase_names") or PHASE_NAMES)
+    med = np.zeros(len(PHASE_NAMES))
+    for j, name in enumerate(PHASE_NAMES):
+        if name in names:
+            col = phases[:, names.index(name)]
+            med[j] = np.median(col[np.isfinite(col)]) if np.isfinite(col).any() else 0.0
+    return med
+
+
+def failed_time(r: dict[str, Any]) -> float:
+    """Seconds a failed row spent in the cold phase it failed in (0 when it failed
+    elsewhere, e.g. in the steady state, or the time is unknown)."""
+    s = r.get("failed_phase_s")
+    return float(s) if r.get("failed_phase") in PHASE_NAMES and finite(s) and s > 0 else 0.0
+
+
+def _failure_note(r: dict[str, Any], with_rtol: bool, failing: float) -> str:
+    """Where a failed row failed, and the time it spent failing, under the TTFG figure."""
+    where = str(r.get("failed_phase") or "an unknown phase").replace("_", " ")
+    spent = ""
+    if failing:
+        how = " (estimated from the wall time)" if r.get("failed_phase_s_estimated") else ""
+        spent = f", {failing:.3g} s in it{how}"
+    return f"{case_label(r, with_rtol)}: {r.get('status')} in {where}{spent}; phases up to the failure"
+
+
+def _ttfg_label(r: dict[str, Any], with_rtol: bool) -> str:
+    label = case_label(r, with_rtol, "\n")
+    if r.get("ttfg_kind") == "solve":
+        label += " (to first solve)"
+    return label if _is_ok(r) else f"{label} [{r.get('status')}]"
+
+
 def ttfg_figure(records: Sequence[dict[str, Any]]) -> Plot:
-    """Cold phases stacked (median over cold processes) with the total's spread."""
+    """Cold phases stacked (median over cold processes) with the total's spread; a failed
+    row also shows, hatched, the time it spent in the phase it failed in."""
     plot = Plot("ttfg", "Time to first gradient, by cold phase")
     with_rtol = _several_rtols(records)
-    rows: list[tuple[str, np.ndarray, np.ndarray]] = []
+    rows: list[tuple[str, np.ndarray, np.ndarray, float]] = []
     for r in records:
-        phases = np.asarray(r.get("phases") or [], dtype=float)
-        if phases.ndim != 2 or not phases.size or not np.isfinite(phases).any():
+        raw = r.get("phases")  # a list read from a file, or a record's array
+        phases = np.asarray(raw if raw is not None else [], dtype=float)
+        failing = failed_time(r)
+        if (phases.ndim != 2 or not phases.size or not np.isfinite(phases).any()) and not failing:
             plot.notes.append(f"{case_label(r, with_rtol)}: no cold phases ({r.get('status')})")
             continue
-        names = list(r.get("phase_names") or PHASE_NAMES)
-        med = np.zeros(len(PHASE_NAMES))
-        for j, name in enumerate(PHASE_NAMES):
-            if name in names:
-                col = phases[:, names.index(name)]
-                med[j] = np.median(col[np.isfinite(col)]) if np.isfinite(col).any() else 0.0
-        totals = np.nansum(phases, axis=1)
+        if phases.ndim != 2 or not phases.size:
+            phases = np.full((1, len(PHASE_NAMES)), np.nan)
         if not _is_ok(r):
-            plot.notes.append(
-                f"{case_label(r, with_rtol)}: {r.get('status')}; phases shown up to the failure"
-            )
-        label = case_label(r, with_rtol, "\n")
-        rows.append((label if _is_ok(r) else f"{label} [{r.get('status')}]", med, totals))
+            plot.notes.append(_failure_note(r, with_rtol, failing))
+        rows.append((_ttfg_label(r, with_rtol), _median_phases(r, phases),
+                     np.nansum(phases, axis=1), failing))  # fmt: skip
     if not rows:
         plot.notes.insert(0, "no case recorded cold phases")
         return plot
+    if any(r.get("ttfg_kind") == "solve" for r in records):
+        plot.notes.append("a row marked (to first solve) computes no gradient: its bar ends "
+                          "at its first solve")  # fmt: skip
+    plot.fig = _ttfg_bars(rows, records)
+    if max(len(t) for _, _, t, _ in rows) <= 1:
+        plot.notes.append("one cold process per case: no spread (run with --cold 3 or more)")
+    return plot
+
+
+def _ttfg_bars(rows: list[tuple[str, np.ndarray, np.ndarray, float]],
+               records: Sequence[dict[str, Any]]) -> Any:  # fmt: skip
+    """The stacked bars of :func:`ttfg_figure`; the time spent failing hatched after them."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8.0, 0.5 * len(rows) + 2.0))
     ypos = np.arange(len(rows))[::-1]
     left = np.zeros(len(rows))
     for j, name in enumerate(PHASE_NAMES):
-        widths = np.array([m[j] for _, m, _ in rows])
+        widths = np.array([m[j] for _, m, _, _ in rows])
         ax.barh(ypos, widths, left=left, color=PHASE_COLORS[j], label=name.replace("_", " "),
                 height=0.6)  # fmt: skip
         left += widths
-    for y, (_, _, totals) in zip(ypos, rows, strict=True):
+    failing = np.array([f for _, _, _, f in rows])
+    if failing.any():
+        ax.barh(ypos, failing, left=left, color="white", edgecolor="#d62728", hatch="///",
+                height=0.6, label="failed phase (time until the failure)")  # fmt: skip
+    for y, (_, _, totals, _) in zip(ypos, rows, strict=True):
         if totals.size > 1:
             mid = float(np.median(totals))
             ax.errorbar(mid, y, xerr=[[mid - totals.min()], [totals.max() - mid]], fmt="k|",
                         capsize=3, lw=1)  # fmt: skip
-    n_cold = max(len(t) for _, _, t in rows)
-    ax.set_yticks(ypos, [lab for lab, _, _ in rows], fontsize=8)
+    n_cold = max(len(t) for _, _, t, _ in rows)
+    ax.set_yticks(ypos, [lab for lab, _, _, _ in rows], fontsize=8)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlabel(
         "seconds from spawn; median phase over cold processes"
         + ("; whisker: min-max total" if n_cold > 1 else "")
     )
-    ax.legend(fontsize=8, ncol=4, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False)
+    ax.legend(fontsize=8, ncol=3 if failing.any() else 4, loc="lower left",
+              bbox_to_anchor=(0.0, 1.0), frameon=False)  # fmt: skip
     ax.grid(True, axis="x", alpha=0.3)
-    if n_cold <= 1:
-        plot.notes.append("one cold process per case: no spread (run with --cold 3 or more)")
     _finish(fig, records, "time to first gradient by cold phase")
-    plot.fig = fig
-    return plot
+    return fig
 
 
 def steady_figure(records: Sequence[dict[str, Any]]) -> Plot:

@@ -24,13 +24,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sciml_bench.results import growth, plots, scaling
+from sciml_bench.results import growth, plots, scaling, training
 from sciml_bench.results.store import Run
-from sciml_bench.results.table import SIZED_COLUMNS, device_cell, member_counts, sized_row
+from sciml_bench.results.table import (
+    SIZED_COLUMNS,
+    device_cell,
+    error_cells,
+    grad_memory_cell,
+    load_notes,
+    member_counts,
+    reference_notes,
+    sized_row,
+    ttfg_cell,
+)
 
 CASE_COLUMNS = (
     "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s [IQR]", "solve ms [IQR]",
-    "grad ms [IQR]", "sol err", "grad err",
+    "grad ms [IQR]", "sol err", "grad err", "grad mem MiB",
 )  # fmt: skip
 CNN_COLUMNS = (
     ("backend", "variant"), ("device", "device"), ("status", "status"),
@@ -115,7 +125,7 @@ def _grad_err(r: dict[str, Any]) -> str:
 
 
 def case_row(r: dict[str, Any], metric_key: str) -> list[str]:
-    grad_err = _grad_err(r)
+    sol_err, grad_err = error_cells(r, _f(r.get(metric_key), ".2e"), _grad_err(r))
     status = str(r.get("status", "?"))
     return [
         str(r.get("backend", "")),
@@ -124,11 +134,12 @@ def case_row(r: dict[str, Any], metric_key: str) -> list[str]:
         device_cell(r),
         _f(r.get("rtol"), ".0e"),
         status if status == "ok" else f"**{status}**",
-        _spread(r.get("ttfg_s"), r.get("ttfg_iqr"), 1.0, ".2f"),
+        ttfg_cell(r, _spread(r.get("ttfg_s"), r.get("ttfg_iqr"), 1.0, ".2f")),
         _spread(r.get("solve_s"), r.get("solve_iqr"), 1e3),
         _spread(r.get("grad_s"), r.get("grad_iqr"), 1e3),
-        _f(r.get(metric_key), ".2e"),
+        sol_err,
         grad_err,
+        grad_memory_cell(r),
     ]
 
 
@@ -259,6 +270,8 @@ def environment_blocks(runs: Sequence[Run]) -> list[Block]:
         rows.append(["packages", ", ".join(f"{k} {v}" for k, v in pk.items()) or "-"])
         if env.get("caches"):
             rows.append(["caches", str(env["caches"])])
+        if env.get("references"):  # computed, or read from the cache every checkout shares
+            rows.append(["references", reference_sources(env["references"])])
         if env.get("machines"):  # where the cases ran (a Dask run: every distinct host)
             from sciml_bench.measure.environment import hardware_label
 
@@ -267,6 +280,17 @@ def environment_blocks(runs: Sequence[Run]) -> list[Block]:
             )])  # fmt: skip
         blocks.append(Table(["", "value"], rows))
     return blocks
+
+
+def reference_sources(refs: dict[str, Any]) -> str:
+    """Per problem, whether its reference was computed in the run or read from the cache
+    (``environment.references``), and where."""
+    parts = []
+    for name, d in refs.items():
+        how = {"computed": "computed", "cache": "read from the cache",
+               "none": "none (the reference solver failed)"}.get(d.get("source"), "?")  # fmt: skip
+        parts.append(f"{name}: {how}" + (f" ({d['path']})" if d.get("path") else ""))
+    return "; ".join(parts)
 
 
 def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2") -> list[Block]:
@@ -320,6 +344,23 @@ def by_hardware(recs: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]
     return groups
 
 
+def verdict_blocks(recs: Sequence[dict[str, Any]], which: str = "whose gradient passes"
+                   ) -> list[Block]:  # fmt: skip
+    """The verdict under a table (:mod:`sciml_bench.results.verdict`), one item per
+    comparison (tolerance, size, results file)."""
+    from sciml_bench.measure.noise import NOISE_FLOOR
+    from sciml_bench.results import verdict
+
+    found = verdict.verdicts(recs)
+    if not found:
+        return []
+    return [
+        Para(f"**Verdict**: the fastest rows {which}, the ratio to the "
+             f"runner-up, and whether it clears the {NOISE_FLOOR:.2f}x noise floor:"),
+        Notes([v.text().removeprefix("verdict").lstrip(" :") for v in found]),
+    ]  # fmt: skip
+
+
 def _case_blocks(
     recs: list[dict[str, Any]], out: Path, prefix: str, metric: str, metric_key: str,
     several: bool,
@@ -329,15 +370,22 @@ def _case_blocks(
     blocks: list[Block] = _ensemble_blocks(ens, out, prefix, metric_key, several) if ens else []
     sized = [r for r in recs if growth.is_sized(r)]
     blocks += _sized_blocks(sized, out, prefix, several) if sized else []
-    recs = [r for r in recs if not scaling.is_ensemble(r) and not growth.is_sized(r)]
-    if not recs:  # an ensemble or array problem: the single-trajectory figures do not apply
+    trained = [r for r in recs if training.is_training(r)]
+    blocks += _training_blocks(trained, out, prefix, several) if trained else []
+    recs = [r for r in recs if not scaling.is_ensemble(r) and not growth.is_sized(r)
+            and not training.is_training(r)]  # fmt: skip
+    if not recs:  # an ensemble, array or training problem: the single-trajectory figures do not apply
         return blocks
     header = (("run",) if several else ()) + CASE_COLUMNS
     rows = [([r["_run"]] if several else []) + case_row(r, metric_key) for r in recs]
     blocks.append(Table(header, rows))
-    notes = failure_notes(recs)
+    notes = failure_notes(recs) + reference_notes(recs)
     if notes:
         blocks += [Para("Failures and notes:"), Notes(notes)]
+    shared = load_notes(recs)  # cases timed beside others on their host
+    if shared:
+        blocks += [Para("Load:"), Notes(shared)]
+    blocks += verdict_blocks(recs)
     ok = [r for r in recs if r.get("kind", "ode") == "ode"]
     for plot in (
         plots.work_precision_figure(ok, metric),
@@ -373,6 +421,7 @@ def _ensemble_blocks(
     notes = failure_notes(recs)
     if notes:
         blocks += [Para("Failures and notes:"), Notes(notes)]
+    blocks += verdict_blocks(recs)
     blocks.append(_figure(scaling.scaling_figure(recs), out, prefix))
     texts = scaling.scaling_texts(recs)
     if texts:
@@ -413,6 +462,38 @@ def _sized_blocks(
     return blocks
 
 
+def _training_blocks(
+    recs: list[dict[str, Any]], out: Path, prefix: str, several: bool
+) -> list[Block]:
+    """Training rows (``--train``): their table, failures, and the loss-curve figure."""
+    header = (("run",) if several else ()) + training.COLUMNS
+    rows = []
+    for r in recs:
+        cells = training.row(r, device_cell(r))
+        cells[4] = cells[4] if cells[4] == "ok" else f"**{cells[4]}**"
+        rows.append(([r["_run"]] if several else []) + cells)
+    blocks: list[Block] = [
+        Para(
+            "Training (`--train`): each backend trains the problem's `[training]` section in "
+            "one fresh worker, Adam with the declared constants in the library's own loop, "
+            "from the problem's initial parameters. ms/iter: median timed iteration [IQR] "
+            "(gradient and update). To target: the first iteration whose loss reached the "
+            "target and the wall time to it, from the first iteration's start (compilation "
+            "included; in brackets, with the first iteration counted at the median). Curve "
+            "vs reference: the largest relative deviation of the loss curve from SciPy's "
+            "reference curve (its forward-sensitivity gradient in the same Adam loop) over "
+            "the first K iterations; pass ≤ 1e-3, warn ≤ 1e-2, else fail, with the iteration "
+            "where the curve departed."
+        ),
+        Table(header, rows),
+    ]
+    notes = failure_notes(recs)
+    if notes:
+        blocks += [Para("Failures and notes:"), Notes(notes)]
+    blocks.append(_figure(training.training_figure(recs), out, prefix))
+    return blocks
+
+
 def cnn_blocks(recs: list[dict[str, Any]], out: Path, prefix: str = "cnn") -> list[Block]:
     """The CNN table, failure notes and figures of one machine's rows."""
     blocks: list[Block] = []
@@ -423,6 +504,13 @@ def cnn_blocks(recs: list[dict[str, Any]], out: Path, prefix: str = "cnn") -> li
     notes = failure_notes(recs)
     if notes:
         blocks += [Para("Failures and notes:"), Notes(notes)]
+    load = load_notes(recs)  # threads, load at start, others' CPU; cases run side by side
+    if load:
+        oversubscribed = [r for r in recs if r.get("oversubscribed")]
+        warn = (f" **{len(oversubscribed)} row(s) ran on an oversubscribed machine**: their "
+                "timings include waiting for a core." if oversubscribed else "")  # fmt: skip
+        blocks += [Para("Threads and load:" + warn), Notes(load)]
+    blocks += verdict_blocks(recs, "that trained beyond chance and kept their accuracy")
     blocks.append(_figure(plots.cnn_figure(recs), out, prefix))
     blocks.append(_figure(plots.cnn_curve_figure(recs), out, prefix))
     blocks.append(_figure(plots.cnn_speed_figure(recs), out, prefix))

@@ -47,7 +47,8 @@ from sciml_bench.measure.environment import environment_hardware
 FORMAT = "sciml-bench-results"
 SCHEMA_VERSION = 2
 #: raw-sample fields and the summary keys derived from them when reading
-SAMPLE_FIELDS = {"ttfg_samples": "ttfg_s", "solve_samples": "solve_s", "grad_samples": "grad_s"}
+SAMPLE_FIELDS = {"ttfg_samples": "ttfg_s", "solve_samples": "solve_s", "grad_samples": "grad_s",
+                 "iteration_samples": "iteration_s"}  # fmt: skip
 
 
 class ResultsError(ValueError):

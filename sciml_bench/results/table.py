@@ -11,11 +11,11 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from sciml_bench.results import growth
+from sciml_bench.results import growth, training
 
 ODE_COLUMNS = (
     "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s", "solve ms [IQR]",
-    "grad ms [IQR]", "sol err", "grad err", "steps",
+    "grad ms [IQR]", "sol err", "grad err", "steps", "grad MB",
 )
 
 #: keys of the machine-readable (--json) case record, timing keys being medians
@@ -24,7 +24,19 @@ JSON_KEYS = (
     "solve_s", "grad_s", "solution_error", "gradient_error", "gradient", "steps",
     "rhs_evals", "gradient_tier", "gradient_cosine", "rtol", "atol", "t_reached",
     "peak_rss_mb", "device", "device_requested", "device_name", "vram_max_mb", "alloc_peak_mb",
+    # where and beside what it ran (stored rows have them; --executor dask rows too)
+    "host", "hardware", "dask_worker", "concurrent_cases", "threads", "threads_source",
+    "xla_threads", "worker_threads",
+    "grad_rss_mb", "grad_rss_source", "kind",
 )
+#: keys of the --json record about what a row's numbers claim: what its TTFG measures,
+#: the phases a failed row kept, and the reference it is scored against (NaN -> null)
+CLAIM_JSON_KEYS = (
+    "ttfg_kind", "phases_partial", "partial_ttfg_s", "ttfg_reached", "failed_phase",
+    "failed_phase_s", "failed_phase_s_estimated", "reference_method", "complex_step_agreement",
+    "complex_step_skipped", "reference_unverified", "reference_source", "reference_path",
+    "solution_error_note", "gradient_error_note",
+)  # fmt: skip
 
 
 def _num(x: Any, fmt: str = ".2e") -> str:
@@ -82,6 +94,7 @@ ENSEMBLE_JSON_KEYS = (
     "kind", "semantics", "size", "device", "throughput", "grad_throughput", "largest_ok_size",
     "steps_min", "steps_median", "steps_max", "rhs_evals_min", "rhs_evals_median",
     "rhs_evals_max", "sample", "solution_members_checked", "loss", "reference_loss",
+    "gradient_batch", "gradient_members",
 )
 
 
@@ -184,11 +197,90 @@ def device_cell(r: dict[str, Any]) -> str:
     return f"{dev} (asked {asked})" if asked and asked != dev else str(dev)
 
 
-def ode_row(r: dict[str, Any]) -> list[str]:
+def grad_memory_cell(r: dict[str, Any]) -> str:
+    """What the first gradient needed in memory: on the CPU the RAM above the worker's RSS
+    before it (``grad_rss_mb``; ``≥`` marks a sampled lower bound), on a GPU the
+    allocator's peak over the case (``alloc_peak_mb``, ``gpu``); ``-`` when not measured."""
+    if r.get("device") == "cuda" and r.get("alloc_peak_mb") is not None:
+        return f"{r['alloc_peak_mb']:.3g} gpu"
+    mb = r.get("grad_rss_mb")
+    if mb is None:
+        return "-"
+    return ("≥" if r.get("grad_rss_source") == "sampled" else "") + f"{mb:.3g}"
+
+
+def ttfg_cell(r: dict[str, Any], ok_cell: str | None = None) -> str:
+    """The TTFG column of an ODE row: the median (``ok_cell`` when the caller formats it
+    with its spread), ``(solve)`` where the backend computes no gradient and the time is
+    to its first solve; for a failed row, what it kept: ``108.58 partial`` where it got
+    past its first gradient, ``(3.51) partial`` (to the end of its last completed phase)
+    where it did not; ``-`` where nothing was measured."""
     ttfg = r.get("ttfg_s")
+    if _finite(ttfg):
+        cell = ok_cell or f"{ttfg:.2f}"
+        return f"{cell} (solve)" if r.get("ttfg_kind") == "solve" else cell
+    partial = r.get("partial_ttfg_s")
+    if not _finite(partial):
+        return "-"
+    return f"{partial:.2f} partial" if r.get("ttfg_reached") else f"({partial:.2f}) partial"
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def error_cells(r: dict[str, Any], sol: str, grad: str) -> tuple[str, str]:
+    """The solution- and gradient-error cells (formatted by the caller) with what they
+    claim: ``no ref`` where there was nothing to score against, ``*`` after a gradient
+    error scored against an unverified reference (notes: :func:`reference_notes`)."""
+    if r.get("solution_error_note"):
+        sol = "no ref"
+    if r.get("gradient_error_note"):
+        grad = "no ref"
+    elif r.get("reference_unverified") and r.get("gradient_error") is not None:
+        grad += "*"
+    return sol, grad
+
+
+def reference_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per distinct thing a problem's rows claim about their numbers: no
+    reference (or no reference gradient) and why, an unverified reference, TTFG columns
+    that are times to first solve, and failed rows' partial TTFG."""
+    from sciml_bench.measure.metrics import PASS_TOL
+
+    out: list[str] = []
+    for key, what in (("solution_error_note", "solution and gradient errors are not scored"),
+                      ("gradient_error_note", "gradient errors are not scored")):  # fmt: skip
+        for note in dict.fromkeys(str(r[key]) for r in records if r.get(key)):
+            if key == "gradient_error_note" and any(r.get("solution_error_note") == note
+                                                     for r in records):  # fmt: skip
+                continue  # said once, by the solution's line
+            out.append(f"{note.rstrip('.')}: {what}")
+    for r in records:
+        if r.get("reference_unverified"):
+            out.append(
+                f"* scored against an unverified reference: its FD and complex-step gradients "
+                f"differ by {r.get('complex_step_agreement', float('nan')):.1e} > "
+                f"{PASS_TOL / 100:g} (PASS_TOL/100)"
+            )
+            break
+    solve = sorted({str(r.get("backend")) for r in records
+                    if r.get("ttfg_kind") == "solve" and _finite(r.get("ttfg_s"))})  # fmt: skip
+    if solve:
+        out.append(f"TTFG (solve): {', '.join(solve)} compute(s) no gradient: the time to "
+                   "first solve, from spawn")  # fmt: skip
+    if any(_finite(r.get("partial_ttfg_s")) for r in records):
+        out.append("TTFG partial: a failed row keeps the phases it completed before it "
+                   "failed: its time to first gradient where it got that far, else (in "
+                   "parentheses) the time to the end of its last completed phase")  # fmt: skip
+    return out
+
+
+def ode_row(r: dict[str, Any]) -> list[str]:
     grad_err = _num(r.get("gradient_error"))
     if r.get("gradient_tier"):
         grad_err += f" {r['gradient_tier']}"
+    sol_err, grad_err = error_cells(r, _num(r.get("solution_error")), grad_err)
     steps = r.get("steps")
     if steps is None and r.get("rhs_evals") is not None:
         steps = f"{r['rhs_evals']} f"
@@ -199,12 +291,13 @@ def ode_row(r: dict[str, Any]) -> list[str]:
         device_cell(r),
         fmt_rtol(r.get("rtol")),
         r.get("status", ""),
-        f"{ttfg:.2f}" if ttfg is not None else "-",
+        ttfg_cell(r),
         _ms(r.get("solve_s"), r.get("solve_iqr")),
         _ms(r.get("grad_s"), r.get("grad_iqr")),
-        _num(r.get("solution_error")),
+        sol_err,
         grad_err,
         str(steps) if steps is not None else "-",
+        grad_memory_cell(r),
     ]
 
 
@@ -223,6 +316,7 @@ def table(records: Sequence[dict[str, Any]]) -> str:
     for r in records:
         problems.setdefault(r.get("problem", "?"), []).append(r)
     for name, recs in problems.items():
+        recs = in_case_order(recs)
         sized = [r for r in recs if growth.is_sized(r)]
         ode = [r for r in recs if r.get("kind", "ode") == "ode" and not growth.is_sized(r)]
         other = [r for r in recs if r.get("kind", "ode") != "ode"]
@@ -235,7 +329,11 @@ def table(records: Sequence[dict[str, Any]]) -> str:
         if ensemble:
             out += [f"\n{name}", render(ENSEMBLE_COLUMNS, [ensemble_row(r) for r in ensemble])]
         cnn = [r for r in other if r.get("kind") == "cnn"]
-        other = [r for r in other if r.get("kind") not in ("cnn", "ensemble")]
+        trained = [r for r in other if training.is_training(r)]
+        if trained:
+            rows = [training.row(r, device_cell(r)) for r in trained]
+            out += [f"\n{name} (training)", render(training.COLUMNS, rows)]
+        other = [r for r in other if r.get("kind") not in ("cnn", "ensemble", "train")]
         if cnn:
             out += [f"\n{name}", render(CNN_COLUMNS, [cnn_row(r) for r in cnn])]
         if other:
@@ -251,6 +349,11 @@ def table(records: Sequence[dict[str, Any]]) -> str:
                 f"{', '.join(labels)}: {status}: {reason}", width=100, subsequent_indent="    "
             )
             out.append("  " + wrapped)
+        for note in reference_notes(ode):
+            out.append("  " + textwrap.fill(note, width=100, subsequent_indent="    "))
+        out += [textwrap.fill(n, width=100, initial_indent="  ", subsequent_indent="    ")
+                for n in load_notes(recs)]  # fmt: skip
+        out += verdict_lines(recs)
     return "\n".join(out).lstrip("\n")
 
 
@@ -268,6 +371,59 @@ def sized_notes(records: Sequence[dict[str, Any]]) -> list[str]:
             out += [textwrap.fill(ln, width=100, initial_indent="    ", subsequent_indent="      ")
                     for ln in lines]  # fmt: skip
     return out
+
+
+def in_case_order(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows in the order the run planned its cases (``case_index``), not the order they
+    finished in (a Dask run's); rows without one (older files) keep their place after."""
+    return sorted(records, key=lambda r: r.get("case_index", math.inf))
+
+
+def _row_label(r: dict[str, Any]) -> str:
+    return " ".join(str(x) for x in (r.get("backend"), r.get("solver"), r.get("precision"))
+                    if x)  # fmt: skip
+
+
+def load_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """What the rows shared their machine with, when that bears on their timings: rows
+    timed beside other cases on their host (``concurrent_cases`` > 1) or while other
+    processes took more than ``LOAD_LIMIT`` cores (``others_cpu``), and for CNN rows the
+    thread budget, the load average it was decided at and the others' CPU during the run."""
+    notes = []
+    shared = [r for r in records if (r.get("concurrent_cases") or 1) > 1]
+    if shared:
+        most = max(r["concurrent_cases"] for r in shared)
+        notes.append(
+            f"{', '.join(_row_label(r) for r in shared)}: ran beside other cases on the same "
+            f"host (up to {most} at once), so their timings shared its cores; a local run, "
+            "and a Dask LocalCluster without --workers, time one case at a time"
+        )
+    from sciml_bench.measure.noise import LOAD_LIMIT
+
+    busy = [r for r in records if r.get("kind") != "cnn"  # a CNN row's reason says it
+            and isinstance(r.get("others_cpu"), int | float) and r["others_cpu"] > LOAD_LIMIT]
+    if busy:
+        most = max(r["others_cpu"] for r in busy)
+        notes.append(
+            f"{', '.join(_row_label(r) for r in busy)}: timed while other processes took up to "
+            f"{most:.2f} cores' worth of CPU (others_cpu): their timings include waiting for "
+            "a core, and compare does not judge them"
+        )
+    cnn = [r for r in records if r.get("kind") == "cnn" and r.get("cores")]
+    if cnn:
+        parts = []
+        for r in cnn:
+            threads = r.get("threads")
+            budget = f"{threads} thread{'s' * (threads != 1)}" if threads else "library threads"
+            parts.append(f"{_row_label(r)} {budget}, {_num(r.get('load_start'), '.2f')}, "
+                         f"{_num(r.get('others_cpu'), '.2f')}")  # fmt: skip
+        sources = {str(r.get("threads_source")) for r in cnn if r.get("threads_source")}
+        notes.append(
+            f"threads, 1-minute load average at the start, and cores' worth of CPU other "
+            f"processes used during the run, on {cnn[0]['cores']} cores: {'; '.join(parts)}"
+            + (f" (threads: {'; '.join(sorted(sources))})" if sources else "")
+        )
+    return notes
 
 
 def generic_table(records: Sequence[dict[str, Any]]) -> str:
@@ -290,13 +446,32 @@ def generic_table(records: Sequence[dict[str, Any]]) -> str:
     return render(keys, rows)
 
 
+def verdict_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The verdict lines of one problem's rows (:mod:`sciml_bench.results.verdict`)."""
+    from sciml_bench.results import verdict
+
+    return verdict.lines(records)
+
+
+def json_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ``--json`` prints: every case's :func:`json_record`, then the verdicts
+    (records with ``kind = "verdict"``; consumers of case rows skip them by kind)."""
+    from sciml_bench.results import verdict
+
+    return [json_record(r) for r in records] + verdict.json_records(records)
+
+
 def json_record(r: dict[str, Any]) -> dict[str, Any]:
     """The machine-readable record: the documented ODE keys, or a CNN row's scalars."""
     if r.get("kind") == "cnn":
         return {k: v for k, v in r.items() if not isinstance(v, dict)}
     if r.get("kind") == "ensemble":
         return {k: r.get(k) for k in (*JSON_KEYS, *ENSEMBLE_JSON_KEYS)}
+    claims = {k: None if isinstance(v := r.get(k), float) and math.isnan(v) else v
+              for k in CLAIM_JSON_KEYS}  # fmt: skip
+    if training.is_training(r):
+        return {k: r.get(k) for k in (*JSON_KEYS, *training.JSON_KEYS)}
     if growth.is_sized(r):
-        return {k: r.get(k) for k in (*JSON_KEYS, *SIZED_JSON_KEYS)}
-    return {k: r.get(k) for k in JSON_KEYS}
+        return {**{k: r.get(k) for k in (*JSON_KEYS, *SIZED_JSON_KEYS)}, **claims}
+    return {**{k: r.get(k) for k in JSON_KEYS}, **claims}
 

@@ -6,9 +6,11 @@ fresh worker subprocess, with the same budget, process-group kill and event
 file as a local run. Outcomes come back as cases finish, and the one
 :class:`~sciml_bench.results.store.ResultsWriter` on the client writes them.
 
-Isolation: every worker advertises a resource ``bench`` (``--per-worker``, 1 by
-default) and every case asks for one unit of it, so cases that time things do
-not share a worker's cores unless the user allows it.
+Isolation: cases that share a machine's cores are not timed side by side unless the
+user asks. A LocalCluster has one worker unless ``--workers N`` (one case at a time on
+this machine); every worker advertises a resource ``bench`` (``--per-worker``, 1 by
+default) and every case asks for one unit of it. Each row records how many cases ran at
+once on its host (``concurrent_cases``, :class:`~sciml_bench.run.executor.HostWatch`).
 
 Faults: no automatic retry. The clusters started here run their scheduler with
 ``allowed-failures`` 0, so a worker that dies mid-case fails that case at once
@@ -77,7 +79,7 @@ class DaskOptions:
 
     scheduler: str | None = None
     cluster: str = "local"
-    #: LocalCluster workers (default: one per core)
+    #: LocalCluster workers (default 1: one case at a time on this machine)
     workers: int | None = None
     per_worker: int = 1
     retries: int = 0
@@ -87,6 +89,7 @@ class DaskOptions:
 
 def _imports() -> Any:
     try:
+        import dask  # noqa: F401
         import distributed
     except ImportError:
         raise DaskUnavailable(
@@ -124,10 +127,11 @@ def slurm_cluster(s: SlurmOptions, per_worker: int = 1) -> Any:
 
 @contextlib.contextmanager
 def connect(o: DaskOptions) -> Iterator[DaskExecutor]:
-    """A :class:`DaskExecutor` on the engine ``o`` names; what it started, it closes."""
+    """A :class:`DaskExecutor` on the engine ``o`` names; what it started, it closes.
+    Without the Dask extra: :class:`DaskUnavailable`, before anything starts."""
+    distributed = _imports()
     import dask
 
-    distributed = _imports()
     config = {**NO_PRE_SPAWN_ENV, "distributed.scheduler.allowed-failures": 0}
     with dask.config.set(config), contextlib.ExitStack() as stack:
         if o.scheduler:
@@ -138,7 +142,7 @@ def connect(o: DaskOptions) -> Iterator[DaskExecutor]:
             client = stack.enter_context(distributed.Client(cluster))
         else:
             cluster = stack.enter_context(distributed.LocalCluster(
-                n_workers=o.workers, threads_per_worker=o.per_worker, processes=True,
+                n_workers=o.workers or 1, threads_per_worker=o.per_worker, processes=True,
                 resources={RESOURCE: o.per_worker}, memory_limit=None,
                 dashboard_address=":0", silence_logs=logging.ERROR,
             ))  # fmt: skip
@@ -220,9 +224,9 @@ class DaskExecutor:
 
     def _finished(self, f: Any, i: int, retried: list[str]) -> Finished:
         if f.status == "finished":
-            value, machine, worker = f.result()
+            value, machine, worker, facts = f.result()
             self.machines[worker] = machine
-            return Finished(i, value, worker, machine, retried=retried)
+            return Finished(i, value, worker, machine, retried=retried, facts=facts)
         if f.status == "cancelled":  # not by us: the client lost its scheduler
             raise SchedulerLost("the Dask scheduler went away")
         exc = f.exception()
@@ -267,7 +271,7 @@ def _topic(run_id: str) -> str:
 
 def _on_worker(fn: TaskFn, item: Any, index: int, threads: int | None, run_id: str) -> Any:
     """The Dask task: run ``fn`` with a LocalExecutor on this worker; return its value,
-    this machine and this worker's address."""
+    this machine, this worker's address and what its processes shared the host with."""
     from distributed import get_worker
 
     get_worker().log_event(_topic(run_id), {"index": index})
@@ -278,7 +282,7 @@ def _on_worker(fn: TaskFn, item: Any, index: int, threads: int | None, run_id: s
         value = fn(item, ex, lambda k, e: None)
     except Interrupted:
         value = None
-    return value, _fingerprint(), get_worker().address
+    return value, _fingerprint(), get_worker().address, ex.take_facts()
 
 
 def _one_job(item: tuple[dict[str, Any], float], ex: LocalExecutor, sink: Any) -> Outcome:

@@ -6,8 +6,10 @@ backend and measures, like the ODE kind:
 
 - TTFG phases ``import``, ``build``, ``first_solve`` and ``first_grad`` (the full batch);
 - steady state: raw samples of the timed call alone (``solve_raw`` / ``grad_raw``,
-  which return once the result is computed); statuses and finiteness are checked on
-  the warm-up and on the last sample, outside the timed region;
+  which return once the result is computed), back to back; statuses and finiteness of
+  every sample (and warm-up) are checked after them, outside the timed region, in
+  bounded batches, each batch's samples reported as it is checked
+  (:mod:`sciml_bench.run.steady`); no call starts that the case's budget cannot hold;
 - steps and RHS evaluations per member (min/median/max) where the library reports them;
 - peak RSS, and on a GPU the device-memory peaks (NVML over a baseline, the allocator's).
 
@@ -20,9 +22,12 @@ library really put the arrays is read back after build and after the first solve
 device other than the one the case was built for is an ``error`` naming both.
 
 Accuracy, against the ensemble reference (:mod:`sciml_bench.problem.ensemble_reference`):
-the solution error of the first ``min(size, sample)`` members of the full solve, and the
-gradient of a batch of exactly the ``sample`` reference members (same backend, semantics
-and solver; the full batch itself when ``size == sample``), computed after the timings.
+the solution error of the first ``min(size, sample)`` members of the timed batch's first
+solve, and the gradient of the mean loss over the ``sample`` reference members, computed
+after the timings on the timed batch itself (member weights ``1/sample`` on its first
+``sample`` members, 0 on the rest: in ``coupled`` mode the shared steps that were timed
+are the ones scored); a rung smaller than the sample builds a batch of the ``sample``
+members for it, and the row says which (``gradient_batch``).
 Throughput (member-solves per second) is derived when reading (:func:`summarize`).
 """
 
@@ -81,9 +86,7 @@ def work(job: dict[str, Any], events: Events) -> None:
     from sciml_bench.measure.status import Status
     from sciml_bench.problem import ensemble as ens
     from sciml_bench.problem.compiled import CompiledProblem
-    from sciml_bench.problem.ensemble_reference import load_observations
 
-    t_spawn = float(job["t_spawn"])
     name = job["backend"]
     start = clock()
     if where == "cuda":  # inside the build phase: starting CUDA is part of building there
@@ -95,12 +98,11 @@ def work(job: dict[str, Any], events: Events) -> None:
     problem = CompiledProblem.from_json(job["problem"])
     ensemble = ens.from_json(job["ensemble"])
     n, sample = int(job["size"]), ensemble.sample
-    semantics = job["semantics"]
-    obs = load_observations(job.get("observations"), max(n, sample))
+    obs = ens.load_observations(job.get("observations"), max(n, sample))
     full = ens.batch(ensemble, problem.y0, problem.n_params, max(n, sample), obs)
     options = _options(job, where)
     try:
-        case = backend.build_ensemble(problem, options, full.head(n), semantics)
+        case = backend.build_ensemble(problem, options, full.head(n), job["semantics"])
     except EnsembleNotOffered as e:
         events.emit(status=Status.UNAVAILABLE.value, reason=str(e), during="build")
         return
@@ -113,7 +115,37 @@ def work(job: dict[str, Any], events: Events) -> None:
     if getattr(case, "info", None):
         events.emit(case_info=case.info)
     theta = np.asarray(problem.theta0, dtype=np.float64)
+    first = _first_calls(job, case, theta, min(n, sample), events)
+    if first is None:
+        return
+    try:
+        _steady(job, case, first, events)
+    except Exception as e:
+        report_failure(events, e, "steady state")
+        return
+    # the peaks of this case, before the gradient check below may build another one
+    vram_report(meter, case, events)
+    if case.differentiable:
+        scored = _check_gradient(backend, case, (problem, options, full, sample), theta, job,
+                                 events)  # fmt: skip
+        if scored is None:
+            return
+        events.emit(**scored)
+    events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason="")
 
+
+def _first_calls(
+    job: dict[str, Any], case: Any, theta: Any, k: int, events: Events
+) -> dict[str, Any] | None:
+    """The first solve and first gradient of the full batch (TTFG phases); the first ``k``
+    members' states are reported for the solution error. Returns the prepared
+    parameters and what the steady samples need to know, or None after a failure."""
+    import numpy as np
+
+    from sciml_bench.measure.clock import clock
+    from sciml_bench.measure.status import Status
+
+    name, where = job["backend"], job.get("device", "cpu")
     start = clock()
     try:
         # θ on the device once, as a user holds parameters between calls (as ODE cases)
@@ -121,79 +153,94 @@ def work(job: dict[str, Any], events: Events) -> None:
         sol = case.check_solve(case.solve_raw(params))
     except Exception as e:
         report_failure(events, e, "first solve")
-        return
-    events.emit(phase="first_solve", s=clock() - start)
+        return None
+    first = {"params": params, "solve_s": clock() - start, "solve_bytes": sol.y.nbytes}
+    events.emit(phase="first_solve", s=first["solve_s"])
     if not placed(case, where, name, events, "first solve"):
-        return
-    k = min(n, sample)
+        return None
     events.emit(y=sol.y[:k], steps=_spread(sol.steps), rhs_evals=_spread(sol.rhs_evals))
     del sol
-
-    grad = case.differentiable
-    if grad:
+    if case.differentiable:
         start = clock()
         try:
             loss, g = case.check_grad(case.grad_raw(params))
         except Exception as e:
             report_failure(events, e, "first gradient")
-            return
-        events.emit(phase="first_grad", s=clock() - start)
+            return None
+        first["grad_s"] = clock() - start
+        events.emit(phase="first_grad", s=first["grad_s"])
         if not (np.isfinite(loss) and np.all(np.isfinite(g))):
             events.emit(status=Status.NONFINITE.value, during="first gradient",
-                        reason=f"{job['backend']}: non-finite mean loss or gradient")  # fmt: skip
-            return
-    events.emit(ttfg_s=clock() - t_spawn)
+                        reason=f"{name}: non-finite mean loss or gradient")  # fmt: skip
+            return None
+    events.emit(ttfg_s=clock() - float(job["t_spawn"]))
+    return first
 
+
+def _steady(job: dict[str, Any], case: Any, first: dict[str, Any], events: Events) -> None:
+    """Warm-ups, then timed repeats of the raw call alone on the prepared parameters,
+    back to back, within the steady budget (:func:`sciml_bench.run.steady.take`). The raw
+    calls return once the device's work is done (synchronised, blocked until ready); every
+    output is checked and copied after them, in bounded batches, and each batch's samples
+    are reported as it is checked, so a rung killed at its budget keeps them. No call
+    starts that the case's budget cannot hold, keeping time for the gradient check."""
+    from sciml_bench.run.steady import Plan, take
+
+    deadline = None
+    if job.get("budget_s") is not None:
+        budget = float(job["budget_s"])
+        deadline = float(job["t_spawn"]) + budget - max(1.0, 0.02 * budget)
+    # What must still fit after a kind's samples, from the first calls' durations (their
+    # compilation included): after the solves, a gradient sample and the gradient check,
+    # each about the last solve times first_grad/first_solve; after the gradients, the
+    # check (one more call, or a sample batch to build and compile when the rung is small)
+    grad_s = first.get("grad_s", 0.0)
+    ratio = max(1.0, grad_s / max(first["solve_s"], 1e-9))
+    small = int(job["size"]) < int(job["ensemble"].get("sample", 0))
+    kinds = [("solve", case.solve_raw, case.check_solve, first["solve_s"], first["solve_bytes"],
+              {"reserve_per_call": 2 * ratio if grad_s else 0.0})]  # fmt: skip
+    if case.differentiable:
+        kept = {"reserve_s": grad_s} if small else {"reserve_per_call": 1.0}
+        kinds.append(("grad", case.grad_raw, case.check_grad, grad_s, 0, kept))
+    for kind, run, check, first_s, nbytes, kept in kinds:
+        plan = Plan(
+            repeats=int(job.get("repeats", 10)), warmups=int(job.get("warmups", 1)),
+            budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=3,
+            sample_bytes=nbytes, deadline=deadline, first_s=first_s, **kept,
+        )  # fmt: skip
+        take(run, check, first["params"], plan,
+             lambda values, kind=kind: events.emit(samples=kind, values=values))  # fmt: skip
+
+
+def _check_gradient(
+    backend: Any, case: Any, built: tuple[Any, Any, Any, int], theta: Any,
+    job: dict[str, Any], events: Events,
+) -> dict[str, Any] | None:
+    """The mean loss and gradient over the reference's ``sample`` members, for scoring.
+
+    On the timed batch itself when it holds them: member weights ``1/sample`` on its first
+    ``sample`` members and 0 on the others, so the solve that was timed (in ``coupled``
+    mode, its shared steps) is the one scored. A batch smaller than the sample cannot
+    hold them: a batch of the ``sample`` members is built and scored instead, and the
+    record says so (``gradient_batch``)."""
+    import numpy as np
+
+    problem, options, full, sample = built  # what the case was built from
+    n = int(job["size"])
     try:
-        _steady(job, case, params, grad, events)
+        if n >= sample:
+            w = np.zeros(n)
+            w[:sample] = 1.0 / sample
+            loss, g = case.check_grad(case.grad_raw(case.prepare(theta, w)))
+            where = "timed"
+        else:
+            other = backend.build_ensemble(problem, options, full.head(sample), job["semantics"])
+            loss, g = other.loss_and_grad(theta)
+            where = "sample"
     except Exception as e:
-        report_failure(events, e, "steady state")
-        return
-    # the peaks of this case, before the sample check below builds another one
-    vram_report(meter, case, events)
-    if grad:
-        try:
-            check = (
-                case
-                if n == sample
-                else backend.build_ensemble(problem, options, full.head(sample), semantics)
-            )
-            loss, g = check.loss_and_grad(theta)
-        except Exception as e:
-            report_failure(events, e, "sample gradient")
-            return
-        events.emit(loss=loss, gradient=g)
-    events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason="")
-
-
-def _steady(job: dict[str, Any], case: Any, params: Any, grad: bool, events: Events) -> None:
-    """Warm-ups, then timed repeats of the raw call alone on the prepared ``params``,
-    within the steady budget. The raw calls return once the device's work is done
-    (synchronised, blocked until ready); the checks and host copies come after."""
-    from sciml_bench.measure.clock import perf
-
-    repeats = int(job.get("repeats", 10))
-    warmups = int(job.get("warmups", 1))
-    budget = float(job.get("steady_budget_s", 20.0))
-    kinds = [("solve", case.solve_raw, case.check_solve)]
-    if grad:
-        kinds.append(("grad", case.grad_raw, case.check_grad))
-    for kind, run, check in kinds:
-        for _ in range(warmups):
-            check(run(params))
-        samples: list[float] = []
-        t_begin = perf()
-        raw = None
-        while len(samples) < repeats:
-            raw = None  # the previous result is freed before the clock starts, not in it
-            start = perf()
-            raw = run(params)
-            samples.append(perf() - start)
-            if perf() - t_begin > budget and len(samples) >= 3:
-                break
-        check(raw)
-        del raw
-        events.emit(samples=kind, values=samples)
+        report_failure(events, e, "sample gradient")
+        return None
+    return {"loss": loss, "gradient": g, "gradient_batch": where, "gradient_members": sample}
 
 
 def _status(status: str, reason: str) -> str:
@@ -280,6 +327,8 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     if g is not None and status == Status.OK.value:
         g = np.asarray(g, dtype=float)
         rec["loss"] = ev.get("loss")
+        rec["gradient_batch"] = ev.get("gradient_batch")
+        rec["gradient_members"] = ev.get("gradient_members")
         if ref.get("directions"):
             gerr = metrics.directional_error(g, ref["directions"], ref["directional_derivatives"])
         else:

@@ -33,17 +33,26 @@ def _jsonable(x: Any) -> Any:
     return str(x)
 
 
-def report_failure(events: Any, exc: BaseException, where: str) -> None:
+def report_failure(
+    events: Any, exc: BaseException, where: str, phase: str | None = None,
+    s: float | None = None,
+) -> None:
     """A failure as a status event: a :class:`SolverFailure` keeps its status, anything
-    else is an ``error`` whose reason is the exception's first lines."""
+    else is an ``error`` whose reason is the exception's first lines. ``phase`` (a cold
+    phase's name, e.g. ``first_solve``) and ``s`` (the seconds spent in it until the
+    failure) go with it as ``failed_phase`` and ``failed_phase_s``: the time spent
+    failing is a measurement too."""
     from sciml_bench.measure.status import SolverFailure, Status
 
+    spent: dict[str, Any] = {} if phase is None else {"failed_phase": phase, "failed_phase_s": s}
     if isinstance(exc, SolverFailure):
         reached = f"; integration reached t={exc.t_reached:.4g}" if exc.t_reached is not None else ""
         reason = f"{exc.reason} (during {where}{reached})"
-        events.emit(status=exc.status.value, reason=reason, t_reached=exc.t_reached, during=where)
+        events.emit(status=exc.status.value, reason=reason, t_reached=exc.t_reached, during=where,
+                    **spent)  # fmt: skip
     else:
         # the first lines say what happened; libraries append notes after them
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         text = f"{type(exc).__name__}: {' '.join(lines[:2])}" if lines else type(exc).__name__
-        events.emit(status=Status.ERROR.value, reason=f"{where}: {text[:500]}", during=where)
+        events.emit(status=Status.ERROR.value, reason=f"{where}: {text[:500]}", during=where,
+                    **spent)  # fmt: skip

@@ -9,8 +9,13 @@ implement the same ``run`` without touching the worker.
 
 A run of many cases goes through :meth:`Executor.imap`: it maps a task function over
 the cases and yields each one as it finishes. ``LocalExecutor`` runs them one by
-one, in order; :mod:`sciml_bench.run.dask` runs them on Dask workers at once,
+one, in order; :mod:`sciml_bench.run.dask` runs them on Dask workers,
 each task still driving a ``LocalExecutor`` there.
+
+While a worker runs, its executor watches what it shares the host with
+(:class:`HostWatch`): how many sciml-bench workers run at once on the host, and how many
+threads the worker has, XLA's among them. Those facts travel with the case
+(:attr:`Finished.facts`) into its record.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +35,13 @@ from typing import Any, Protocol
 
 from sciml_bench.measure.clock import clock
 from sciml_bench.measure.device import device_env
+from sciml_bench.measure.environment import (
+    FRESH_CACHES_VAR,
+    LOAD_START_VAR,
+    SLOWDOWN_VAR,
+    THREADS_SOURCE_VAR,
+    THREADS_VAR,
+)
 from sciml_bench.run.signals import signal_of
 
 
@@ -41,6 +54,8 @@ class Outcome:
     stderr_tail: str = ""
     wall_s: float = 0.0
     signal_name: str | None = field(default=None)
+    #: what :class:`HostWatch` saw while the worker ran (record keys, see ``facts``)
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 #: the per-item event sink a task reports to: ``sink(process_index, event)``
@@ -66,6 +81,8 @@ class Finished:
     lost: str = ""
     #: reasons of earlier attempts that were lost and run again (``--retries``)
     retried: list[str] = field(default_factory=list)
+    #: record keys about how the case ran (:meth:`LocalExecutor.take_facts`)
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 class Executor(Protocol):
@@ -125,11 +142,210 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
-#: thread-count variables set by ``--threads`` (torch, BLAS, TensorFlow, Julia)
+#: thread-count variables set by ``--threads``: torch and BLAS (OpenMP), TensorFlow,
+#: Julia, and XLA:CPU, whose intra-op and client thread pools jaxlib sizes from
+#: ``PJRT_NPROC`` (``xla/pjrt/utils.cc``, ``DefaultThreadPoolSize``; otherwise the CPUs of
+#: the process's affinity). ``XLA_FLAGS`` has no thread-count flag.
 THREAD_VARS = (
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
-    "TF_NUM_INTEROP_THREADS", "JULIA_NUM_THREADS",
+    "TF_NUM_INTEROP_THREADS", "JULIA_NUM_THREADS", "PJRT_NPROC",
 )
+#: where running workers leave markers (:class:`HostWatch`); tests move it
+ACTIVE_DIR_VAR = "SCIML_BENCH_ACTIVE_DIR"
+#: the name XLA:CPU gives its intra-op pool's threads (``tf_XLAEigen`` in /proc)
+XLA_POOL_THREAD = "XLAEigen"
+
+
+def thread_env(n: int, xla_flags: str = "") -> dict[str, str]:
+    """The variables that bound every framework of a worker to ``n`` threads.
+
+    With one thread, XLA's Eigen kernels also stop splitting work
+    (``--xla_cpu_multi_thread_eigen=false``, a real XLA flag).
+    """
+    env = dict.fromkeys(THREAD_VARS, str(n))
+    if n == 1 and "xla_cpu_multi_thread_eigen" not in xla_flags:
+        env["XLA_FLAGS"] = (xla_flags + " --xla_cpu_multi_thread_eigen=false").strip()
+    return env
+
+
+def active_dir() -> Path:
+    """The folder of running workers' markers, shared by every sciml-bench on this host."""
+    return Path(os.environ.get(ACTIVE_DIR_VAR) or Path(tempfile.gettempdir()) / "sciml-bench-active")
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live sciml-bench worker (a reused pid is not, where /proc says)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        pass
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"sciml_bench.run." in f.read()
+    except OSError:
+        return True  # no /proc here, or not readable: trust the signal check
+
+
+def _thread_names(pid: int) -> list[str]:
+    """The names of a process's threads (Linux ``/proc``; empty elsewhere or when gone)."""
+    names = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            continue
+    return names
+
+
+class HostWatch:
+    """What one worker process shares its host with, sampled while it runs.
+
+    - ``concurrent``: the most sciml-bench workers seen running at once on this host,
+      itself included (every executor leaves a marker ``HOST-PID`` per running worker in
+      :func:`active_dir`; a dead worker's marker is ignored and removed);
+    - ``threads``: the most threads the worker process had at once;
+    - ``xla_threads``: the most threads of XLA:CPU's intra-op pool in it: the threads
+      JAX really used (0 in a worker without JAX).
+    """
+
+    #: polls between two thread counts (a pool, once made, lives as long as the process)
+    THREAD_EVERY = 5
+
+    def __init__(self, pid: int):
+        self.pid, self.concurrent, self.threads, self.xla_threads = pid, 1, 0, 0
+        self._polls = 0
+        self._host = socket.gethostname()
+        self._marker: Path | None = None
+        folder = active_dir()
+        for _ in range(3):  # another watch may remove the folder as it empties: retry
+            try:
+                if not folder.is_dir():
+                    folder.mkdir(parents=True, exist_ok=True)
+                    with contextlib.suppress(OSError):
+                        folder.chmod(0o1777)  # shared by every user's runs, as /tmp is
+                self._marker = folder / f"{self._host}-{pid}"
+                self._marker.touch()
+                break
+            except OSError:
+                self._marker = None  # counted as alone: the marker folder is not writable
+        self.sample()
+
+    def _running(self) -> int:
+        n = 0
+        try:
+            entries = os.listdir(self._marker.parent) if self._marker else []
+        except OSError:
+            return 1
+        for name in entries:
+            host, _, pid = name.rpartition("-")
+            if host != self._host or not pid.isdigit():
+                continue
+            if _alive(int(pid)):
+                n += 1
+            else:
+                with contextlib.suppress(OSError):
+                    (self._marker.parent / name).unlink()  # type: ignore[union-attr]
+        return max(n, 1)
+
+    def sample(self) -> None:
+        self.concurrent = max(self.concurrent, self._running())
+        if self._polls % self.THREAD_EVERY == 0:
+            names = _thread_names(self.pid)
+            self.threads = max(self.threads, len(names))
+            self.xla_threads = max(self.xla_threads, sum(XLA_POOL_THREAD in n for n in names))
+        self._polls += 1
+
+    def close(self) -> None:
+        """Remove the marker, and the folder once no worker is left in it (nothing stays
+        behind in a run's TMPDIR)."""
+        if self._marker is not None:
+            with contextlib.suppress(OSError):
+                self._marker.unlink()
+            with contextlib.suppress(OSError):
+                self._marker.parent.rmdir()  # fails while another worker's marker is there
+
+    def facts(self) -> dict[str, Any]:
+        """The record keys: ``concurrent_cases``, ``worker_threads`` and, in a worker
+        that ran XLA, ``xla_threads``."""
+        out: dict[str, Any] = {"concurrent_cases": self.concurrent}
+        if self.threads:
+            out["worker_threads"] = self.threads
+        if self.xla_threads:
+            out["xla_threads"] = self.xla_threads
+        return out
+
+
+def merge_facts(into: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """``into`` updated with ``facts`` of another process of the same case: numbers keep
+    their maximum (the worst of the case's processes), other keys the latest value."""
+    for k, v in facts.items():
+        old = into.get(k)
+        num = (int, float)
+        both = isinstance(old, num) and isinstance(v, num) and not isinstance(v, bool)
+        into[k] = max(old, v) if both else v
+    return into
+
+
+class CpuMeter:
+    """Who used the machine's CPUs while one worker ran, in cores' worth, from outside.
+
+    ``worker_cpu = Δ CPU seconds of reaped children / Δ wall`` (``RUSAGE_CHILDREN``: the
+    worker and what it waited for) and ``others_cpu = (Δ busy CPU seconds of the machine
+    − Δ worker) / Δ wall`` (``psutil.cpu_times``). No lag, unlike the load average: what
+    ran before the worker is not in it. Two executors in one process (a test running a
+    local and a Dask run at once) count each other's workers as their own.
+    """
+
+    def __init__(self) -> None:
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, float, float] | None:
+        import resource
+
+        try:
+            import psutil
+
+            t = psutil.cpu_times()
+        except Exception:  # no psutil, or no machine-wide counters here
+            return None
+        busy = t.user + t.system + sum(getattr(t, k, 0.0) for k in
+                                       ("nice", "irq", "softirq", "steal"))  # fmt: skip
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return clock(), busy, ru.ru_utime + ru.ru_stime
+
+    def facts(self) -> dict[str, float]:
+        end = self._read()
+        if self._start is None or end is None or end[0] - self._start[0] < 0.05:
+            return {}
+        wall = end[0] - self._start[0]
+        worker = end[2] - self._start[2]
+        others = (end[1] - self._start[1]) - worker
+        return {"worker_cpu": round(worker / wall, 3), "others_cpu": round(max(0.0, others / wall), 3)}
+
+
+#: the slowed worker's warning is printed once per process
+_WARNED = False
+
+
+def _worker_module() -> str:
+    """The worker's module: the deliberately slowed one (``run.slowdown``) only when the
+    test-only :data:`~sciml_bench.measure.environment.SLOWDOWN_VAR` is set."""
+    global _WARNED
+    if os.environ.get(SLOWDOWN_VAR):
+        if not _WARNED:
+            print(f"{SLOWDOWN_VAR}={os.environ[SLOWDOWN_VAR]}: every timed library call is "
+                  "deliberately slowed (test-only); rows say test_slowdown", file=sys.stderr)
+            _WARNED = True
+        return "sciml_bench.run.slowdown"
+    return "sciml_bench.run.worker"
 
 
 class LocalExecutor:
@@ -146,6 +362,11 @@ class LocalExecutor:
         #: the worker dies with this process (set on Dask workers, whose death would
         #: otherwise leave an orphaned case running on the machine)
         self.die_with_parent = False
+        #: what the watches of the current item's processes saw (:meth:`take_facts`)
+        self.facts: dict[str, Any] = {}
+        #: the free cores and the load average when this executor's first CNN worker
+        #: started: one thread budget for every variant, decided before any of them ran
+        self._cnn_start: tuple[tuple[int, str], float | None] | None = None
 
     def imap(self, fn: TaskFn, items: Sequence[Any], announce: Announce) -> Iterator[Finished]:
         """One item after the other, in order; the next starts once the caller has
@@ -154,26 +375,55 @@ class LocalExecutor:
 
         machine = fingerprint()
         for i, item in enumerate(items):
-            yield Finished(i, fn(item, self, announce(i, "")), machine=machine)
+            self.facts = {}
+            value = fn(item, self, announce(i, ""))
+            yield Finished(i, value, machine=machine, facts=self.take_facts())
+
+    def take_facts(self) -> dict[str, Any]:
+        """The facts of the processes run since the last call, and start afresh."""
+        out, self.facts = self.facts, {}
+        return out
+
+    def thread_budget(self, job: dict[str, Any] | None) -> tuple[int | None, str]:
+        """The thread budget of ``job``'s frameworks and where it comes from: ``--threads``;
+        else, for a CNN job, the free cores when the first CNN worker of this executor
+        starts (one budget for every variant; each framework's own default would use
+        every core, however busy the machine); else None (each library's default)."""
+        if self.threads:
+            return self.threads, "--threads"
+        if (job or {}).get("kind") == "cnn":
+            return self._cnn_at_start()[0]
+        return None, "each library's default"
+
+    def _cnn_at_start(self) -> tuple[tuple[int, str], float | None]:
+        if self._cnn_start is None:
+            from sciml_bench.measure.environment import free_cores, load_average
+
+            self._cnn_start = free_cores(), load_average()
+        return self._cnn_start
 
     def env(self, scratch: str, job: dict[str, Any] | None = None) -> dict[str, str]:
         """The worker's environment: thread budget, cold caches, and the job's device
         pinned before any framework starts (:func:`~sciml_bench.measure.device.device_env`)."""
         env = dict(os.environ)
-        if self.threads:
+        n, source = self.thread_budget(job)
+        if n:
             # One thread budget for every framework: unequal defaults, or more threads
             # than free cores, would time the scheduler rather than the library.
-            n = str(self.threads)
-            for var in THREAD_VARS:
-                env[var] = n
-            if self.threads == 1:
-                env["XLA_FLAGS"] = (
-                    env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-                    " intra_op_parallelism_threads=1"
-                ).strip()
-        # Cold means cold: compilation caches point at a fresh, empty folder.
-        env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(scratch, "jax-cache"))
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(scratch, "inductor-cache"))
+            env.update(thread_env(n, env.get("XLA_FLAGS", "")))
+            env[THREADS_VAR] = str(n)
+        env[THREADS_SOURCE_VAR] = source
+        if (job or {}).get("kind") == "cnn":
+            load = self._cnn_at_start()[1]
+            if load is not None:
+                env[LOAD_START_VAR] = f"{load:.4f}"
+        # Cold means cold: fresh, empty cache folders, even where the shell names its own
+        # (a warm cache there would make the recorded "cold" untrue).
+        for var, folder in (("JAX_COMPILATION_CACHE_DIR", "jax-cache"),
+                            ("TORCHINDUCTOR_CACHE_DIR", "inductor-cache"),
+                            ("TRITON_CACHE_DIR", "triton-cache")):  # fmt: skip
+            env[var] = os.path.join(scratch, folder)
+        env[FRESH_CACHES_VAR] = "1"
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         env["PYTHONUNBUFFERED"] = "1"
         # the job's device wins over a JAX_PLATFORMS the user's shell may have set
@@ -192,6 +442,10 @@ class LocalExecutor:
             events: list[dict[str, Any]] = []
             offset = 0
             job = dict(job)
+            # everything the spawn needs is ready before the clock of its first phase starts
+            cmd = [self.python, "-m", _worker_module(), str(job_path), str(events_path)]
+            env = self.env(scratch, job)
+            meter = CpuMeter()
             with open(stderr_path, "wb") as err:
                 job["t_spawn"] = clock()
                 job_path.write_text(json.dumps(job))
@@ -199,21 +453,24 @@ class LocalExecutor:
                 timed_out = False
                 interrupted: KeyboardInterrupt | None = None
                 proc: subprocess.Popen[bytes] | None = None
+                watch: HostWatch | None = None
                 try:
                     proc = subprocess.Popen(
-                        [self.python, "-m", "sciml_bench.run.worker", str(job_path), str(events_path)],
+                        cmd,
                         stdin=subprocess.DEVNULL,
                         stdout=err,
                         stderr=err,
-                        env=self.env(scratch, job),
+                        env=env,
                         start_new_session=True,
                     )
+                    watch = HostWatch(proc.pid)
                     while True:
                         try:
                             proc.wait(timeout=self.poll_s)
                             break
                         except subprocess.TimeoutExpired:
                             pass
+                        watch.sample()
                         new, offset = _read_events(events_path, offset)
                         for e in new:
                             on_event(e)
@@ -235,6 +492,8 @@ class LocalExecutor:
                     if proc is not None:
                         # whether it ran out, crashed or finished: nothing it started survives
                         kill_group(proc)
+                    if watch is not None:
+                        watch.close()
                 wall = clock() - start
             new, offset = _read_events(events_path, offset)
             for e in new:
@@ -249,7 +508,13 @@ class LocalExecutor:
                 sig = signal.Signals(-rc).name
             except ValueError:
                 sig = f"signal {-rc}"
-        outcome = Outcome(events, rc, timed_out, interrupted is not None, tail, wall, sig)
+        facts = {**(watch.facts() if watch is not None else {}), **meter.facts()}
+        n, source = self.thread_budget(job)
+        facts.update({"threads": n} if n else {}, threads_source=source)
+        if os.environ.get(SLOWDOWN_VAR):  # a deliberately slowed worker: never unmarked
+            facts["test_slowdown"] = os.environ[SLOWDOWN_VAR]
+        merge_facts(self.facts, facts)
+        outcome = Outcome(events, rc, timed_out, interrupted is not None, tail, wall, sig, facts)
         if interrupted is not None:
             raise Interrupted(outcome, signal_of(interrupted))
         return outcome

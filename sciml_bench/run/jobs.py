@@ -1,7 +1,7 @@
 """The one interface every kind of job implements, and how the worker finds it.
 
-A *job* is a JSON-able dict with a ``kind`` (``"ode"``, ``"cnn"``). Its kind
-supplies two functions:
+A *job* is a JSON-able dict with a ``kind`` (``"ode"``, ``"cnn"``, ``"ensemble"``,
+``"train"``). Its kind supplies two functions:
 
 - ``work(job, events)`` runs inside the fresh worker process and reports
   through ``events.emit(**event)`` (JSON-lines, flushed per event);
@@ -24,6 +24,7 @@ KINDS: dict[str, str] = {
     "ode": "sciml_bench.run.ode",
     "cnn": "sciml_bench.cnn.job",
     "ensemble": "sciml_bench.run.ensemble",
+    "train": "sciml_bench.run.train",
 }
 
 

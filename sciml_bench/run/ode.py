@@ -8,6 +8,11 @@ Phases of time-to-first-gradient, measured from the parent's spawn instant
 - ``first_solve``: the first solve, including any JIT compilation;
 - ``first_grad``:  the first loss+gradient, including any JIT compilation.
 
+A backend without a gradient (SciPy) reports its time to first solve as its TTFG
+(``ttfg_kind = "solve"``). A phase that fails is reported with the seconds spent in it
+until the failure; a process that fails keeps the phases it completed, marked partial
+(:func:`failure_timing`).
+
 Nothing heavy is imported at module level, so the import phase is the
 library's own cost, and the Julia worker can import juliacall before anything
 else (it must never follow torch: PythonCall #215).
@@ -164,7 +169,7 @@ def work(job: dict[str, Any], events: Events) -> None:
     try:
         case = backend.build(problem, options)
     except Exception as e:
-        report_failure(events, e, "build")
+        report_failure(events, e, "build", "build", clock() - start)
         return
     events.emit(phase="build", s=clock() - start)
     wanted = job.get("device", "cpu")
@@ -181,7 +186,7 @@ def work(job: dict[str, Any], events: Events) -> None:
     try:
         sol = case.solve(theta)
     except Exception as e:
-        report_failure(events, e, "first solve")
+        report_failure(events, e, "first solve", "first_solve", clock() - start)
         return
     finally:
         stop.set()
@@ -193,14 +198,22 @@ def work(job: dict[str, Any], events: Events) -> None:
     if full:
         events.emit(y=sol.y, stats=sol.stats)
 
+    probe_s = 0.0  # the memory probe's own time: never part of time to first gradient
     if backend.differentiable:
+        from sciml_bench.measure.memory import CallPeak
+
+        ram = CallPeak().start()  # what this gradient call needs above the RSS before it
         start = clock()
         try:
             loss, grad = case.loss_and_grad(theta)
         except Exception as e:
-            report_failure(events, e, "first gradient")
+            ram.stop()
+            report_failure(events, e, "first gradient", "first_grad", clock() - start)
             return
         events.emit(phase="first_grad", s=clock() - start)
+        grad_rss_mb, grad_rss_source = ram.stop()
+        probe_s = ram.own_s
+        events.emit(grad_rss_mb=grad_rss_mb, grad_rss_source=grad_rss_source)
         bad = _nonfinite_grad(name, loss, grad)
         if bad:
             # A NaN gradient from a "successful" solve is a failure, never a score.
@@ -208,7 +221,9 @@ def work(job: dict[str, Any], events: Events) -> None:
             return
         if full:
             events.emit(loss=loss, gradient=grad)
-    events.emit(ttfg_s=clock() - t_spawn)
+    # without a gradient (SciPy) the time to first gradient is the time to first solve
+    kind = "gradient" if backend.differentiable else "solve"
+    events.emit(ttfg_s=clock() - t_spawn - probe_s, ttfg_kind=kind)
 
     if full and not _steady(job, case, theta, backend.differentiable, events):
         return
@@ -229,15 +244,17 @@ def _nonfinite_grad(name: str, loss: float, grad: Any) -> str | None:
 
 
 def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Events) -> bool:
-    """Warm-ups, then timed repeats, each kind bounded by a time budget.
+    """Warm-ups, then timed repeats, each kind bounded by a time budget
+    (:func:`sciml_bench.run.steady.take`).
 
-    The clock holds the library's call only (``case.timed_*``); the checks
-    (``case.check_*``: status, step statistics, finiteness, conversion to NumPy) run
-    after it on every sample, so a failed sample is reported, never counted.
-    Returns False when a sample failed (its status is already reported).
+    The clock holds the library's call only (``case.timed_*``), taken back to back; the
+    checks (``case.check_*``: status, step statistics, finiteness, conversion to NumPy)
+    run after the loop on every sample, warm-ups' included, so a failed sample is
+    reported, never counted. Returns False when a sample failed (its status is already
+    reported).
     """
-    from sciml_bench.measure.clock import perf
     from sciml_bench.measure.status import SolverFailure, Status
+    from sciml_bench.run.steady import Plan, take
 
     def check_grad(raw: Any) -> None:
         loss, g = case.check_grad(raw)
@@ -245,28 +262,20 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
         if bad:
             raise SolverFailure(Status.NONFINITE, bad)
 
-    repeats = int(job.get("repeats", 10))
-    warmups = int(job.get("warmups", 1))
-    budget = float(job.get("steady_budget_s", 20.0))
+    p = job.get("problem", {})
+    # what a raw output holds, about: the states at the save points, or the gradient
+    sizes = {"solve": 8 * len(p.get("t_save", ())) * len(p.get("y0", ())),
+             "grad": 8 * (len(p.get("theta0", ())) + 1)}  # fmt: skip
     params = case.prepare(theta)  # once, as a user holds parameters between calls
     kinds = [("solve", case.timed_solve, case.check_solve)]
     if grad:
         kinds.append(("grad", case.timed_grad, check_grad))
     for kind, timed, check in kinds:
+        plan = Plan(repeats=int(job.get("repeats", 10)), warmups=int(job.get("warmups", 1)),
+                    budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=3,
+                    sample_bytes=sizes[kind])  # fmt: skip
         try:
-            for _ in range(warmups):
-                check(timed(params))
-            samples: list[float] = []
-            t_begin = perf()
-            while len(samples) < repeats:
-                start = perf()
-                raw = timed(params)
-                elapsed = perf() - start
-                check(raw)  # outside the clock; raises before a failed sample is counted
-                raw = None  # freed here, not when the next sample's result replaces it
-                samples.append(elapsed)
-                if perf() - t_begin > budget and len(samples) >= 3:
-                    break
+            samples = take(timed, check, params, plan)
         except Exception as e:
             report_failure(events, e, f"steady-state {kind}")
             return False
@@ -274,12 +283,150 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
     return True
 
 
-def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
-    """One record from the raw events of a case's worker processes (the first is the
-    full one), scored against the reference the job carries."""
+def running_phase(events: Sequence[dict[str, Any]]) -> str:
+    """The phase a worker was in when its events stop: the first cold phase it did not
+    finish, or ``steady state`` once it reported its time to first gradient (a backend
+    without a gradient reports that after its first solve)."""
+    if any("ttfg_s" in e for e in events):
+        return "steady state"
+    done = {e["phase"] for e in events if "phase" in e}
+    return next((p for p in PHASES if p not in done), "steady state")
+
+
+#: a failure's ``during`` (as the worker says it) -> the phase's name
+DURING = {"import": "import", "build": "build", "first solve": "first_solve",
+          "first gradient": "first_grad"}  # fmt: skip
+
+
+def failure_timing(proc: Process, row: Any) -> dict[str, Any]:
+    """What a process that did not end ``ok`` measured before it failed (``row``: its
+    phases, NaN where a phase did not finish): the phases are kept and marked partial
+    (``phases_partial``); ``partial_ttfg_s`` is the time from spawn to the end of its last
+    completed phase (its time to first gradient where it got there: ``ttfg_reached``);
+    ``failed_phase`` is the phase that was running, and ``failed_phase_s`` the seconds
+    spent in it: as the worker reported them with its failure, or, for a process killed
+    at its budget or crashed, its wall time minus what it had completed
+    (``failed_phase_s_estimated``)."""
+    import numpy as np
+
+    from sciml_bench.measure.status import Status
+
+    if proc.status == Status.OK.value:
+        return {}
+    out: dict[str, Any] = {}
+    ttfg = next((e["ttfg_s"] for e in proc.events if "ttfg_s" in e), None)
+    done = float(np.nansum(row)) if np.isfinite(row).any() else None
+    if done is not None:
+        out.update(phases_partial=True, ttfg_reached=ttfg is not None,
+                   partial_ttfg_s=ttfg if ttfg is not None else done)  # fmt: skip
+    reported = [e for e in proc.events if "status" in e]
+    if reported:
+        last = reported[-1]
+        during = str(last.get("during", ""))
+        out["failed_phase"] = last.get("failed_phase") or DURING.get(during) or (
+            "steady state" if during.startswith("steady-state") else during or None
+        )
+        if last.get("failed_phase_s") is not None:
+            out["failed_phase_s"] = last["failed_phase_s"]
+    else:  # killed at the budget, or crashed: the worker could not say
+        out["failed_phase"] = running_phase(proc.events)
+        if proc.wall_s:
+            spent = ttfg if ttfg is not None else (done or 0.0)
+            out.update(failed_phase_s=max(proc.wall_s - spent, 0.0),
+                       failed_phase_s_estimated=True)  # fmt: skip
+    return out
+
+
+def reference_columns(ref: Any, gradient_method: str) -> dict[str, Any]:
+    """A row's keys about the reference it is scored against: what ran (``method``), the
+    complex-step cross-check (its agreement, NaN when it did not run, and why not), whether
+    FD and complex step disagree beyond ``PASS_TOL / 100`` (``reference_unverified``),
+    where the reference came from, and the notes of a row with nothing to score against."""
+    from sciml_bench.measure.metrics import PASS_TOL
+
+    agreement = ref.complex_step_agreement
+    out: dict[str, Any] = {
+        "reference_loss": ref.loss,
+        "reference_gradient": ref.gradient,
+        "reference_directional": ref.directional_derivatives,
+        "reference_method": ref.method,
+        "complex_step_agreement": float("nan") if agreement is None else agreement,
+        "complex_step_skipped": ref.complex_step_skipped or None,
+        "reference_unverified": agreement is not None and agreement > PASS_TOL / 100,
+        "reference_source": "none" if ref.missing else "cache" if ref.cached else "computed",
+        "reference_path": ref.cache_path or None,
+    }
+    if ref.missing:
+        out["solution_error_note"] = f"no reference: {ref.missing}"
+    if ref.gradient_missing and gradient_method != "none":
+        out["gradient_error_note"] = f"no reference: {ref.gradient_missing}"
+    return out
+
+
+def _ttfg_kind(gradient_method: str) -> str:
+    """What a row's TTFG measures when its worker never said (it failed before): the
+    first solve for a backend without a gradient (``none``), else the first gradient."""
+    return "solve" if gradient_method == "none" else "gradient"
+
+
+def _cold(processes: Sequence[Process]) -> tuple[Any, list[float], dict[str, float]]:
+    """Phases (processes x PHASES, NaN where one did not finish), the time to first
+    gradient of every ``ok`` process, and the first process's import breakdown."""
+    import numpy as np
+
+    from sciml_bench.measure.status import Status
+
+    phases = np.full((len(processes), len(PHASES)), np.nan)
+    ttfg: list[float] = []
+    detail: dict[str, float] = {}
+    for i, o in enumerate(processes):
+        for e in o.events:
+            if "phase" in e:
+                phases[i, PHASES.index(e["phase"])] = e["s"]
+                if i == 0 and e.get("detail"):
+                    detail.update(e["detail"])
+            if "ttfg_s" in e and o.status == Status.OK.value:
+                ttfg.append(e["ttfg_s"])
+    return phases, ttfg, detail
+
+
+def _scores(problem: Any, ref: Any, ev: dict[str, Any], ok: bool) -> dict[str, Any]:
+    """The solution and, for an ``ok`` case, the gradient, scored against the reference
+    (nothing scored where it has no solution or no gradient)."""
     import numpy as np
 
     from sciml_bench.measure import metrics
+
+    out: dict[str, Any] = {}
+    y = ev.get("y")
+    if y is not None:
+        out["y"] = y
+        if not ref.missing:
+            err = metrics.solution_error(np.asarray(y), np.asarray(ref.y))
+            out["solution_error"] = err["rel_l2"]
+            out.update({f"solution_error_{k}": v for k, v in err.items() if k != "rel_l2"})
+    grad = ev.get("gradient")
+    if grad is None or not ok:
+        return out
+    g = np.asarray(grad, dtype=float)
+    out["loss"] = ev.get("loss")
+    out["gradient"] = dict(zip(problem.param_names, g.tolist(), strict=True))
+    if ref.gradient_missing:
+        return out
+    if ref.directions:
+        gerr = metrics.directional_error(g, ref.directions, ref.directional_derivatives)
+    else:
+        r = np.asarray(ref.gradient)
+        gerr = metrics.gradient_error(g, r, problem.theta0, problem.log_params)
+    out["gradient_error"] = gerr["max_rel"]
+    out["gradient_cosine"] = gerr["cosine"]
+    out["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])
+    return out
+
+
+def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
+    """One record from the raw events of a case's worker processes (the first is the
+    full one), scored against the reference the job carries."""
     from sciml_bench.measure.status import Status
     from sciml_bench.problem.compiled import CompiledProblem
     from sciml_bench.problem.reference import Reference
@@ -293,17 +440,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     ev: dict[str, Any] = {}
     for e in full.events:
         ev.update(e)
-    phases = np.full((len(processes), len(PHASES)), np.nan)
-    ttfg: list[float] = []
-    detail: dict[str, float] = {}
-    for i, o in enumerate(processes):
-        for e in o.events:
-            if "phase" in e:
-                phases[i, PHASES.index(e["phase"])] = e["s"]
-                if i == 0 and e.get("detail"):
-                    detail.update(e["detail"])
-            if "ttfg_s" in e and o.status == Status.OK.value:
-                ttfg.append(e["ttfg_s"])
+    phases, ttfg, detail = _cold(processes)
     samples = {e["samples"]: e["values"] for e in full.events if "samples" in e}
     stats = ev.get("stats", {})
     rec: dict[str, Any] = {
@@ -332,6 +469,9 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "phases": phases,
         "ttfg_detail": detail,
         "ttfg_samples": ttfg,
+        # what the TTFG column measures: a backend without a gradient reports first solve
+        "ttfg_kind": ev.get("ttfg_kind") or _ttfg_kind(opts["gradient_method"]),
+        **failure_timing(full, phases[0]),
         "cold_processes": len(processes),
         "solve_samples": samples.get("solve", []),
         "grad_samples": samples.get("grad", []),
@@ -341,31 +481,12 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "jac_evals": stats.get("jac_evals"),
         "lu_decomps": stats.get("lu_decomps"),
         "peak_rss_mb": ev.get("peak_rss_mb"),
+        # the first gradient's RAM above the process's RSS before it (measure.memory.CallPeak)
+        "grad_rss_mb": ev.get("grad_rss_mb"),
+        "grad_rss_source": ev.get("grad_rss_source"),
         "worker_wall_s": full.wall_s,
-        "reference_loss": ref.loss,
-        "reference_gradient": ref.gradient,
-        "reference_directional": ref.directional_derivatives,
-        "reference_method": ref.method,
+        **reference_columns(ref, opts["gradient_method"]),
+        **_scores(problem, ref, ev, status == Status.OK.value),
     }
-    y = ev.get("y")
-    if y is not None:
-        rec["y"] = y
-        err = metrics.solution_error(np.asarray(y), np.asarray(ref.y))
-        rec["solution_error"] = err["rel_l2"]
-        rec.update({f"solution_error_{k}": v for k, v in err.items() if k != "rel_l2"})
-    grad = ev.get("gradient")
-    if grad is not None and status == Status.OK.value:
-        g = np.asarray(grad, dtype=float)
-        rec["loss"] = ev.get("loss")
-        rec["gradient"] = dict(zip(problem.param_names, g.tolist(), strict=True))
-        if ref.directions:
-            gerr = metrics.directional_error(g, ref.directions, ref.directional_derivatives)
-        else:
-            gerr = metrics.gradient_error(
-                g, np.asarray(ref.gradient), problem.theta0, problem.log_params
-            )
-        rec["gradient_error"] = gerr["max_rel"]
-        rec["gradient_cosine"] = gerr["cosine"]
-        rec["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])
     rec = with_device_note(rec, job.get("device", "cpu"))
     return summarize({k: v for k, v in rec.items() if v is not None})

@@ -34,7 +34,7 @@ from sciml_bench.run.executor import (
     Sink,
 )
 from sciml_bench.run.jobs import Process, kind_of
-from sciml_bench.run.ode import PHASES
+from sciml_bench.run.ode import running_phase
 from sciml_bench.run.signals import signal_of
 
 #: the work-precision ladder of ``--sweep`` (DiffEqDevTools style)
@@ -139,10 +139,7 @@ def _ending(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
     status_events = [e for e in o.events if "status" in e]
     progress = [e["progress_t"] for e in o.events if "progress_t" in e]
     t_reached = progress[-1] if progress else None
-    phases_done = [e["phase"] for e in o.events if "phase" in e]
-    running = next((p for p in PHASES if p not in phases_done), "steady state")
-    if any("ttfg_s" in e for e in o.events):  # past the first gradient, or past the first
-        running = "steady state"  # solve of a backend without one (no first_grad phase)
+    running = running_phase(o.events)  # past TTFG (a first solve without gradient): steady
     stages = [e["cnn_stage"] for e in o.events if "cnn_stage" in e]
     if stages:  # a CNN worker: the stage after the last one it announced
         running = CNN_NEXT.get(stages[-1], running)
@@ -169,9 +166,11 @@ def _ending(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
     return Status.CRASHED.value, f"worker exited with code {o.returncode}: {detail}", t_reached
 
 
-def unavailable_record(problem: CompiledProblem, name: str, reason: str, fix: str) -> dict[str, Any]:
+def unavailable_record(
+    problem: CompiledProblem, name: str, reason: str, fix: str, kind: str = "ode"
+) -> dict[str, Any]:
     return summarize({
-        "kind": "ode",
+        "kind": kind,
         "problem": problem.name,
         "backend": name,
         "solver": "",
@@ -280,11 +279,20 @@ def _lost_record(task: CaseTask, fin: Finished) -> dict[str, Any]:
     return kind_of(task.job).record(task.job, [lost])
 
 
+def with_facts(rec: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` with the executor's facts about its processes (``concurrent_cases``,
+    threads, CPU shares); a value the worker recorded itself wins (a CNN worker measures
+    its own load), unless it is None."""
+    return {**facts, **{k: v for k, v in rec.items() if v is not None or k not in facts}}
+
+
 def placed(rec: dict[str, Any], fin: Finished) -> dict[str, Any]:
-    """``rec`` with where it ran: host, hardware, Dask worker, retries (``--retries``)."""
+    """``rec`` with where it ran: host, hardware, Dask worker, retries (``--retries``),
+    and what it shared the host with (``concurrent_cases``, threads: ``Finished.facts``)."""
     from sciml_bench.measure.environment import hardware_label
 
-    out = {**rec, "host": fin.machine.get("host", ""), "retries": len(fin.retried)}
+    out = {**with_facts(rec, fin.facts), "host": fin.machine.get("host", ""),
+           "retries": len(fin.retried)}
     if fin.machine:
         out["hardware"] = hardware_label(fin.machine)
     if fin.worker:
@@ -330,6 +338,7 @@ def stream(
                         sink(k, e)
             rec = kind_of(task.job).record(task.job, fin.value)
         rec = placed(finish(rec), fin)
+        rec["case_index"] = i  # tables list rows in case order, whatever the finishing order
         remember_machine(writer, fin)
         writer.add(rec)
         yield i, rec
@@ -345,15 +354,20 @@ def _partial(job: dict[str, Any], processes: list[Process], planned: int, by: st
 
 def run(
     problem: CompiledProblem,
-    ref: Reference,
+    ref: Reference | None,
     cases: Sequence[CaseSpec],
     writer: ResultsWriter,
     settings: Settings,
     executor: Executor | None = None,
     progress: Progress = _stderr,
+    task_of: Callable[[CaseSpec], CaseTask] | None = None,
+    lines: Callable[[Progress, CaseTask], Sink] = _phase_lines,
+    kind: str = "ode",
 ) -> list[dict[str, Any]]:
     """Run every case, writing each record as soon as it exists (locally in order; on
     Dask as cases finish). The reference is built here, once, and travels in each job.
+    ``task_of`` makes a case's task (default: the ODE job, ``--cold`` processes), ``lines``
+    its progress lines, ``kind`` the kind of an ``unavailable`` row (training: ``train``).
 
     Raises :class:`Interrupt` on Ctrl-C after marking the file interrupted.
     """
@@ -367,27 +381,34 @@ def run(
         if not availability[spec.backend].ok:
             if spec.backend not in {s.backend for s in unavailable.values()}:
                 unavailable[i] = spec  # one unavailable row per backend is enough
+        elif task_of is not None:
+            tasks.append((i, task_of(spec)))
         else:
+            assert ref is not None, "an ODE case is scored against a reference"
             job = case_job(spec, problem, ref, settings)
             tasks.append((i, CaseTask(job, _modes(settings), settings.budget_s)))
+
+    # the counter counts rows: an unavailable backend's cases make one row between them
+    row_of = {i: n for n, i in enumerate(sorted([*unavailable, *(i for i, _ in tasks)]), 1)}
+    rows = len(row_of)
 
     def unavailable_before(i: int) -> None:
         for j in sorted(k for k in unavailable if k < i):
             spec = unavailable.pop(j)
             av = availability[spec.backend]
-            rec = unavailable_record(problem, spec.backend, av.reason, av.fix)
-            progress(f"[{j}/{len(cases)}] {spec.backend}: unavailable ({av.reason})")
+            rec = {**unavailable_record(problem, spec.backend, av.reason, av.fix, kind), "case_index": j}
+            progress(f"[{row_of[j]}/{rows}] {spec.backend}: unavailable ({av.reason})")
             writer.add(rec)
             done.append(rec)
 
     def announce(i: int, where: str) -> None:
         unavailable_before(i)
         on = f"  on {where}" if where else ""
-        progress(f"[{i}/{len(cases)}] {problem.name}: {cases[i - 1].label}{on}")
+        progress(f"[{row_of[i]}/{rows}] {problem.name}: {cases[i - 1].label}{on}")
 
     with _saved_on_interrupt(writer, done):
         try:
-            for _, rec in stream(tasks, writer, executor, announce, progress):
+            for _, rec in stream(tasks, writer, executor, announce, progress, lines):
                 progress(
                     f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else "")
                 )
@@ -399,7 +420,7 @@ def run(
                 done.append(partial)
             raise
         unavailable_before(len(cases) + 1)
-    return done
+    return sorted(done, key=lambda r: r.get("case_index", 0))  # case order, not finishing order
 
 
 @contextlib.contextmanager
@@ -451,7 +472,7 @@ def run_job_once(
     """One job in one fresh worker, and its record (for tests and scripts): a crashed
     or hung worker comes back as a record too."""
     outcome = LocalExecutor(threads=threads).run(job, budget_s, lambda e: None)
-    return kind_of(job).record(job, [ending(outcome, budget_s)])
+    return with_facts(kind_of(job).record(job, [ending(outcome, budget_s)]), outcome.facts)
 
 
 def run_cnn(
@@ -484,7 +505,7 @@ def run_cnn(
             if not available[job["variant"]].available and j not in written:
                 written.add(j)
                 progress(title(j))
-                rec = {**cnn.run_variant(job), "kind": "cnn"}  # the unavailable row
+                rec = {**cnn.run_variant(job), "kind": "cnn", "case_index": j}  # unavailable
                 progress(f"      -> {rec.get('status')}: {rec.get('reason', '')}")
                 writer.add(rec)
                 done.append(rec)
@@ -518,7 +539,7 @@ def run_cnn(
                 progress(f"      -> {rec.get('status')}: {rec.get('reason', '')}")
             done.append(rec)
         unavailable_before(len(jobs) + 1)
-    return done
+    return sorted(done, key=lambda r: r.get("case_index", 0))  # case order, not finishing order
 
 
 @dataclass
@@ -625,6 +646,8 @@ def ensemble_job(
         "repeats": settings.repeats,
         "warmups": settings.warmups,
         "steady_budget_s": settings.steady_budget_s,
+        # the worker starts no steady call that would end past it (it keeps its samples)
+        "budget_s": settings.budget_s,
         "reference": ref,
     }  # fmt: skip
 
@@ -637,6 +660,25 @@ def _ensemble_row(spec: EnsembleSpec, problem: CompiledProblem, size: int | None
         "semantics": spec.semantics, "size": size, "device": spec.device,
         "device_requested": spec.device_requested, "status": status, "reason": reason,
     })  # fmt: skip
+
+
+def ensemble_without_reference(
+    problem: CompiledProblem, ladders: Sequence[EnsembleSpec], reason: str,
+    writer: ResultsWriter, progress: Progress = _stderr,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """An ensemble problem whose reference sample could not be built (``reason``): one
+    ``error`` row per ladder saying so, on disk, so that the run goes on. Its backends are
+    not run: an ensemble row is scored on the reference sample's members."""
+    done = []
+    for i, spec in enumerate(ladders, 1):
+        note = (f"no reference: {reason}; the ensemble was not run (its rows are scored "
+                "against the reference sample)")  # fmt: skip
+        rec = _ensemble_row(spec, problem, None, Status.ERROR.value, note)
+        rec["reference_source"] = "none"
+        progress(f"[ladder {i}/{len(ladders)}] {spec.backend}: not run (no reference)")
+        writer.add(rec)
+        done.append(rec)
+    return done
 
 
 def run_ensemble(
@@ -690,7 +732,8 @@ def run_ensemble(
                             progress(f"      {e['phase']:<11} {e['s']:8.3f} s")
 
                     outcome = executor.run(job, settings.budget_s, on_event)
-                    rec = kind_of(job).record(job, [ending(outcome, settings.budget_s)])
+                    rec = with_facts(kind_of(job).record(job, [ending(outcome, settings.budget_s)]),
+                                     outcome.facts)
                     progress(f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else ""))
                 ladder.done(size, rec)
                 writer.add(rec)
@@ -788,11 +831,14 @@ class Rungs:
             try:
                 p = spec.at_size(self.problem, size)
                 self.progress(f"reference for {p.name} at size {size} ({p.n_state} states) ...")
-                ref = reference.get(p, refresh=self.refresh)
+                # a reference that cannot be built leaves rows saying so, as for any problem
+                ref = reference.get_or_missing(p, refresh=self.refresh)
                 start = time.perf_counter()
                 compiled = reference.compile_problem(p, ref)
                 self.made[size] = (compiled, ref, time.perf_counter() - start)
                 built = "cached" if ref.cached else f"built in {ref.build_s:.1f} s"
+                if ref.missing:
+                    built = f"failed ({ref.missing})"
                 self.progress(f"reference: {built}, rtol {ref.rtol:g}")
             except (reference.ReferenceError, spec.ProblemError) as e:
                 self.made[size] = e
@@ -821,8 +867,9 @@ def _not_runnable(name: str, seen: dict[str, Any]) -> str | None:
         if not av.ok:
             seen[name] = f"{av.reason}. Fix: {av.fix}" if av.fix else av.reason
         elif not b.array_problems:
-            seen[name] = (f"{name} has no array code yet: array problems ([sizes], vector "
-                          "states) do not run on this backend")  # fmt: skip
+            seen[name] = b.array_missing or (
+                f"{name} has no array code yet: array problems ([sizes], vector states) do "
+                "not run on this backend")  # fmt: skip
         else:
             seen[name] = None
     return seen[name]  # type: ignore[no-any-return]
@@ -899,9 +946,32 @@ def _rung(
             progress(f"      {e['phase']:<11} {e['s']:8.3f} s")
 
     outcome = executor.run(job, settings.budget_s, on_event)
-    rec = kind_of(job).record(job, [ending(outcome, settings.budget_s)])
+    rec = with_facts(kind_of(job).record(job, [ending(outcome, settings.budget_s)]), outcome.facts)
     progress(f"      -> {rec['status']}" + (f": {rec['reason']}" if rec["reason"] else ""))
     rec.update(size=size, codegen_s=codegen_s, reference_rtol=ref.rtol, **facts)
     if ref.tolerance_note:
         rec["reference_note"] = ref.tolerance_note
     return rec
+
+
+def run_training(
+    problem: CompiledProblem,
+    training: Any,
+    reference_curve: dict[str, Any],
+    cases: Sequence[CaseSpec],
+    writer: ResultsWriter,
+    settings: Settings,
+    executor: Executor | None = None,
+    progress: Progress = _stderr,
+) -> list[dict[str, Any]]:
+    """Train ``problem`` (its ``[training]`` section, ``training``) once per case, each in
+    one fresh worker under the case budget, every row on disk as it ends; the reference
+    curve travels in each job. As :func:`run` otherwise (unavailable rows, Ctrl-C)."""
+    from sciml_bench.run import train
+
+    def task_of(spec: CaseSpec) -> CaseTask:
+        job = train.training_job(spec, problem, training, reference_curve)
+        return CaseTask(job, (None,), settings.budget_s)
+
+    return run(problem, None, cases, writer, settings, executor, progress,
+               task_of=task_of, lines=train.progress_lines, kind="train")  # fmt: skip

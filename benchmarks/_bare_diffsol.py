@@ -1,0 +1,87 @@
+"""Bare pydiffsol twins of the suite's problems, written as a pydiffsol user writes them.
+
+Hand-written DiffSL for the vector field, one ``pydiffsol.Ode``, ``ode.solve_dense``
+called in a loop with ``time.perf_counter``; the gradient is ``ode.solve_fwd_sens`` (or
+``solve_adjoint_fwd`` + ``solve_adjoint_bkwd``) and the loss's chain rule in NumPy. The
+problem's data (initial state, parameters, save times, tolerances, loss arrays, solver,
+matrix type, gradient method) come from the JSON file on the command line, so the twin
+solves exactly the suite's problem; no sciml-bench code is imported.
+
+    python _bare_diffsol.py CONFIG.json REPEATS
+
+Prints one JSON line: raw ``solve`` and ``grad`` timings in seconds.
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+import pydiffsol as ds
+
+MODELS = {
+    "lotka-volterra": """
+        in_i { a = 1.5, b = 1, c = 3, d = 1 }
+        u_i { x = 1, y = 1 }
+        F_i { a*x - b*x*y, -c*y + d*x*y }
+    """,
+    "robertson": """
+        in_i { k1 = 0.04, k2 = 3e7, k3 = 1e4 }
+        u_i { y1 = 1, y2 = 0, y3 = 0 }
+        F_i { -k1*y1 + k3*y2*y3, k1*y1 - k2*y2*y2 - k3*y2*y3, k2*y2*y2 }
+    """,
+    "hires": """
+        in_i { k1 = 1.71, k2 = 0.43, k3 = 8.32, k4 = 0.69, k5 = 0.035, k6 = 8.32, k7 = 280,
+               k8 = 0.69, k9 = 0.69, oks = 0.0007 }
+        u_i { y1 = 1, y2 = 0, y3 = 0, y4 = 0, y5 = 0, y6 = 0, y7 = 0, y8 = 0.0057 }
+        F_i {
+            -k1*y1 + k2*y2 + k6*y3 + oks,
+            k1*y1 - (k2 + k3)*y2,
+            -(k6 + k1)*y3 + k2*y4 + k5*y5,
+            k3*y2 + k1*y3 - (k4 + k2)*y4,
+            -(k5 + k1)*y5 + k2*y6 + k2*y7,
+            -k7*y6*y8 + k8*y4 + k1*y5 - k2*y6 + k8*y7,
+            k7*y6*y8 - (k2 + k8 + k9)*y7,
+            -k7*y6*y8 + (k2 + k8 + k9)*y7,
+        }
+    """,
+}
+
+
+def main() -> None:
+    with open(sys.argv[1]) as f:
+        cfg = json.load(f)
+    repeats = int(sys.argv[2])
+    ode = ds.Ode(MODELS[cfg["rhs"]], scalar_type=ds.f64,
+                 matrix_type=getattr(ds, cfg["matrix_type"]), ode_solver=getattr(ds, cfg["solver"]))  # fmt: skip
+    ode.rtol, ode.atol = cfg["rtol"], cfg["atol"]
+    ode.sens_rtol = ode.param_rtol = cfg["rtol"]
+    ode.sens_atol = ode.param_atol = cfg["atol"]
+    theta = np.asarray(cfg["theta0"])
+    ts = np.asarray(cfg["t_save"])
+    W, O = np.asarray(cfg["W"]).T, np.asarray(cfg["O"]).T  # diffsol's (n_state, n_save)
+
+    def grad():
+        if cfg["gradient"] == "adjoint":
+            sol, checkpoint = ode.solve_adjoint_fwd(theta, ts)
+            D = sol.ys - O
+            return np.sum(W * D * D), ode.solve_adjoint_bkwd(sol, checkpoint, 2 * W * D)
+        sol = ode.solve_fwd_sens(theta, ts)
+        D = sol.ys - O
+        return np.sum(W * D * D), np.einsum("ij,kij->k", 2 * W * D, np.asarray(sol.sens))
+
+    out = {}
+    for kind, fn in (("solve", lambda: ode.solve_dense(theta, ts)), ("grad", grad)):
+        fn()  # first call
+        fn()  # warm-up, as the suite does
+        samples = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t0)
+        out[kind] = samples
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

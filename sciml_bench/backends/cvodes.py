@@ -1,0 +1,257 @@
+"""SUNDIALS CVODES through CasADi, in float64.
+
+The problem's right-hand side is built as CasADi expressions (``sciml-bench codegen
+--target casadi``) on ``SX`` symbols (CasADi's scalar graphs, the faster kind for small
+expressions), or on ``MX`` for a network with more than :data:`MX_FROM` parameters, whose
+matrix products then stay single matrix nodes instead of thousands of scalar ones
+(measured: the spiral's 252 weights, adjoint gradient 29 ms on MX against 46 ms on SX;
+the ROBER UDE's 43 parameters, forward gradient 534 ms on SX against 962 ms on MX), and
+handed to
+``casadi.integrator("F", "cvodes", {"x", "p", "t", "ode"}, t0, t_save, options)``: one
+compiled call solves and returns the states at every save time. CasADi supplies CVODES
+with the exact Jacobian of the expression graph (its default sparse ``qr`` linear solver
+in the Newton iteration).
+
+Solvers: ``BDF`` (stiff default; Newton iteration) and ``Adams`` (non-stiff default, with
+functional iteration, as the CVODES guide recommends for non-stiff problems).
+
+Gradients: the loss ``L = Σ W (Y − O)² + Σ C Y`` is written on CasADi's ``MX`` graph over
+the integrator's output and differentiated by CasADi, which generates the sensitivity
+problem itself:
+
+- ``forward``: ``jtimes(L, p, I)``, forward mode in ``n_params`` directions; CasADi
+  integrates the forward sensitivity equations as states augmenting the ODE (all of them
+  under CVODES' error control);
+- ``adjoint``: ``gradient(L, p)``, reverse mode; CasADi drives CVODES' adjoint module
+  (a checkpointed forward pass, ``CVodeF``, then the adjoint ODE backwards, ``CVodeB``,
+  with the parameter gradient as its quadrature).
+
+The default follows CVODES' guide (forward sensitivities for few parameters, the adjoint
+when parameters are many and the outputs few): ``forward`` up to
+:data:`~sciml_bench.backends.base.FORWARD_SENSITIVITY_LIMIT` parameters, ``adjoint``
+above. The adjoint's gradient quadrature is under error control (``quad_err_con``), as
+the states are: without it the spiral's adjoint gradient was off by 1.5e-3, with it 5e-5.
+
+Step bound: CVODES' ``max_num_steps`` (``mxstep``) counts steps per call to ``CVode``, and
+CasADi calls it once per save interval, so alone it would allow ``n_save × max_steps``.
+It is set to the shared ``max_steps``, and after each solve the whole-solve count,
+accepted plus rejected (error- and convergence-test failures) steps, is held to the same
+bound, as the other backends count it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from sciml_bench.backends.base import (
+    Availability,
+    Backend,
+    Case,
+    CaseOptions,
+    EnsembleCase,
+    EnsembleNotOffered,
+    ProblemNotExpressible,
+    Solution,
+    SolverInfo,
+    forward_or_adjoint,
+)
+from sciml_bench.measure.status import SolverFailure, Status, classify_message
+from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.ensemble import Batch
+
+_SOLVERS = {
+    "BDF": SolverInfo("BDF", True, "CVODES variable-order BDF (orders 1-5), Newton iteration"),
+    "Adams": SolverInfo("Adams", False, "CVODES Adams-Moulton (orders 1-12), functional iteration"),
+}
+_GRADIENTS = {
+    "forward": "CVODES forward sensitivities (CasADi forward mode, one direction per parameter)",
+    "adjoint": "CVODES adjoint sensitivities, checkpointed (CasADi reverse mode)",
+}
+#: a problem with a network and more parameters than this is built on MX symbols
+MX_FROM = 100
+#: CVODES' method and nonlinear iteration per solver name
+_METHOD = {"BDF": ("bdf", "newton"), "Adams": ("adams", "functional")}
+#: how the generated code runs, recorded in each row
+IDIOM = (
+    "casadi.integrator('F', 'cvodes', {x, p, t, ode}, t0, t_save, opts) over the generated "
+    "CasADi expressions; timed solve = F(x0=..., p=...); timed gradient = one casadi.Function "
+    "of p returning the loss (on the MX graph of F's output) and its jtimes (forward) or "
+    "gradient (adjoint); CVODES' flags and stats() are read after the clock"
+)
+#: CasADi's error text names the CVODES call and flag: CVode returned "CV_TOO_MUCH_WORK"
+_FLAG = re.compile(r'(CVode\w*) returned "(CV_[A-Z_]+)"')
+#: what a flag from the adjoint's backward pass (``CVodeB``) means here
+_BACKWARD = (" in the adjoint's backward pass (CasADi leaves its step bound at SUNDIALS' "
+             "default, 500 steps per save interval)")
+
+
+def integrator_options(options: CaseOptions) -> dict[str, Any]:
+    """CVODES options through CasADi: the shared tolerances and step bound, the method."""
+    lmm, iteration = _METHOD[options.solver]
+    return {
+        "abstol": options.atol,
+        "reltol": options.rtol,
+        "max_num_steps": options.max_steps,
+        "linear_multistep_method": lmm,
+        "nonlinear_solver_iteration": iteration,
+        # the adjoint's parameter gradient (a quadrature) under error control, as the states
+        "quad_err_con": True,
+        # a failing solve is reported as a status, not as one warning per RHS evaluation
+        "show_eval_warnings": False,
+        "disable_internal_warnings": True,
+    }
+
+
+def build_integrator(problem: CompiledProblem, options: CaseOptions) -> tuple[Any, str]:
+    """CasADi's CVODES integrator for ``problem`` and the symbol type used (``SX``/``MX``)."""
+    import casadi as ca
+
+    from sciml_bench.problem.generated import load_python, not_expressible
+
+    source = problem.source["casadi"]
+    why = not_expressible(source)
+    if why is not None:
+        raise ProblemNotExpressible(f"cvodes: {problem.name} is {why}")
+    rhs = load_python(source)["rhs"]
+    kind = "MX" if "ca.mtimes(" in source and problem.n_params > MX_FROM else "SX"
+    sym = getattr(ca, kind)
+    x, p, t = sym.sym("x", problem.n_state), sym.sym("p", problem.n_params), sym.sym("t")
+    dae = {"x": x, "p": p, "t": t, "ode": rhs(t, x, p)}
+    t0 = float(problem.t_span[0])
+    F = ca.integrator("F", "cvodes", dae, t0, [float(s) for s in problem.t_save],
+                      integrator_options(options))  # fmt: skip
+    return F, kind
+
+
+def loss_function(problem: CompiledProblem, F: Any, method: str) -> Any:
+    """``G(p) -> (L, dL/dp)``: the loss on the MX graph of the integrator's output,
+
+        L(p) = Σ_ij W_ij (Y_ij(p) − O_ij)² + Σ_ij C_ij Y_ij(p),
+
+    and its derivative by forward mode (``jtimes`` against the identity: one direction
+    per parameter) or reverse mode (``gradient``)."""
+    import casadi as ca
+
+    P = ca.MX.sym("p", problem.n_params)
+    Y = F(x0=ca.DM(problem.y0), p=P)["xf"]  # n_state x n_save: the transposed layout
+    W, O, C = (ca.DM(a.T) for a in (problem.loss_W, problem.loss_O, problem.loss_C))
+    D = Y - O
+    L = ca.sum1(ca.sum2(W * D * D)) + ca.sum1(ca.sum2(C * Y))
+    if method == "forward":
+        dL = ca.jtimes(L, P, ca.DM.eye(problem.n_params), False).T
+    else:
+        dL = ca.gradient(L, P)
+    return ca.Function("G", [P], [L, dL])
+
+
+def library_failure(e: RuntimeError, stats: Mapping[str, Any] | None) -> SolverFailure:
+    """CasADi's error for a failed CVODES call as a status with CVODES' flag. ``t_reached``
+    is CVODES' internal time at the last save point it completed, when it completed one."""
+    text = str(e)
+    m = _FLAG.search(text)
+    if m:
+        message = f"CVODES returned {m.group(2)}" + (_BACKWARD if m.group(1) == "CVodeB" else "")
+    else:
+        message = " ".join(text.split()[-12:])
+    t = None
+    if stats and stats.get("nsteps", 0) > 0 and np.isfinite(stats.get("tcur", np.nan)):
+        t = float(stats["tcur"])
+    return SolverFailure(classify_message(message), f"cvodes: {message}", t)
+
+
+class CvodesCase(Case):
+    def __init__(self, problem: CompiledProblem, options: CaseOptions):
+        import casadi as ca
+
+        self.F, kind = build_integrator(problem, options)
+        self.G = loss_function(problem, self.F, options.gradient_method)
+        self.x0 = ca.DM(problem.y0)
+        self.max_steps = options.max_steps
+        self._ca = ca
+        self.info = {
+            "idiom": IDIOM,
+            "symbolics": kind,
+            "linear_solver": "qr (CasADi's default, sparse)",
+            "options": {k: v for k, v in integrator_options(options).items() if "warn" not in k},
+        }
+
+    def prepare(self, theta: np.ndarray) -> Any:
+        return self._ca.DM(theta)  # CasADi's own matrix, made once
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RuntimeError as e:
+            raise library_failure(e, self._stats()) from None
+
+    def _stats(self) -> dict[str, Any] | None:
+        try:
+            return dict(self.F.stats())
+        except RuntimeError:  # no call has completed yet
+            return None
+
+    def timed_solve(self, params: Any) -> Any:
+        return self._call(self.F, x0=self.x0, p=params)
+
+    def check_solve(self, raw: Any) -> Solution:
+        st = self._stats() or {}
+        steps = int(st.get("nsteps", 0))
+        rejected = int(st.get("netfails", 0)) + int(st.get("nncfails", 0))
+        if steps + rejected > self.max_steps:
+            raise SolverFailure(
+                Status.MAX_STEPS,
+                f"cvodes: {steps} accepted + {rejected} rejected steps over the whole solve > "
+                f"the shared max_steps = {self.max_steps} (CVODES' own max_num_steps counts "
+                "per save interval)",
+            )
+        y = np.array(raw["xf"]).T
+        if not np.all(np.isfinite(y)):
+            raise SolverFailure(Status.NONFINITE, "cvodes: non-finite values in the solution")
+        return Solution(y, {
+            "steps": steps, "rejected_steps": rejected, "rhs_evals": int(st.get("nfevals", 0)),
+            "jac_evals": int(st.get("n_call_jacF", 0)), "lu_decomps": int(st.get("nlinsetups", 0)),
+        })  # fmt: skip
+
+    def timed_grad(self, params: Any) -> Any:
+        return self._call(self.G, params)
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        value, grad = raw
+        return float(value), np.array(grad).ravel()  # the worker rejects a non-finite one
+
+
+class CvodesBackend(Backend):
+    name = "cvodes"
+    packages = ("casadi",)
+    extra = "cvodes"
+    modules = ("casadi",)
+    gradient_methods: Mapping[str, str] = _GRADIENTS
+
+    def availability(self) -> Availability:
+        return Availability.of_modules("casadi", extra="cvodes")
+
+    def solvers(self) -> Mapping[str, SolverInfo]:
+        return _SOLVERS
+
+    def default_solver(self, stiff: bool) -> str:
+        return "BDF" if stiff else "Adams"
+
+    def default_gradient(self, problem: CompiledProblem) -> str:
+        return forward_or_adjoint(problem)
+
+    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
+        return CvodesCase(problem, options)
+
+    ensemble_semantics = ("independent",)
+
+    def build_ensemble(
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
+    ) -> EnsembleCase:
+        raise EnsembleNotOffered(
+            "cvodes: no ensemble: a CasADi integrator call solves one trajectory, and "
+            "this suite does not yet map it over members (casadi's Function.map)"
+        )

@@ -1,0 +1,217 @@
+"""diffsol (Rust) through pydiffsol, in float64.
+
+The problem is DiffSL text (``sciml-bench codegen --target diffsl``), JIT-compiled by
+``pydiffsol.Ode(code, matrix_type=..., scalar_type=f64, ode_solver=...)`` in the build
+phase (LLVM; DiffSL differentiates the model with Enzyme for Jacobians and
+sensitivities). A solve is ``ode.solve_dense(theta, t_save)``, the states at the save
+times from diffsol's interpolant, in one call into Rust.
+
+Solvers: ``bdf`` (stiff default), ``esdirk34``, ``tr_bdf2`` and ``tsit45`` (non-stiff
+default). Matrices: ``nalgebra_dense`` below :data:`SPARSE_FROM` states, ``faer_sparse``
+from there (the switch diffsol's own benchmarks make); recorded per row.
+
+Gradients, the loss's chain rule written in NumPy as a pydiffsol user writes it:
+
+- ``forward``: ``solve_fwd_sens`` gives ``Y`` and ``S_k = ∂Y/∂θ_k`` at the save times, and
+  ``dL/dθ_k = Σ_ij (2 W_ij (Y_ij − O_ij) + C_ij) S_k,ij``;
+- ``adjoint``: ``solve_adjoint_fwd`` (the solve, checkpointed) then
+  ``solve_adjoint_bkwd`` with ``∂L/∂Y`` at the save times: diffsol's discrete adjoint.
+
+The default, as for CVODES, is ``forward`` up to
+:data:`~sciml_bench.backends.base.FORWARD_SENSITIVITY_LIMIT` parameters and ``adjoint``
+above. The sensitivity equations and the adjoint's gradient are put under error control
+at the problem's tolerances (pydiffsol leaves them out by default, which gave a 13% error
+in ROBER's ``∂L/∂k2``; with them, 7e-5). One absolute tolerance serves every parameter
+(pydiffsol does not expose diffsol's per-parameter scales): dividing it by ``max|θ|``, as
+CVODES' parameter scaling would, made ROBER's sensitivities fail their error test.
+
+Step bound: diffsol has none (its solvers stop on a step size that underflows or on
+repeated error-test or Newton failures). The shared ``max_steps`` is checked after the
+solve against diffsol's accepted steps, counted once per parameter vector by
+``ode.solve(theta, t_last)`` (``t_last`` the last save time, where ``solve_dense`` stops),
+which takes the same steps as ``solve_dense`` and returns every step's time; a solve that
+would never end is stopped by the case's budget.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from sciml_bench.backends.base import (
+    Availability,
+    Backend,
+    Case,
+    CaseOptions,
+    EnsembleCase,
+    EnsembleNotOffered,
+    ProblemNotExpressible,
+    Solution,
+    SolverInfo,
+    forward_or_adjoint,
+)
+from sciml_bench.measure.status import SolverFailure, Status, classify_message
+from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.ensemble import Batch
+
+_SOLVERS = {
+    "bdf": SolverInfo("bdf", True, "variable-order BDF (NDF variant)"),
+    "esdirk34": SolverInfo("esdirk34", True, "ESDIRK 3(4), L-stable SDIRK"),
+    "tr_bdf2": SolverInfo("tr_bdf2", True, "TR-BDF2, 2nd order, L-stable"),
+    "tsit45": SolverInfo("tsit45", False, "Tsitouras 5(4), explicit"),
+}
+_GRADIENTS = {
+    "forward": "forward sensitivities (solve_fwd_sens)",
+    "adjoint": "discrete adjoint (solve_adjoint_fwd + solve_adjoint_bkwd)",
+}
+#: from this many states a case uses sparse matrices (diffsol's benchmarks switch at 20
+#: ROBER groups, 60 states)
+SPARSE_FROM = 60
+IDIOM = (
+    "pydiffsol.Ode(DiffSL code, scalar_type=f64, matrix_type, ode_solver), JIT-compiled "
+    "at build; timed solve = ode.solve_dense(theta, t_save); timed gradient = "
+    "solve_fwd_sens (forward) or solve_adjoint_fwd + solve_adjoint_bkwd (adjoint) and the "
+    "loss's chain rule in NumPy; steps counted by ode.solve(theta, t_save[-1]) after the clock"
+)
+#: diffsol's messages end "... at time = 0.378"
+_AT_TIME = re.compile(r"at time = ([-+0-9.eE]+)")
+
+
+def matrix_type(n_state: int) -> str:
+    return "faer_sparse" if n_state >= SPARSE_FROM else "nalgebra_dense"
+
+
+def sens_tolerances(problem: CompiledProblem, rtol: float, atol: float) -> tuple[float, float]:
+    """``(rtol, atol)`` of the sensitivity and adjoint-gradient equations: the problem's."""
+    return rtol, atol
+
+
+def library_failure(e: Exception) -> SolverFailure:
+    """pydiffsol's error (a RuntimeError with diffsol's message) as a status."""
+    message = " ".join(str(e).split())
+    m = _AT_TIME.search(message)
+    return SolverFailure(classify_message(message), f"diffsol: {message}",
+                         float(m.group(1)) if m else None)  # fmt: skip
+
+
+class DiffsolCase(Case):
+    def __init__(self, problem: CompiledProblem, options: CaseOptions):
+        import pydiffsol as ds
+
+        from sciml_bench.problem.generated import not_expressible
+
+        code = problem.source["diffsl"]
+        why = not_expressible(code)
+        if why is not None:
+            raise ProblemNotExpressible(f"diffsol: {problem.name} is {why}")
+        mtype = matrix_type(problem.n_state)
+        self.ode = ds.Ode(code, scalar_type=ds.f64, matrix_type=getattr(ds, mtype),
+                          ode_solver=getattr(ds, options.solver))  # fmt: skip
+        self.ode.rtol, self.ode.atol = options.rtol, options.atol
+        self.ode.t0 = float(problem.t_span[0])
+        sr, sa = sens_tolerances(problem, options.rtol, options.atol)
+        self.ode.sens_rtol, self.ode.sens_atol = sr, sa
+        self.ode.param_rtol, self.ode.param_atol = sr, sa
+        self.t_save = np.asarray(problem.t_save, dtype=np.float64)
+        self.t_end = float(self.t_save[-1])  # where solve_dense stops
+        self.max_steps = options.max_steps
+        self.W, self.O, self.C = problem.loss_W, problem.loss_O, problem.loss_C
+        self.adjoint = options.gradient_method == "adjoint"
+        self._steps: dict[bytes, np.ndarray] = {}
+        self.info = {
+            "idiom": IDIOM, "matrix_type": mtype, "linear_solver": str(self.ode.linear_solver),
+            "jit_backend": str(self.ode.jit_backend), "sens_rtol": sr, "sens_atol": sa,
+        }  # fmt: skip
+
+    def prepare(self, theta: np.ndarray) -> Any:
+        return np.ascontiguousarray(theta, dtype=np.float64)
+
+    def timed_solve(self, params: np.ndarray) -> Any:
+        try:
+            return self.ode.solve_dense(params, self.t_save), params
+        except RuntimeError as e:
+            raise library_failure(e) from None
+
+    def _step_times(self, params: np.ndarray) -> np.ndarray:
+        """The time of every accepted step (the same steps ``solve_dense`` takes)."""
+        key = params.tobytes()
+        if key not in self._steps:
+            try:
+                self._steps[key] = np.asarray(self.ode.solve(params, self.t_end).ts)
+            except RuntimeError as e:
+                raise library_failure(e) from None
+        return self._steps[key]
+
+    def check_solve(self, raw: Any) -> Solution:
+        sol, params = raw
+        ts = self._step_times(params)
+        steps = len(ts) - 1
+        if steps > self.max_steps:
+            raise SolverFailure(
+                Status.MAX_STEPS,
+                f"diffsol: {steps} accepted steps > the shared max_steps = {self.max_steps} "
+                "(diffsol has no step bound; counted after the solve)",
+                float(ts[self.max_steps]),
+            )
+        y = np.asarray(sol.ys).T
+        if not np.all(np.isfinite(y)):
+            raise SolverFailure(Status.NONFINITE, "diffsol: non-finite values in the solution")
+        return Solution(y, {"steps": steps})
+
+    def _dL_dY(self, ys: np.ndarray) -> tuple[float, np.ndarray]:
+        """The loss and ``∂L/∂Y`` in diffsol's layout (``n_state × n_save``)."""
+        Y = ys.T
+        D = Y - self.O
+        return float(np.sum(self.W * D * D) + np.sum(self.C * Y)), (2 * self.W * D + self.C).T
+
+    def timed_grad(self, params: np.ndarray) -> Any:
+        try:
+            if self.adjoint:
+                sol, checkpoint = self.ode.solve_adjoint_fwd(params, self.t_save)
+                value, g = self._dL_dY(sol.ys)
+                return value, self.ode.solve_adjoint_bkwd(sol, checkpoint, g)
+            sol = self.ode.solve_fwd_sens(params, self.t_save)
+            value, g = self._dL_dY(sol.ys)
+            return value, np.einsum("ij,kij->k", g, np.asarray(sol.sens))
+        except RuntimeError as e:
+            raise library_failure(e) from None
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        value, grad = raw
+        return value, np.asarray(grad, dtype=np.float64).ravel()
+
+
+class DiffsolBackend(Backend):
+    name = "diffsol"
+    packages = ("pydiffsol",)
+    extra = "diffsol"
+    modules = ("pydiffsol",)
+    gradient_methods: Mapping[str, str] = _GRADIENTS
+
+    def availability(self) -> Availability:
+        return Availability.of_modules("pydiffsol", extra="diffsol")
+
+    def solvers(self) -> Mapping[str, SolverInfo]:
+        return _SOLVERS
+
+    def default_solver(self, stiff: bool) -> str:
+        return "bdf" if stiff else "tsit45"
+
+    def default_gradient(self, problem: CompiledProblem) -> str:
+        return forward_or_adjoint(problem)
+
+    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
+        return DiffsolCase(problem, options)
+
+    ensemble_semantics = ("independent",)
+
+    def build_ensemble(
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
+    ) -> EnsembleCase:
+        raise EnsembleNotOffered(
+            "diffsol: no ensemble: pydiffsol solves one trajectory per call (a Python loop "
+            "over members is what SciPy's independent row already measures)"
+        )

@@ -1,0 +1,287 @@
+"""CasADi source: the right-hand side as CasADi symbolic expressions, for CVODES.
+
+The generated Python defines ``rhs(t, y, p)``, which builds ``dy/dt`` as a CasADi column
+from symbols ``y`` (the state, ``n_state × 1``), ``p`` (the parameters, ``n_params × 1``)
+and ``t``, all of one symbol type: ``SX`` (scalar expression graphs, what CasADi
+recommends for scalar-heavy functions) or ``MX`` (matrix-valued nodes). The cvodes backend
+calls it once on symbols to build the integrator; CasADi differentiates the expression
+graph for CVODES' Jacobians and sensitivities, so no Python runs per RHS evaluation.
+
+The *scalar form* writes one expression per state (common subexpressions bound first).
+A network ``n(x) = s ⊙ (W_L σ(… σ(W_1 x + b_1) …) + b_L)`` is matrix algebra:
+``W_l = reshape(p[a:b], cols, rows).T`` (the parameter vector stores ``W`` row-major,
+CasADi reshapes column-major) and ``ca.mtimes(W_l, h) + b_l``, so that on ``MX`` symbols
+a 252-parameter layer stays a few matrix nodes instead of thousands of scalar ones.
+
+The *array form* (an array problem, :mod:`sciml_bench.problem.arrays`) is CasADi column
+algebra on the grid, never one line per element: state ``s`` is the strided slice
+``y[s::S]`` (the layout ``y[e * S + s]``), every template is one elementwise expression on
+those columns (``*``, ``/``, ``**`` are elementwise in CasADi; ``step(x)`` is the
+comparison ``x >= 0``, whose derivative CasADi takes as 0), and every operator is linear,
+so it is one sparse matrix product ``mtimes(M, s)``: ``lap`` and ``shift`` are the
+stencil's shifts under their boundary, ``sum``/``mean`` the block of ones (÷ n) that joins
+the elements sharing the indices off the summed axes. The matrices are built once, when
+the module loads, from element numbers with NumPy (the same ``_shift`` as the NumPy
+target's), as CSC ``DM``s; the components are interleaved back to ``y``'s layout by one
+``reshape``. CasADi then derives the exact sparse Jacobian from the graph.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import sympy
+from sympy.printing.str import StrPrinter
+
+from sciml_bench.problem.generated import NOT_EXPRESSIBLE, NotExpressible
+from sciml_bench.problem.spec import Network, Problem
+
+#: sympy functions as CasADi names them (``abs`` is ``fabs`` on symbols)
+FUNCTIONS = {
+    "exp": "ca.exp", "log": "ca.log", "sqrt": "ca.sqrt", "tanh": "ca.tanh",
+    "sinh": "ca.sinh", "cosh": "ca.cosh", "sin": "ca.sin", "cos": "ca.cos",
+    "tan": "ca.tan", "Abs": "ca.fabs",
+}  # fmt: skip
+#: hidden-layer activations on a CasADi column ``z``
+ACTIVATIONS = {"tanh": "ca.tanh({})", "sigmoid": "1 / (1 + ca.exp(-({})))", "identity": "{}"}
+
+
+class _Printer(StrPrinter):
+    """sympy to Python on CasADi symbols: ``**`` for powers, ``ca.`` functions."""
+
+    def __init__(self, names: dict[sympy.Symbol, str]):
+        super().__init__({"full_prec": True})
+        self.names = names
+
+    def emptyPrinter(self, expr: Any) -> str:  # noqa: N802 (sympy's name)
+        raise NotExpressible(f"{type(expr).__name__} ({expr}) has no CasADi form")
+
+    def _print_Symbol(self, expr: sympy.Symbol) -> str:
+        return self.names[expr]
+
+    def _print_Float(self, expr: sympy.Float) -> str:
+        return repr(float(expr))
+
+    def _print_Integer(self, expr: sympy.Integer) -> str:
+        return str(int(expr))
+
+    def _print_Rational(self, expr: sympy.Rational) -> str:
+        return f"({int(expr.p)}/{int(expr.q)})"
+
+    def _print_Exp1(self, expr: Any) -> str:
+        return "ca.exp(1.0)"
+
+    def _print_Pi(self, expr: Any) -> str:
+        return repr(float(sympy.pi))
+
+    def _print_Function(self, expr: Any) -> str:
+        name = type(expr).__name__
+        if name not in FUNCTIONS:
+            raise NotExpressible(f"function {name} has no CasADi equivalent here")
+        return f"{FUNCTIONS[name]}({', '.join(self._print(a) for a in expr.args)})"
+
+    _print_Abs = _print_Function
+
+    def _print_Pow(self, expr: sympy.Pow, rational: bool = False) -> str:
+        base, exp = expr.as_base_exp()
+        if exp == sympy.S.Half:
+            return f"ca.sqrt({self._print(base)})"
+        b = self._print(base) if base.is_Symbol else f"({self._print(base)})"
+        if exp.is_Number and exp < 0:
+            inner = base if exp == -1 else sympy.Pow(base, -exp, evaluate=False)
+            return f"(1/({self._print(inner)}))"
+        return f"{b}**({self._print(exp)})" if not exp.is_Integer else f"{b}**{int(exp)}"
+
+    def _print_ImaginaryUnit(self, expr: Any) -> str:
+        raise NotExpressible("a complex constant (e.g. sqrt of a negative number)")
+
+    def _print_NaN(self, expr: Any) -> str:
+        raise NotExpressible("a constant that is not a number")
+
+    _print_Infinity = _print_NegativeInfinity = _print_ComplexInfinity = _print_NaN
+
+
+def _names(problem: Problem) -> dict[sympy.Symbol, str]:
+    names: dict[sympy.Symbol, str] = {sympy.Symbol("t", real=True): "t"}
+    names.update({s: f"s_{s.name}" for s in problem.state_symbols})
+    names.update({s: f"p_{s.name}" for s in problem.param_symbols})
+    for net in problem.networks:
+        names.update({o: f"n_{o.name}" for o in net.outputs})
+    return names
+
+
+def _network(net: Network, printer: _Printer) -> list[str]:
+    """Lines evaluating ``net`` on CasADi columns, ending in its scaled outputs."""
+    if net.activation not in ACTIVATIONS:
+        raise NotExpressible(f"activation {net.activation!r} has no CasADi form here")
+    n = net.name
+    lines = [f"x_{n} = ca.vertcat({', '.join(printer.doprint(e) for e in net.inputs)})"]
+    h, last = f"x_{n}", len(net.slices())
+    for layer, (ow, rows, cols, ob) in enumerate(net.slices(), 1):
+        lines.append(f"W_{n}_{layer} = ca.reshape(p[{ow}:{ow + rows * cols}], {cols}, {rows}).T")
+        z = f"ca.mtimes(W_{n}_{layer}, {h}) + p[{ob}:{ob + rows}]"
+        act = ACTIVATIONS[net.activation] if layer < last else "{}"
+        h = f"h_{n}_{layer}"
+        lines.append(f"{h} = {act.format(z)}")
+    lines += [f"n_{o.name} = {scale!r} * {h}[{k}]"
+              for k, (o, scale) in enumerate(zip(net.outputs, net.output_scale, strict=True))]  # fmt: skip
+    return lines
+
+
+def _scalar_body(problem: Problem) -> list[str]:
+    """The body of ``rhs``: bindings, networks, subexpressions, then ``return``."""
+    names = _names(problem)
+    printer = _Printer(names)
+    lines = [f"s_{n} = y[{i}]" for i, n in enumerate(problem.state_names)]
+    lines += [f"p_{s.name} = p[{i}]" for i, s in enumerate(problem.param_symbols)]
+    for net in problem.networks:
+        lines += _network(net, printer)
+    repl, reduced = sympy.cse(
+        list(problem.rhs), symbols=sympy.numbered_symbols("cse", real=True), order="none"
+    )
+    for sym, _ in repl:
+        names[sym] = sym.name
+    lines += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
+    # a constant component must still be a symbol of y's type, so that vertcat stacks it
+    comps = [printer.doprint(e) if e.free_symbols else f"{printer.doprint(e)} + 0 * y[0]"
+             for e in reduced]  # fmt: skip
+    lines.append(f"return ca.vertcat({', '.join(comps)})")
+    return lines
+
+
+class _ArrayPrinter(_Printer):
+    """The scalar printer on grid columns: ``step(x)`` as CasADi's comparison."""
+
+    def _print_step(self, expr: Any) -> str:
+        return f"({self._print(expr.args[0])} >= 0)"
+
+
+#: what the array form's module defines before ``rhs``: NumPy's ``_shift`` (the NumPy
+#: target's), the element numbers and the operator matrices built from them
+_ARRAY_HELPERS = """
+
+def _matrix(rows, cols, vals):
+    \"\"\"The n_el x n_el CasADi matrix (CSC) of the triplets, duplicates summed.\"\"\"
+    key = np.concatenate(cols) * _NE + np.concatenate(rows)
+    keys, slot = np.unique(key, return_inverse=True)
+    values = np.bincount(slot, np.concatenate(vals), keys.size)
+    r, c = keys % _NE, keys // _NE
+    colind = np.searchsorted(c, np.arange(_NE + 1))
+    return ca.DM(ca.Sparsity(_NE, _NE, colind.tolist(), r.tolist()), values)
+
+
+def _stencil(terms, bc):
+    \"\"\"Σ coefficient x (the grid shifted by offset under bc), as a matrix.\"\"\"
+    rows, cols, vals = [], [], []
+    for offset, coeff in terms:
+        el, ok = _EL, np.ones(_SHAPE, dtype=bool)
+        for axis, k in zip(range(-len(offset), 0), offset):
+            if k:
+                el, ok = _shift(el, k, axis, bc), _shift(ok, k, axis, bc)
+        rows.append(_EL[ok])
+        cols.append(el[ok])
+        vals.append(np.full(int(ok.sum()), float(coeff)))
+    return _matrix(rows, cols, vals)
+
+
+def _along(axes, scale):
+    \"\"\"scale x the sum over axes (negative), broadcast back: each element joined to the
+    elements sharing its indices off those axes.\"\"\"
+    el = np.moveaxis(_EL, axes, range(-len(axes), 0))
+    groups = el.reshape(-1, math.prod(_SHAPE[a] for a in axes))
+    m = groups.shape[1]
+    rows = np.repeat(groups, m, axis=1).ravel()
+    cols = np.tile(groups, (1, m)).ravel()
+    return _matrix([rows], [cols], [np.full(rows.size, float(scale))])
+"""
+
+
+def _array_operator(op: Any, m: Any) -> str:
+    """The matrix of one operator (a module-level constant of the array form)."""
+    if op.kind in ("sum", "mean"):
+        n = math.prod(m.shape[a] for a in op.axes)
+        axes = tuple(a - m.ndim for a in op.axes)
+        return f"_along({axes}, {1.0 if op.kind == 'sum' else 1.0 / n!r})"
+    return f"_stencil({op.stencil(m.ndim)}, {op.boundary!r})"
+
+
+def _array_body(problem: Problem) -> tuple[list[str], list[str]]:
+    """The array form: ``(module constants, body of rhs)``."""
+    m = problem.array
+    S = len(m.states)
+    names: dict[sympy.Symbol, str] = {sympy.Symbol("t", real=True): "t"}
+    names.update({s: f"s_{s.name}" for s in m.state_symbols})
+    names.update({s: f"p_{s.name}" for s in m.param_symbols})
+    names.update({s: f"_I_{s.name}" for s in m.index_symbols})
+    names.update({op.symbol: f"o{k}" for k, op in enumerate(m.operators)})
+    consts = [f"_SHAPE = {m.shape}", f"_NE = {m.n_elements}",
+              "_EL = np.arange(_NE).reshape(_SHAPE)"]  # fmt: skip
+    for a, s in enumerate(m.index_symbols):
+        consts.append(f"_I_{s.name} = ca.DM(np.indices(_SHAPE)[{a}].ravel().astype(float))")
+    ops = [f"_OP{k} = {_array_operator(op, m)}" for k, op in enumerate(m.operators)]
+    body = [f"s_{s} = y[{i}::{S}]" for i, s in enumerate(m.states)]
+    for prm in m.params:
+        a = prm.offset
+        body.append(f"p_{prm.name} = " + (f"p[{a}:{a + m.n_elements}]" if prm.per_element
+                                          else f"p[{a}]"))  # fmt: skip
+    body += [f"o{k} = ca.mtimes(_OP{k}, s_{m.states[op.state]})"
+             for k, op in enumerate(m.operators)]  # fmt: skip
+    repl, reduced = sympy.cse(
+        list(m.templates), symbols=sympy.numbered_symbols("cse", real=True), order="none"
+    )
+    names.update({sym: sym.name for sym, _ in repl})
+    printer = _ArrayPrinter(names)
+    body += [f"{sym.name} = {printer.doprint(e)}" for sym, e in repl]
+    # a component that reads no state is a scalar or an index column: made a full column
+    comps = [f"ca.DM.zeros(_NE, 1) + ({printer.doprint(e)})" for e in reduced]
+    body.append(f"return ca.reshape(ca.horzcat({', '.join(comps)}).T, {m.n_state}, 1)")
+    return consts + ops, body
+
+
+def _array_source(problem: Problem, head: list[str]) -> str:
+    try:
+        consts, body = _array_body(problem)
+    except NotExpressible as e:
+        return "\n".join([*head, f"# {NOT_EXPRESSIBLE} in CasADi: {e}"]) + "\n"
+    from sciml_bench.problem.codegen_arrays import _SHIFT_PY
+
+    return "\n".join([
+        *head,
+        "import math",
+        "",
+        "import casadi as ca",
+        "import numpy as np",
+        _SHIFT_PY.format(xp="np"),
+        _ARRAY_HELPERS,
+        *consts,
+        "",
+        "",
+        "def rhs(t, y, p):",
+        '    """dy/dt as a CasADi column from symbols y (state), p (parameters) and t:',
+        '    column algebra on the grid, operators as sparse matrix products."""',
+        *["    " + ln for ln in body],
+    ]) + "\n"
+
+
+def casadi_source(problem: Problem) -> str:
+    """Python defining ``rhs(t, y, p)`` on CasADi symbols (or, when CasADi cannot express
+    the problem, a comment saying why; see
+    :func:`~sciml_bench.problem.generated.not_expressible`); an array problem's is the
+    array form (see the module docstring)."""
+    head = [f"# Generated by sciml-bench from {problem.name!r} for casadi; do not edit."]
+    if problem.array is not None:
+        return _array_source(problem, head)
+    try:
+        body = _scalar_body(problem)
+    except NotExpressible as e:
+        return "\n".join([*head, f"# {NOT_EXPRESSIBLE} in CasADi: {e}"]) + "\n"
+    return "\n".join([
+        *head,
+        "import casadi as ca",
+        "",
+        "",
+        "def rhs(t, y, p):",
+        '    """dy/dt as a CasADi column from symbols y (state), p (parameters) and t."""',
+        *["    " + ln for ln in body],
+    ]) + "\n"

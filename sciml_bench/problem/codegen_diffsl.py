@@ -1,0 +1,207 @@
+"""DiffSL source for diffsol: the problem as the text pydiffsol JIT-compiles.
+
+DiffSL (https://github.com/martinjrobins/diffsl) describes an ODE ``du/dt = F(u, p, t)`` as
+named tensors: ``in_i`` the parameters (values passed at solve time), ``u_i`` the state
+with its initial values, intermediate tensors, and ``F_i`` the right-hand side. Names are
+letters and digits only (``_`` introduces a tensor's indices), so states are written
+``x0, x1, ...`` and named parameters ``p0, p1, ...`` in declaration order, each with its
+problem name in a comment; network weights are one labelled range ``w`` of ``in_i``.
+
+The *scalar form* writes one expression per state (common subexpressions as scalar
+tensors ``c0, c1, ...``). A network ``n(x) = s ⊙ (W_L σ(… σ(W_1 x + b_1) …) + b_L)`` is
+written with DiffSL's tensor operations: each ``W_l`` is a matrix tensor whose rows are
+slices of ``w`` (row-major, as the parameter vector stores it), the product
+``W_lij * h_j`` is a contraction over ``j``, and ``σ`` applies elementwise. (An *array
+form*, for vector-state problems, can be added beside :func:`_scalar_model`.)
+
+A problem DiffSL cannot express (a sympy node without a DiffSL equivalent, an activation
+DiffSL lacks) gives no model: the source is a comment holding
+:data:`~sciml_bench.problem.generated.NOT_EXPRESSIBLE` and what is missing, which the
+diffsol backend turns into an ``unavailable`` row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+from sympy.printing.str import StrPrinter
+
+from sciml_bench.problem.generated import NOT_EXPRESSIBLE, NotExpressible
+from sciml_bench.problem.spec import Network, Problem
+
+#: sympy functions as DiffSL writes them (its pre-defined functions). ``tan`` is
+#: ``sin/cos``: DiffSL's ``tan`` compiles to ``llvm.tan``, which Enzyme (its automatic
+#: differentiation) cannot differentiate, and pydiffsol 0.6.2 aborts the process on it
+FUNCTIONS = {
+    "exp": "exp({})", "log": "log({})", "sqrt": "sqrt({})", "tanh": "tanh({})",
+    "sinh": "sinh({})", "cosh": "cosh({})", "sin": "sin({})", "cos": "cos({})",
+    "tan": "(sin({0})/cos({0}))", "Abs": "abs({})",
+}  # fmt: skip
+#: hidden-layer activations, as DiffSL writes them on a tensor ``z``
+ACTIVATIONS = {"tanh": "tanh({})", "sigmoid": "sigmoid({})", "identity": "{}"}
+#: why an array problem has no DiffSL model here (diffsol's rows and codegen say so)
+ARRAY_MISSING = (
+    "array problems ([sizes], vector states) have no DiffSL form in this suite yet: their "
+    "templates would be indexed tensors (u_i) and their operators sparse matrices "
+    "(A_ij with a (i, j) pattern), which this generator does not write"
+)
+#: integer powers written as products (cheaper than pow, and exact for negative bases)
+MAX_PRODUCT_POWER = 4
+
+
+class _Printer(StrPrinter):
+    """sympy to DiffSL expressions: DiffSL has ``+ - * /``, no power operator, and the
+    functions in :data:`FUNCTIONS`; numbers are float literals."""
+
+    def __init__(self, names: dict[sympy.Symbol, str]):
+        super().__init__({"full_prec": True})
+        self.names = names
+
+    def emptyPrinter(self, expr: Any) -> str:  # noqa: N802 (sympy's name)
+        raise NotExpressible(f"{type(expr).__name__} ({expr}) has no DiffSL form")
+
+    def _print_Symbol(self, expr: sympy.Symbol) -> str:
+        return self.names[expr]
+
+    def _print_Float(self, expr: sympy.Float) -> str:
+        return _number(float(expr))
+
+    def _print_Integer(self, expr: sympy.Integer) -> str:
+        return _number(float(expr))
+
+    def _print_Rational(self, expr: sympy.Rational) -> str:
+        return _number(float(expr))
+
+    def _print_Exp1(self, expr: Any) -> str:
+        return "exp(1.0)"
+
+    def _print_Pi(self, expr: Any) -> str:
+        return _number(float(sympy.pi))
+
+    def _print_Function(self, expr: Any) -> str:
+        name = type(expr).__name__
+        if name not in FUNCTIONS:
+            raise NotExpressible(f"function {name} has no DiffSL equivalent")
+        (arg,) = expr.args  # the grammar's functions take one argument
+        return FUNCTIONS[name].format(self._print(arg))
+
+    _print_Abs = _print_Function
+
+    def _print_Pow(self, expr: sympy.Pow, rational: bool = False) -> str:
+        base, exp = expr.as_base_exp()
+        b = self._print(base) if base.is_Atom else f"({self._print(base)})"
+        if exp == sympy.S.Half:
+            return f"sqrt({self._print(base)})"
+        if exp.is_Integer and 0 < abs(int(exp)) <= MAX_PRODUCT_POWER:
+            product = "*".join([b] * abs(int(exp)))
+            return f"({product})" if exp > 0 else f"(1.0/({product}))"
+        return f"pow({self._print(base)}, {self._print(exp)})"
+
+    def _print_ImaginaryUnit(self, expr: Any) -> str:
+        raise NotExpressible("a complex constant (e.g. sqrt of a negative number)")
+
+    def _print_NaN(self, expr: Any) -> str:
+        raise NotExpressible("a constant that is not a number (nan)")
+
+    _print_Infinity = _print_NegativeInfinity = _print_ComplexInfinity = _print_NaN
+
+
+def _number(v: float) -> str:
+    """A DiffSL float literal: digits, an optional fraction and exponent; signs are
+    operators, so a negative value is parenthesised."""
+    if v != v or v in (float("inf"), float("-inf")):
+        raise NotExpressible(f"the constant {v} has no DiffSL form")
+    text = repr(abs(v))
+    return f"(-{text})" if v < 0 else text
+
+
+def _names(problem: Problem) -> dict[sympy.Symbol, str]:
+    names: dict[sympy.Symbol, str] = {sympy.Symbol("t", real=True): "t"}
+    names.update({s: f"x{i}" for i, s in enumerate(problem.state_symbols)})
+    names.update({s: f"p{i}" for i, s in enumerate(problem.param_symbols)})
+    for m, net in enumerate(problem.networks):
+        names.update({o: f"n{m}y{k + 1}" for k, o in enumerate(net.outputs)})
+    return names
+
+
+def _inputs(problem: Problem) -> list[str]:
+    """``in_i``: named parameters, then the network weights as the labelled range ``w``
+    (the weights follow the named parameters in the parameter vector)."""
+    named = [
+        f"p{i} = {_number(v)},  // {n}"
+        for i, (n, v) in enumerate(zip(problem.param_names, problem.theta0, strict=False))
+        if i < len(problem.param_symbols)
+    ]
+    n_named = len(problem.param_symbols)
+    if problem.n_params > n_named:
+        named.append(f"({n_named}:{problem.n_params}): w = 0.0,  // network weights")
+    if not named:
+        return []
+    return ["in_i {", *[f"  {x}" for x in named], "}"]
+
+
+def _network(net: Network, m: int, first_weight: int, printer: _Printer) -> list[str]:
+    """Tensors evaluating network ``m``: inputs ``n{m}x_i``, per layer ``l`` the weight
+    matrix ``n{m}W{l}_ij`` (rows sliced from ``w``), pre-activation ``n{m}z{l}_i`` and
+    activation ``n{m}h{l}_i``; then each output ``n{m}y{k}`` as a scalar."""
+    if net.activation not in ACTIVATIONS:
+        raise NotExpressible(f"activation {net.activation!r} has no DiffSL form")
+    out = [f"n{m}x_i {{ {', '.join(printer.doprint(e) for e in net.inputs)} }}"]
+    h = f"n{m}x"
+    last = len(net.slices())
+    for layer, (ow, rows, cols, ob) in enumerate(net.slices(), 1):
+        ow, ob = ow - first_weight, ob - first_weight  # offsets into the range w
+        W = f"n{m}W{layer}"
+        out.append(f"{W}_ij {{")
+        out += [f"  ({r}, 0:{cols}): w_j[{ow + r * cols}:{ow + (r + 1) * cols}],"
+                for r in range(rows)]  # fmt: skip
+        out.append("}")
+        out.append(f"n{m}z{layer}_i {{ {W}_ij * {h}_j }}")
+        act = ACTIVATIONS[net.activation] if layer < last else "{}"
+        out.append(f"n{m}h{layer}_i {{ {act.format(f'n{m}z{layer}_i + w_i[{ob}:{ob + rows}]')} }}")
+        h = f"n{m}h{layer}"
+    for k, scale in enumerate(net.output_scale):
+        # DiffSL indexes dense vectors only, and a one-element vector is not stored dense:
+        # its one element is its contraction (sum) to a scalar
+        element = f"{h}_i" if len(net.output_scale) == 1 else f"{h}_i[{k}]"
+        out.append(f"n{m}y{k + 1} {{ {_number(scale)} * {element} }}")
+    return out
+
+
+def _scalar_model(problem: Problem) -> list[str]:
+    """The scalar form: one DiffSL expression per state component."""
+    names = _names(problem)
+    printer = _Printer(names)
+    lines = _inputs(problem)
+    lines.append("u_i {")
+    lines += [f"  x{i} = {_number(v)},  // {n}"
+              for i, (n, v) in enumerate(zip(problem.state_names, problem.y0, strict=True))]  # fmt: skip
+    lines.append("}")
+    first_weight = len(problem.param_symbols)
+    for m, net in enumerate(problem.networks):
+        lines += _network(net, m, first_weight, printer)
+    repl, reduced = sympy.cse(
+        list(problem.rhs), symbols=sympy.numbered_symbols("cse", real=True), order="none"
+    )
+    for k, (sym, _) in enumerate(repl):
+        names[sym] = f"c{k}"
+    lines += [f"c{k} {{ {printer.doprint(e)} }}" for k, (_, e) in enumerate(repl)]
+    lines.append("F_i {")
+    lines += [f"  {printer.doprint(e)},  // d{n}/dt"
+              for n, e in zip(problem.state_names, reduced, strict=True)]  # fmt: skip
+    lines.append("}")
+    return lines
+
+
+def diffsl_source(problem: Problem) -> str:
+    """The DiffSL model of ``problem`` (or, when DiffSL cannot express it, a comment
+    saying why; see :func:`~sciml_bench.problem.generated.not_expressible`)."""
+    head = f"// Generated by sciml-bench from {problem.name!r} for diffsl; do not edit."
+    try:
+        if problem.array is not None:
+            raise NotExpressible(ARRAY_MISSING)
+        body = _scalar_model(problem)
+    except NotExpressible as e:
+        body = [f"// {NOT_EXPRESSIBLE} in DiffSL: {e}"]
+    return "\n".join([head, *body]) + "\n"

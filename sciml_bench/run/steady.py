@@ -1,0 +1,115 @@
+"""Steady-state samples: timed back to back, every one checked after the clock.
+
+A timed sample is one call of the library's compiled function (``timed(params)``) and
+nothing else: between two samples the loop only reads the clock and keeps the raw output.
+Host work between two sub-millisecond calls slows the second one, though it runs outside
+the clock (a check between Diffrax samples cost +14 µs on a 58 µs spiral solve; even a
+100 µs sleep costs +10 µs), and a user's timing loop (``timeit``, Diffrax's own
+benchmarks) calls back to back. So the raw outputs are kept, and checked (status, step
+counts, finiteness, the copy to NumPy) after the loop, in batches bounded in bytes
+(:data:`CHECK_BATCH_BYTES`) and in time (:data:`CHECK_BATCH_S`), so that large outputs
+never pile up and a slow case reports its samples as it goes. A sample whose check fails
+is never counted: the check raises, and the caller reports the failure.
+
+Budgets, checked before a call starts, never during one:
+
+- the steady budget: after ``min_samples``, another sample is taken only while
+  ``elapsed + last`` fits ``budget_s``;
+- the case's deadline (ensembles): after the first sample, a call that would end after
+  it (keeping ``reserve_s`` for what follows, e.g. the gradient check) is not started, so
+  a slow rung ends with the samples it has instead of being killed with none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sciml_bench.measure.clock import clock, perf
+
+#: raw outputs a batch may hold before it is checked (bytes, estimated per sample)
+CHECK_BATCH_BYTES = 64 * 2**20
+#: a batch is checked, and its samples reported, at the latest after this many seconds
+CHECK_BATCH_S = 2.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many samples to take, and within which budgets."""
+
+    repeats: int
+    warmups: int = 1
+    budget_s: float = 20.0
+    min_samples: int = 3
+    #: about how many bytes one raw output holds (the size of its checked result)
+    sample_bytes: int = 0
+    #: ``clock()`` instant by which the worker must be done, or None
+    deadline: float | None = None
+    #: seconds kept before the deadline for what follows the samples: ``reserve_s``, plus
+    #: ``reserve_per_call`` times the last call's duration (a cost that scales with it)
+    reserve_s: float = 0.0
+    reserve_per_call: float = 0.0
+    #: the first call's duration (compilation included): the estimate before any warm-up
+    first_s: float | None = None
+
+
+def take(
+    timed: Callable[[Any], Any],
+    check: Callable[[Any], Any],
+    params: Any,
+    plan: Plan,
+    on_batch: Callable[[list[float]], None] | None = None,
+) -> list[float]:
+    """Warm-ups, then up to ``plan.repeats`` timed calls of ``timed(params)`` back to back;
+    every output, warm-ups' included, is passed to ``check`` after the clock, in batches.
+    Returns the checked samples (seconds); ``on_batch`` gets the list so far after each
+    batch. Raises what ``check`` raises: the failing sample and those after it are lost."""
+    batch_max = max(1, CHECK_BATCH_BYTES // max(1, plan.sample_bytes))
+    pending: list[tuple[float | None, Any]] = []  # (seconds, or None for a warm-up; raw)
+    samples: list[float] = []
+
+    def flush() -> None:
+        before = len(samples)
+        for elapsed, raw in pending:
+            check(raw)
+            if elapsed is not None:
+                samples.append(elapsed)
+        pending.clear()
+        if on_batch is not None and len(samples) > before:
+            on_batch(list(samples))
+
+    def before_deadline(next_s: float | None) -> bool:
+        if next_s is None or plan.deadline is None:
+            return True
+        kept = plan.reserve_s + plan.reserve_per_call * next_s
+        return clock() + next_s + kept <= plan.deadline
+
+    last = plan.first_s
+    for _ in range(plan.warmups):
+        if not before_deadline(last):
+            break  # the first call, already taken, compiled it: no time for another
+        start = perf()
+        pending.append((None, timed(params)))
+        last = perf() - start
+        if len(pending) >= batch_max:
+            flush()
+    t_begin = batch_start = perf()
+    taken = 0
+    while taken < plan.repeats:
+        if taken and not before_deadline(last):
+            break  # the samples taken are kept; another call would be killed with them
+        if taken >= plan.min_samples and perf() - t_begin + (last or 0.0) > plan.budget_s:
+            break
+        start = perf()
+        raw = timed(params)
+        end = perf()
+        pending.append((end - start, raw))
+        last, taken = end - start, taken + 1
+        if len(pending) >= batch_max or end - batch_start >= CHECK_BATCH_S:
+            raw = None
+            flush()
+            batch_start = perf()
+    raw = None
+    flush()
+    return samples

@@ -1,0 +1,222 @@
+"""Every script in ``benchmarks/`` runs, at a tiny size, as its docstring says.
+
+The figures themselves are measured on a quiet machine (benchmarks/README.md); here each
+script runs end to end on the smallest problem and sizes it accepts, and its printed
+lines are checked for the figure they promise. A script that needs a GPU is checked for
+its refusal where there is none. ``test_every_script_has_a_smoke_test`` keeps the list
+complete: a new script without a smoke test fails it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sciml_bench.measure.memory import gpu_count
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+DATA = ROOT / "tests" / "data"
+DECAY = str(DATA / "decay.toml")
+NO_GPU = gpu_count() == 0
+
+#: each script in benchmarks/ -> the test below that runs it (the bare twins run inside
+#: the scripts that compare against them)
+COVERED = {
+    "gradient_memory.py": "test_gradient_memory_prints_each_methods_growth",
+    "ensemble_overhead.py": "test_ensemble_overhead_spread_and_its_ladder_run",
+    "harness_overhead.py": "test_harness_overhead_against_the_bare_twin",
+    "_bare_torchdiffeq.py": "test_harness_overhead_against_the_bare_twin",
+    "_bare_diffrax.py": "test_bare_twins_run_on_their_config",
+    "_bare_ensemble_diffrax.py": "test_bare_twins_run_on_their_config",
+    "_bare_ensemble_torchdiffeq.py": "test_bare_twins_run_on_their_config",
+    "run_length.py": "test_run_length_cold_then_warm_cache",
+    "spiral_ratio.py": "test_spiral_ratio",
+    "dask_speedup.py": "test_dask_speedup_rows_identical",
+    "best_config.py": "test_best_config_scipy_rows",
+    "cnn_ratios.py": "test_cnn_ratios_quick",
+    "reliability.py": "test_reliability_one_guarantee",
+    "publish_results.py": "test_publish_results_report_only_elsewhere",
+    "gpu_checks.py": "test_gpu_scripts_refuse_without_a_gpu",
+    "cnn_gpu_matrix.py": "test_gpu_scripts_refuse_without_a_gpu",
+    "gpu_session.sh": "test_gpu_scripts_refuse_without_a_gpu",
+}
+
+
+def _need(*modules: str) -> None:
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (not installed)")
+
+
+def bench(name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run ``benchmarks/NAME`` as its docstring does, from the repository root."""
+    cmd = ["bash"] if name.endswith(".sh") else [sys.executable]
+    r = subprocess.run([*cmd, str(BENCH / name), *args], capture_output=True, text=True,
+                       timeout=timeout, cwd=ROOT)  # fmt: skip
+    return r
+
+
+def _ok(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 0, (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
+    return r.stdout
+
+
+def test_every_script_has_a_smoke_test() -> None:
+    scripts = {p.name for p in BENCH.iterdir() if p.suffix in (".py", ".sh")}
+    assert scripts == set(COVERED), "give each script in benchmarks/ a smoke test here"
+    assert set(COVERED.values()) <= set(globals()), "COVERED names a test that is not here"
+
+
+@pytest.mark.slow
+def test_gradient_memory_prints_each_methods_growth() -> None:
+    _need("torch", "torchdiffeq")
+    out = _ok(bench("gradient_memory.py", "--scales", "1,2", "--methods", "torchdiffeq:backprop"))
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("torchdiffeq backprop")]
+    m = re.search(r"([\d.]+)[~ ]\s+([\d.]+)[~ ]\s+([\d.]+)x\s+steps (\d+)/(\d+)", line)
+    assert m, line
+    x1, x2, growth, s1, s2 = (float(g) for g in m.groups())
+    assert x1 > 0 and x2 > 0 and growth == pytest.approx(x2 / x1, rel=0.02)
+    assert s2 > s1  # twice the horizon takes more steps
+
+
+@pytest.mark.slow
+def test_ensemble_overhead_spread_and_its_ladder_run(tmp_path: Path) -> None:
+    # the spread from a results file: the figure line, slowest over fastest
+    out = _ok(bench("ensemble_overhead.py", "--skip-overhead", "--results",
+                    str(DATA / "results-ensemble-lorenz.h5")))  # fmt: skip
+    m = re.search(r"ensemble-lorenz: at n=16 on cpu, slowest (\S+) .* = ([\d.]+)x", out)
+    assert m and m.group(1).startswith("torchdiffeq/coupled") and float(m.group(2)) > 1, out
+    # the ladder it runs itself (an ensemble run: no --cold, which ensembles refuse)
+    tiny = tmp_path / "ens-decay.toml"
+    tiny.write_text(Path(DECAY).read_text().replace('name = "decay"', 'name = "ens-decay"')
+                    + '\n[ensemble]\nsizes = [1, 2]\nsample = 2\n'
+                    '[ensemble.vary]\nk = { uniform = [0.8, 1.2], apply = "scale" }\n')  # fmt: skip
+    out = _ok(bench("ensemble_overhead.py", "--skip-overhead", "--ladder", "1,2", "--repeats",
+                    "1", "--problems", str(tiny), "--backends", "scipy"))  # fmt: skip
+    assert out.strip() == "ens-decay: no size where every row completed"  # SciPy: no gradient
+
+
+@pytest.mark.slow
+def test_harness_overhead_against_the_bare_twin() -> None:
+    _need("torch", "torchdiffeq")
+    # the spiral: its reference is cheap and shared with other tests (LV's costs ~15 s)
+    out = _ok(bench("harness_overhead.py", "--rounds", "1", "--repeats", "2", "--problems",
+                    "nonstiff-spiral-node", "--backends", "torchdiffeq"))  # fmt: skip
+    rows = re.findall(r"torchdiffeq +nonstiff-spiral-node +(solve|grad) .*= ([\d.]+)", out)
+    assert sorted(k for k, _ in rows) == ["grad", "solve"] and all(float(x) > 0 for _, x in rows)
+    assert re.search(r"^worst overhead = [\d.]+$", out, re.M), out
+
+
+@pytest.mark.slow
+def test_bare_twins_run_on_their_config(tmp_path: Path) -> None:
+    """The bare scripts the overhead figures divide by, on the configs their parents
+    write (two repeats each): one JSON line of raw solve and grad samples."""
+    _need("jax", "diffrax", "torch", "torchdiffeq")
+    import json
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import ensemble_overhead
+        import harness_overhead
+
+        from sciml_bench.problem import spec
+    finally:
+        sys.path.remove(str(BENCH))
+    spiral = harness_overhead.bare_config(spec.load("nonstiff-spiral-node"), "spiral",
+                                          "diffrax", tmp_path)  # fmt: skip
+    ens = ensemble_overhead.bare_config(2, "Tsit5", tmp_path)
+    ens_torch = ensemble_overhead.bare_config(2, "dopri5", tmp_path)
+    for script, args in (("_bare_diffrax.py", [spiral, "2"]),
+                         ("_bare_ensemble_diffrax.py", [ens, "coupled", "2"]),
+                         ("_bare_ensemble_torchdiffeq.py", [ens_torch, "cpu", "2"])):  # fmt: skip
+        env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+        r = subprocess.run([sys.executable, str(BENCH / script), *map(str, args)],
+                           capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+        got = json.loads(_ok(r).strip().splitlines()[-1])
+        assert len(got["solve"]) == len(got["grad"]) == 2 and min(got["grad"]) > 0, script
+
+
+@pytest.mark.slow
+def test_run_length_cold_then_warm_cache() -> None:
+    out = _ok(bench("run_length.py", "--problem", DECAY, "-b", "scipy"))
+    cold, warm = (ln for ln in out.splitlines() if "reference cache" in ln)
+    assert cold.startswith("decay: cold reference cache:") and "0/1 references read" in cold
+    assert warm.startswith("decay: warm reference cache:") and "1/1 references read" in warm
+    assert "statuses: decay/scipy=ok" in out
+
+
+@pytest.mark.slow
+def test_spiral_ratio() -> None:
+    _need("torch", "torchdiffeq", "jax", "diffrax")
+    out = _ok(bench("spiral_ratio.py", "--tolerances", "1e-5", "--repeats", "2"))
+    m = re.search(r"spiral rtol=1e-05: torchdiffeq .* = ([\d.]+)x \(steady loss\+grad", out)
+    assert m and float(m.group(1)) > 0, out
+
+
+@pytest.mark.slow
+def test_dask_speedup_rows_identical() -> None:
+    _need("dask", "distributed")
+    out = _ok(bench("dask_speedup.py", DECAY, "--tolerances", "1e-5", "--quick",
+                    "--workers", "1"))  # fmt: skip
+    assert re.search(r"1 case\(s\) \(scipy\).* = [\d.]+x speed-up \(rows identical", out), out
+
+
+@pytest.mark.slow
+def test_best_config_scipy_rows() -> None:
+    out = _ok(bench("best_config.py", "--problem", DECAY, "--solvers", "", "--repeats", "1"))
+    solvers = [ln.split()[1] for ln in out.splitlines() if ln.startswith("scipy ")]
+    assert solvers == ["LSODA", "BDF", "Radau"], out
+
+
+@pytest.mark.slow
+def test_cnn_ratios_quick() -> None:
+    _need("torch")
+    out = _ok(bench("cnn_ratios.py", "--quick", "--device", "cpu", "--variants", "torch-eager",
+                    "--set", "steps_per_epoch=2", "--set", "epochs=1", "--set",
+                    "inference_calls=0", "--threads", "1"))  # fmt: skip
+    (row,) = [ln for ln in out.splitlines() if ln.startswith("torch-eager")]
+    assert row.split()[1] == "ok" and "1.00" in row.split(), out
+
+
+@pytest.mark.slow
+def test_reliability_one_guarantee() -> None:
+    out = _ok(bench("reliability.py", "caches", "--writes", "20"))
+    assert "records lost 0" in out and "reliability: 1/1 guarantees held" in out
+
+
+@pytest.mark.slow
+def test_publish_results_report_only_elsewhere(tmp_path: Path) -> None:
+    """The README of a results folder, from its files, written where asked (never into
+    the repository's results/)."""
+    _need("matplotlib")
+    raw = tmp_path / "published"
+    raw.mkdir()
+    shutil.copy(DATA / "results-v1-stiff-robertson.h5", raw / "run.h5")
+    (raw / "timings.json").write_text('{"run": 60, "ensembles": 60, "sweep": 60, "cnn": 60}')
+    before = (ROOT / "results" / "README.md").stat().st_mtime
+    _ok(bench("publish_results.py", "--report-only", "--out", str(tmp_path)))
+    text = (tmp_path / "README.md").read_text()
+    assert text.startswith("# Published results") and "## stiff-robertson" in text
+    assert "**Verdict**" in text and "diffrax Kvaerno4 RecursiveCheckpointAdjoint" in text
+    assert (ROOT / "results" / "README.md").stat().st_mtime == before
+
+
+@pytest.mark.skipif(not NO_GPU, reason="an NVIDIA GPU is visible: these scripts would run")
+@pytest.mark.parametrize(("script", "args"), [
+    ("gpu_checks.py", ["--steps", "ode"]),
+    ("cnn_gpu_matrix.py", ["--quick"]),
+    ("gpu_session.sh", ["--steps", "ode"]),
+])  # fmt: skip
+def test_gpu_scripts_refuse_without_a_gpu(script: str, args: list[str]) -> None:
+    r = bench(script, *args, timeout=120)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    (line,) = r.stderr.strip().splitlines()
+    assert "no NVIDIA GPU" in line and "Traceback" not in r.stderr

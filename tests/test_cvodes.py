@@ -1,0 +1,152 @@
+"""The cvodes backend: SUNDIALS CVODES through CasADi, with the real library.
+
+The generated CasADi right-hand side against NumPy at random states; solves and
+gradients against the tight reference; CVODES' failures as statuses with its flag; the
+shared step bound over the whole solve; a problem CasADi cannot express as a row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy
+
+from sciml_bench import backends
+from sciml_bench.backends.base import CaseOptions, EnsembleNotOffered, ProblemNotExpressible
+from sciml_bench.measure import metrics
+from sciml_bench.measure.status import SolverFailure, Status, classify_message
+from sciml_bench.problem import codegen, reference, spec
+from sciml_bench.problem.generated import not_expressible
+
+ca = pytest.importorskip("casadi", reason="casadi is not installed: pip install -e '.[cvodes]'")
+cvodes = pytest.importorskip("sciml_bench.backends.cvodes")
+
+DATA = Path(__file__).parent / "data"
+TINY_NETS = DATA / "tiny-nets.toml"
+
+
+def _points(p: spec.Problem, n: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [(rng.uniform(0.1, 1.0, p.n_state),
+             np.asarray(p.theta0) * rng.uniform(0.5, 1.5, p.n_params) + rng.uniform(-0.1, 0.1, p.n_params))
+            for _ in range(n)]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [*spec.available_problems(), str(TINY_NETS)])
+def test_generated_casadi_rhs_matches_numpy_on_sx_and_mx(name: str) -> None:
+    p = spec.load(name)
+    rhs = codegen.load_python(codegen.generate(p, "casadi"))["rhs"]
+    ref = codegen.load_python(codegen.generate(p, "numpy"))["rhs"]
+    for kind in (ca.SX, ca.MX):
+        t, y, th = kind.sym("t"), kind.sym("y", p.n_state), kind.sym("p", p.n_params)
+        f = ca.Function("f", [t, y, th], [rhs(t, y, th)])
+        for yv, thv in _points(p, 5):
+            want = ref(0.3, yv, thv)
+            got = np.array(f(0.3, yv, thv)).ravel()
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+
+
+def test_networks_are_matrix_products_not_scalar_expansions() -> None:
+    src = codegen.generate(spec.load("nonstiff-spiral-node"), "casadi")
+    assert src.count("ca.mtimes(") == 2  # one per layer
+    assert "ca.reshape(p[0:100], 2, 50).T" in src  # row-major W from the parameter vector
+    assert len(src) < 2_000  # 252 weights, yet a short program
+
+
+def test_a_complex_constant_is_not_expressible_and_says_so() -> None:
+    p = spec.load(DATA / "decay.toml")
+    bad = dataclasses.replace(p, rhs=(sympy.I * p.state_symbols[0],))
+    src = codegen.generate(bad, "casadi")
+    assert "def rhs" not in src
+    assert "complex constant" in (not_expressible(src) or "")
+    problem = reference.compile_problem(bad, None, np.zeros((len(p.t_save), p.n_state)))
+    options = CaseOptions("BDF", "forward", 1e-6, 1e-8, 100)
+    with pytest.raises(ProblemNotExpressible) as e:
+        backends.get("cvodes").build(problem, options)
+    assert e.value.status == Status.UNAVAILABLE and "complex constant" in e.value.reason
+
+
+@pytest.fixture(scope="module")
+def robertson() -> tuple[object, reference.Reference]:
+    p = spec.load("stiff-robertson")
+    ref = reference.get(p)
+    return reference.compile_problem(p, ref), ref
+
+
+@pytest.mark.parametrize("gradient", ["forward", "adjoint"])
+def test_robertson_solves_and_differentiates_like_the_reference(robertson, gradient: str) -> None:
+    problem, ref = robertson
+    b = backends.get("cvodes")
+    assert b.default_solver(True) == "BDF" and b.default_gradient(problem) == "forward"
+    case = b.build(problem, CaseOptions("BDF", gradient, problem.rtol, problem.atol,
+                                        problem.max_steps))  # fmt: skip
+    sol = case.solve(problem.theta0)
+    assert metrics.solution_error(sol.y, np.asarray(ref.y))["rel_l2"] < 1e-5
+    assert sol.stats["steps"] > 100 and sol.stats["rhs_evals"] > sol.stats["steps"]
+    assert 0 < sol.stats["lu_decomps"] < sol.stats["steps"]
+    loss, grad = case.loss_and_grad(problem.theta0)
+    assert loss == pytest.approx(ref.loss, rel=1e-4)
+    err = metrics.gradient_error(grad, np.asarray(ref.gradient), problem.theta0, problem.log_params)
+    assert err["max_rel"] < 1e-3 and err["cosine"] > 0.999999  # pass or warn, measured 2e-4
+    assert case.info["symbolics"] == "SX"
+
+
+def _case(path: Path, solver: str, max_steps: int | None = None) -> object:
+    p = spec.load(path)
+    problem = reference.compile_problem(p, None, np.zeros((len(p.t_save), p.n_state)))
+    options = CaseOptions(solver, "forward", p.rtol, p.atol, max_steps or p.max_steps)
+    return backends.get("cvodes").build(problem, options), problem
+
+
+@pytest.mark.parametrize("solver", ["BDF", "Adams"])
+def test_too_much_work_is_max_steps_with_cvodes_flag(solver: str) -> None:
+    case, problem = _case(DATA / "max-steps.toml", solver)
+    with pytest.raises(SolverFailure) as e:
+        case.solve(problem.theta0)
+    assert e.value.status == Status.MAX_STEPS
+    assert e.value.reason == "cvodes: CVODES returned CV_TOO_MUCH_WORK"
+
+
+def test_the_step_bound_holds_over_the_whole_solve(robertson) -> None:
+    """CVODES' own bound is per save interval: 120 steps in each of ROBER's 40 intervals
+    is allowed there, but 434 steps in all is over a shared bound of 120."""
+    problem, _ = robertson
+    case = backends.get("cvodes").build(problem, CaseOptions("BDF", "forward", problem.rtol,
+                                                              problem.atol, 120))  # fmt: skip
+    with pytest.raises(SolverFailure) as e:
+        case.solve(problem.theta0)
+    assert e.value.status == Status.MAX_STEPS
+    assert "over the whole solve > the shared max_steps = 120" in e.value.reason
+
+
+def test_a_nan_in_the_rhs_is_nonfinite_with_cvodes_flag() -> None:
+    case, problem = _case(DATA / "singular-jacobian.toml", "BDF")
+    with pytest.raises(SolverFailure) as e:
+        case.solve(problem.theta0)
+    assert e.value.status == Status.NONFINITE
+    assert "CV_REPTD_RHSFUNC_ERR" in e.value.reason
+    assert e.value.t_reached is not None and 0.9 < e.value.t_reached <= 1.5  # y hits 0 at t = 1
+
+
+def test_cvodes_flags_map_onto_statuses() -> None:
+    assert classify_message("CVODES returned CV_TOO_MUCH_WORK") == Status.MAX_STEPS
+    assert classify_message("CVODES returned CV_RHSFUNC_FAIL") == Status.NONFINITE
+    assert classify_message("CVODES returned CV_CONV_FAILURE") == Status.SOLVER_FAILURE
+    assert classify_message("CVODES returned CV_ERR_FAILURE") == Status.SOLVER_FAILURE
+
+
+def test_gradient_default_follows_the_parameter_count() -> None:
+    b = backends.get("cvodes")
+    _, small = _case(DATA / "decay.toml", "Adams")
+    assert b.default_gradient(small) == "forward" and b.default_solver(False) == "Adams"
+    wide = dataclasses.replace(small, param_names=[f"q{i}" for i in range(65)],
+                               theta0=np.ones(65))  # fmt: skip
+    assert b.default_gradient(wide) == "adjoint"
+
+
+def test_no_ensemble_and_why() -> None:
+    with pytest.raises(EnsembleNotOffered, match="one trajectory"):
+        backends.get("cvodes").build_ensemble(None, None, None, "independent")  # type: ignore[arg-type]

@@ -1,0 +1,194 @@
+"""The diffsol backend: pydiffsol with JIT-compiled DiffSL, with the real library.
+
+The generated DiffSL right-hand side against NumPy at random states; solves and
+gradients against the tight reference; diffsol's failures as statuses with its
+message; the shared step bound, which diffsol lacks, checked after the solve; a
+problem DiffSL cannot express as an ``unavailable`` row from a real worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy
+
+from sciml_bench import backends
+from sciml_bench.backends.base import CaseOptions, EnsembleNotOffered
+from sciml_bench.measure import metrics
+from sciml_bench.measure.status import SolverFailure, Status
+from sciml_bench.problem import codegen, reference, spec
+from sciml_bench.problem.generated import not_expressible
+from sciml_bench.run import runner
+from sciml_bench.run.executor import LocalExecutor
+
+ds = pytest.importorskip("pydiffsol", reason="pydiffsol is not installed: pip install -e '.[diffsol]'")
+diffsol = pytest.importorskip("sciml_bench.backends.diffsol")
+
+DATA = Path(__file__).parent / "data"
+#: each JIT compile costs 0.2-5 s here: the problems that cover the generator's cases
+#: (CSE and 20 states, a one-output network under exp(), every function, sigmoid and
+#: identity networks with one input or one hidden unit, time)
+CODEGEN = ["stiff-robertson", "stiff-pollution", "stiff-robertson-ude", "nonstiff-lotka-volterra",
+           str(DATA / "tiny-nets.toml")]
+
+
+def _points(p: spec.Problem, n: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Random states and parameters. The states are small (1e-4 to 1e-3) so that the
+    ROBER UDE's network input 2.5e4 y2 stays in range: DiffSL's tanh is NaN beyond
+    |z| ~ 355 (pinned below)."""
+    rng = np.random.default_rng(seed)
+    return [(rng.uniform(1e-4, 1e-3, p.n_state),
+             np.asarray(p.theta0) * rng.uniform(0.5, 1.5, p.n_params) + rng.uniform(-0.1, 0.1, p.n_params))
+            for _ in range(n)]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", CODEGEN)
+def test_generated_diffsl_rhs_matches_numpy(name: str) -> None:
+    p = spec.load(name)
+    ode = ds.Ode(codegen.generate(p, "diffsl"), matrix_type=ds.nalgebra_dense)
+    assert (ode.nstates, ode.nparams) == (p.n_state, p.n_params)
+    np.testing.assert_array_equal(ode.y0(np.asarray(p.theta0)), p.y0)
+    ref = codegen.load_python(codegen.generate(p, "numpy"))["rhs"]
+    for y, theta in _points(p, 5):
+        np.testing.assert_allclose(ode.rhs(theta, 0.3, y), ref(0.3, y, theta), rtol=1e-12, atol=1e-300)
+
+
+def test_networks_are_tensor_contractions() -> None:
+    src = codegen.generate(spec.load("nonstiff-spiral-node"), "diffsl")
+    assert "n0z1_i { n0W1_ij * n0x_j }" in src  # W x as a contraction over j
+    assert "(0, 0:2): w_j[0:2]," in src  # W's rows are slices of the weights
+    assert "tanh(n0z1_i + w_i[100:150])" in src
+    assert "(0:252): w = 0.0" in src
+
+
+def test_tan_is_written_as_sin_over_cos() -> None:
+    """DiffSL's tan is llvm.tan, which Enzyme cannot differentiate (the process aborts)."""
+    src = codegen.generate(spec.load(DATA / "tiny-nets.toml"), "diffsl")
+    assert "tan(" not in src.replace("tanh(", "") and "(sin(x1)/cos(x1))" in src
+
+
+def test_diffsl_tanh_is_nan_beyond_its_exp_overflow() -> None:
+    """A DiffSL limitation (diffsl 0.12.4) the README states: tanh(z) overflows to NaN for
+    |z| >~ 355, where exp(2z) does; sigmoid stays finite. If this starts failing, DiffSL
+    fixed it: drop the README's note."""
+    ode = ds.Ode("in_i { k = 1.0 }\nu_i { a = 1.0, b = 1.0 }\nF_i { tanh(k * a), sigmoid(k * b) }",
+                 matrix_type=ds.nalgebra_dense)  # fmt: skip
+    assert ode.rhs(np.array([300.0]), 0.0, np.ones(2))[0] == 1.0
+    tanh, sigmoid = ode.rhs(np.array([1000.0]), 0.0, np.ones(2))
+    assert np.isnan(tanh) and sigmoid == 1.0
+
+
+@pytest.fixture(scope="module")
+def robertson() -> tuple[object, reference.Reference]:
+    p = spec.load("stiff-robertson")
+    ref = reference.get(p)
+    return reference.compile_problem(p, ref), ref
+
+
+def test_robertson_solves_and_differentiates_like_the_reference(robertson) -> None:
+    problem, ref = robertson
+    b = backends.get("diffsol")
+    assert b.default_solver(True) == "bdf" and b.default_gradient(problem) == "forward"
+    case = b.build(problem, CaseOptions("bdf", "forward", problem.rtol, problem.atol,
+                                        problem.max_steps))  # fmt: skip
+    assert case.info["matrix_type"] == "nalgebra_dense"
+    sol = case.solve(problem.theta0)
+    assert metrics.solution_error(sol.y, np.asarray(ref.y))["rel_l2"] < 1e-5
+    assert 100 < sol.stats["steps"] < problem.max_steps
+    loss, grad = case.loss_and_grad(problem.theta0)
+    assert loss == pytest.approx(ref.loss, rel=1e-4)
+    err = metrics.gradient_error(grad, np.asarray(ref.gradient), problem.theta0, problem.log_params)
+    assert err["max_rel"] <= metrics.PASS_TOL  # measured 7e-5
+
+
+def test_sixty_states_use_sparse_matrices() -> None:
+    """20 uncoupled copies of ROBER (60 states, diffsol's sparse threshold): faer_sparse,
+    and the same solution in every copy."""
+    copies = 20
+    p0 = spec.load("stiff-robertson")
+    rename = {f"y{k}": f"y{k}c{{c}}" for k in (1, 2, 3)}
+    names = [rename[s].format(c=c) for c in range(copies) for s in p0.state_names]
+    eqs = {}
+    for c in range(copies):
+        for s, e in zip(p0.state_names, p0.rhs, strict=True):
+            text = str(e).replace("**", "^")
+            for old, new in rename.items():
+                text = text.replace(old, new.format(c=c))
+            eqs[rename[s].format(c=c)] = text
+    big = spec.from_dict({
+        "name": "rober-x20", "stiff": True,
+        "state": {"names": names, "initial": list(p0.y0) * copies},
+        "parameters": dict(zip(p0.param_names, p0.theta0, strict=True)),
+        "equations": eqs,
+        "time": {"span": [0.0, 1e5], "save": {"logspace": [-5.0, 5.0, 10]}},
+        "loss": {"kind": "final", "weights": [1.0] + [0.0] * (3 * copies - 1)},
+    }, "<rober-x20>")  # fmt: skip
+    problem = reference.compile_problem(big, None)
+    case = backends.get("diffsol").build(problem, CaseOptions("bdf", "forward", 1e-6, 1e-10, 10_000))
+    assert case.info["matrix_type"] == "faer_sparse"
+    sol = case.solve(problem.theta0)
+    np.testing.assert_allclose(sol.y[:, 57:60], sol.y[:, :3], rtol=1e-12)
+    assert sol.y[-1, 0] == pytest.approx(0.0179, rel=0.01)  # y1(1e5) of ROBER
+
+
+@pytest.mark.parametrize("solver", ["tsit45", "bdf"])
+def test_adjoint_agrees_with_forward_sensitivities(solver: str) -> None:
+    p = spec.load("nonstiff-lotka-volterra")
+    problem = reference.compile_problem(p, None, np.ones((len(p.t_save), p.n_state)))
+    b = backends.get("diffsol")
+    got = {g: b.build(problem, CaseOptions(solver, g, 1e-10, 1e-12, 100_000)).loss_and_grad(
+        problem.theta0) for g in ("forward", "adjoint")}  # fmt: skip
+    assert got["adjoint"][0] == pytest.approx(got["forward"][0], rel=1e-7)
+    # measured: 5e-6 (tsit45), 4e-5 (bdf) at 1e-10; the adjoint's error shrinks with rtol
+    np.testing.assert_allclose(got["adjoint"][1], got["forward"][1], rtol=1e-4)
+
+
+def _case(path: Path, solver: str) -> tuple[object, object]:
+    p = spec.load(path)
+    problem = reference.compile_problem(p, None)
+    options = CaseOptions(solver, "forward", p.rtol, p.atol, p.max_steps)
+    return backends.get("diffsol").build(problem, options), problem
+
+
+def test_the_step_bound_it_lacks_is_checked_after_the_solve() -> None:
+    """y' = -1e6 y with a bound of 10 steps: bdf needs a few hundred; the row says how far
+    it got within the bound."""
+    case, problem = _case(DATA / "max-steps.toml", "bdf")
+    with pytest.raises(SolverFailure) as e:
+        case.solve(problem.theta0)
+    assert e.value.status == Status.MAX_STEPS
+    assert "accepted steps > the shared max_steps = 10" in e.value.reason
+    assert 0 < e.value.t_reached < 1.0
+
+
+def test_a_blowup_is_dt_underflow_with_diffsol_message() -> None:
+    case, problem = _case(DATA / "blowup.toml", "tsit45")
+    with pytest.raises(SolverFailure) as e:
+        case.solve(problem.theta0)
+    assert e.value.status == Status.DT_UNDERFLOW
+    assert "Step size is too small" in e.value.reason
+    assert e.value.t_reached == pytest.approx(1.0, abs=1e-3)  # y = 1/(1 - t)
+
+
+@pytest.mark.slow
+def test_an_inexpressible_problem_is_an_unavailable_row_from_a_real_worker(tmp_path: Path) -> None:
+    p = spec.load(DATA / "decay.toml")
+    bad = dataclasses.replace(p, rhs=(sympy.I * p.state_symbols[0],))
+    src = codegen.generate(bad, "diffsl")
+    assert "complex constant" in (not_expressible(src) or "")
+    problem = reference.compile_problem(bad, None)
+    ref = reference.Reference(p.name, p.content_hash, "stub", 1e-12, 1e-14, list(p.t_save),
+                              [[1.0]] * len(p.t_save), None, 1.0, [1.0], "stub", 1e-4, None, 0.0)
+    (case,) = runner.plan(problem, ["diffsol"])
+    settings = runner.Settings(cold=1, repeats=1, warmups=0, budget_s=120.0)
+    rec = runner.run_case(case, problem, ref, settings, LocalExecutor(), progress=lambda m: None)
+    assert rec["status"] == "unavailable"
+    assert rec["reason"].startswith("diffsol: decay is not expressible in DiffSL: a complex")
+
+
+def test_no_ensemble_and_why() -> None:
+    with pytest.raises(EnsembleNotOffered, match="one trajectory"):
+        backends.get("diffsol").build_ensemble(None, None, None, "independent")  # type: ignore[arg-type]
