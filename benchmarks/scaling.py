@@ -44,7 +44,8 @@ def run(problem: str, sizes: str, extra: list[str]) -> tuple[float, list[dict[st
         wall = time.perf_counter() - start
     if r.returncode:
         sys.exit(f"{' '.join(cmd[2:])} failed:\n{r.stderr[-3000:]}")
-    return wall, json.loads(r.stdout)
+    # the case rows; the verdict records (kind "verdict") that follow them are not rows
+    return wall, [row for row in json.loads(r.stdout) if row.get("kind") != "verdict"]
 
 
 def read(paths: list[str]) -> list[dict[str, Any]]:
