@@ -2,7 +2,7 @@
 
 Times ``sciml-bench run NAME`` with default settings as a user runs it: first
 with an empty reference cache, then again with the cache warm (which must skip
-the reference computation entirely: the run says "reference: cached").
+the reference computation entirely: the run says "reference: read from the cache").
 
     python benchmarks/run_length.py                 # stiff-robertson (target < 3 min)
     python benchmarks/run_length.py --all           # every problem (target < 20 min)
@@ -61,7 +61,7 @@ def main() -> None:
             label = "+".join(Path(n).stem for n in names) if not args.all else "all problems"
             print(f"{label}: {kind} reference "
                   f"cache: {wall / 60:.2f} min ({len(records)} cases; "
-                  f"{sum('cached' in r for r in refs)}/{len(refs)} references read from cache)")
+                  f"{sum('read from the cache' in r for r in refs)}/{len(refs)} references read from cache)")
             if kind == "warm":
                 print("  statuses: " + ", ".join(f"{k}={v}" for k, v in by_case.items()))
 

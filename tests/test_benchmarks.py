@@ -47,6 +47,13 @@ COVERED = {
     "gpu_checks.py": "test_gpu_scripts_refuse_without_a_gpu",
     "cnn_gpu_matrix.py": "test_gpu_scripts_refuse_without_a_gpu",
     "gpu_session.sh": "test_gpu_scripts_refuse_without_a_gpu",
+    "compare_false_alarms.py": "test_false_alarm_benchmark_runs_and_the_slowed_run_says_so",
+    "steady_ab.py": "test_steady_ab_three_loops",
+    "training.py": "test_training_ratios_quick",
+    "_bare_train_torchdiffeq.py": "test_training_ratios_quick",
+    "_bare_train_diffrax.py": "test_training_ratios_quick",
+    "_bare_cvodes.py": "test_harness_overhead_compiled_backends",
+    "_bare_diffsol.py": "test_harness_overhead_compiled_backends",
 }
 
 
@@ -220,3 +227,60 @@ def test_gpu_scripts_refuse_without_a_gpu(script: str, args: list[str]) -> None:
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     (line,) = r.stderr.strip().splitlines()
     assert "no NVIDIA GPU" in line and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_false_alarm_benchmark_runs_and_the_slowed_run_says_so(tmp_path: Path) -> None:
+    """benchmarks/compare_false_alarms.py at a tiny size: two identical SciPy runs and
+    one deliberately slowed; its figures printed, and every slowed row marked."""
+    from sciml_bench.results.store import read
+
+    r = bench("compare_false_alarms.py", "--runs", "2", "-b", "scipy", "--repeats", "5",
+              "--cold", "1", "--out", str(tmp_path))  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr[-2000:]  # 1: a timing off target on a busy machine
+    assert "false alarms at compare's defaults" in r.stdout
+    assert "noise floor measured" in r.stdout and "deliberate 1.3x slowdown" in r.stdout
+    (slowed,) = (tmp_path / "slowed").glob("*.h5")
+    run = read(slowed)
+    assert run.environment["test_slowdown"] == "1.3"
+    assert [rec["test_slowdown"] for rec in run.records] == ["1.3"]
+    for ident in (tmp_path / "identical").glob("*.h5"):
+        assert all("test_slowdown" not in rec for rec in read(ident).records)
+
+
+@pytest.mark.slow
+def test_harness_overhead_compiled_backends() -> None:
+    """CVODES and diffsol against their bare twins (``_bare_cvodes.py``, ``_bare_diffsol.py``)."""
+    _need("casadi", "pydiffsol")
+    out = _ok(bench("harness_overhead.py", "--rounds", "1", "--repeats", "2", "--problems",
+                    "stiff-robertson", "--backends", "cvodes,diffsol"))  # fmt: skip
+    rows = re.findall(r"^(cvodes|diffsol) +stiff-robertson +(solve|grad) .*= ([\d.]+)", out, re.M)
+    assert sorted((b, k) for b, k, _ in rows) == [
+        ("cvodes", "grad"), ("cvodes", "solve"), ("diffsol", "grad"), ("diffsol", "solve")
+    ], out
+    assert all(float(x) > 0 for *_, x in rows)
+
+
+@pytest.mark.slow
+def test_steady_ab_three_loops() -> None:
+    _need("jax", "diffrax")
+    out = _ok(bench("steady_ab.py", "--rounds", "1", "--block", "2", "--problems",
+                    "nonstiff-spiral-node"))  # fmt: skip
+    for kind in ("solve", "grad"):
+        m = re.search(rf"nonstiff-spiral-node +{kind} +old .* new/bare ([\d.]+) +old/bare ([\d.]+)",
+                      out)  # fmt: skip
+        assert m and float(m[1]) > 0 and float(m[2]) > 0, out
+    assert re.search(r"^worst new/bare = [\d.]+$", out, re.M), out
+
+
+@pytest.mark.slow
+def test_training_ratios_quick() -> None:
+    """Five iterations: every available backend's row says it did not reach the target, and
+    the suite's iteration is held to the bare loops' (same losses)."""
+    _need("torch", "torchdiffeq", "jax", "diffrax", "optax")
+    out = _ok(bench("training.py", "--quick", "--rounds", "1", "--problems",
+                    "nonstiff-spiral-node"))  # fmt: skip
+    assert re.search(r"^  diffrax +Tsit5 +ok: not reached in 5 iterations", out, re.M), out
+    for lib in ("diffrax", "torchdiffeq"):
+        m = re.search(rf"^overhead {lib} +spiral .* losses agree to ([\d.e+-]+)\)", out, re.M)
+        assert m and float(m[1]) < 1e-8, out

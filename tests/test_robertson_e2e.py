@@ -130,10 +130,15 @@ def test_show_prints_the_table_again(run) -> None:
     )
     for word in ("diffrax", "Kvaerno4", "torchdiffeq", "max_steps", "unavailable", "pass"):
         assert word in r.stdout
-    # the table ends with its verdict: here Diffrax alone has a passing gradient
+    # the table ends with its verdict: the passing rows' fastest steady gradient, named
+    records, _ = run
+    passing = [x for x in records if x["status"] == "ok" and x.get("gradient_tier") == "pass"]
+    assert {x["backend"] for x in passing} >= {"diffrax", "cvodes", "diffsol"}
+    best = min(passing, key=lambda x: x["grad_s"])
     verdict = " ".join(r.stdout.rsplit("\nverdict", 1)[1].split())
-    assert verdict.startswith(": diffrax Kvaerno4 RecursiveCheckpointAdjoint is the only row "
-                              "with a passing gradient (steady gradient ")  # fmt: skip
+    assert verdict.startswith(f": steady gradient: {best['backend']} {best['solver']} "
+                              f"{best['gradient_method']} "), verdict  # fmt: skip
+    assert "faster than" in verdict and "; first gradient: " in verdict
 
 
 @pytest.mark.slow

@@ -71,7 +71,7 @@ class _Group(click.Group):
 @click.option("--debug", is_flag=True,
               help="Show full tracebacks for errors (also accepted after the command).")
 def main(debug: bool) -> None:
-    """Benchmark solving and differentiating ODEs across torchdiffeq, Diffrax,
+    """Benchmark solving and differentiating ODEs across torchdiffeq, torchode, Diffrax,
     CVODES (CasADi), diffsol, DifferentialEquations.jl (Julia) and SciPy, fairly and
     reproducibly.
 
