@@ -75,6 +75,7 @@ def main() -> None:
     ap.add_argument("--sizes", help="comma-separated sizes [per problem: 1,10,100,1000; 8,16,32]")
     ap.add_argument("-b", "--backend", action="append", default=[], help="default: every one")
     ap.add_argument("--quick", action="store_true", help="pass --quick (1 cold process, 3 repeats)")
+    ap.add_argument("--jacobian", help="pass --jacobian (dense, sparse) [both]")
     ap.add_argument("--from", dest="files", nargs="+", help="results files instead of a run")
     a = ap.parse_args()
     if a.files:
@@ -82,6 +83,7 @@ def main() -> None:
     else:
         sizes = a.sizes or DEFAULT_SIZES.get(a.problem, "1,10,100")
         extra = [f"-b{b}" for b in a.backend] + (["--quick"] if a.quick else [])
+        extra += [f"--jacobian={a.jacobian}"] if a.jacobian else []
         wall, records = run(a.problem, sizes, extra)
         load = (
             Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []

@@ -64,7 +64,7 @@ def _ms(median: float | None, q: Sequence[float] | None) -> str:
 
 SIZED_COLUMNS = (
     "backend", "solver", "gradient", "jacobian", "size", "states", "jac nnz", "status", "TTFG s",
-    "solve ms [IQR]", "grad ms [IQR]", "peak MB", "sol err", "grad err", "steps",
+    "solve ms [IQR]", "grad ms [IQR]", "peak MB", "sol err", "grad err", "steps", "grad MB",
 )
 #: extra keys of an array problem's row in the machine-readable record
 SIZED_JSON_KEYS = (
