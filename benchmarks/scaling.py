@@ -12,6 +12,7 @@ time is the figure of the 15-minute goal) or reads results files (``--from``), t
     python benchmarks/scaling.py                                   # stiff-robertson-groups 1,10,100,1000
     python benchmarks/scaling.py stiff-brusselator-2d --sizes 8,16,32
     python benchmarks/scaling.py stiff-robertson-groups --sizes 1,10 -b scipy --quick
+    python benchmarks/scaling.py stiff-robertson-groups --sizes 1,2 -b scipy --jacobian sparse --quick
     python benchmarks/scaling.py --from results/stiff-robertson-groups-*.h5
 """
 

@@ -4,6 +4,7 @@ growth exponents in the table, the report and the figure."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -184,15 +185,25 @@ def test_exponents_use_the_two_largest_sizes() -> None:
 
 def test_cli_ladder_json_table_and_report(heat: Path, tmp_path: Path) -> None:
     """`run --problem-file ... --sizes --jacobian` prints rows with the ladder's keys (JSON),
-    `show` the table with the exponents, `report` the growth figure."""
+    `show` the table with the exponents, `report` the growth figure. CVODES (where CasADi
+    is installed) runs the same ladder on its sparse linear solver, with gradients."""
+    cvodes = importlib.util.find_spec("casadi") is not None
     out = subprocess.run(
         [sys.executable, "-m", "sciml_bench.cli.main", "run", "--problem-file", str(heat),
-         "-b", "scipy", "--sizes", "4,40", "--jacobian", "sparse", "--repeats", "3",
+         "-b", "scipy,cvodes" if cvodes else "scipy", "--sizes", "4,40", "--jacobian", "sparse",
+         "--repeats", "3",
          "--json", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [r for r in json.loads(out.stdout) if r.get("kind") != "verdict"]  # then the verdicts
+    if cvodes:
+        cv = [r for r in rows if r["backend"] == "cvodes"]
+        assert [(r["size"], r["n_state"], r["jacobian"], r["status"]) for r in cv] == [
+            (4, 4, "sparse", "ok"), (40, 40, "sparse", "ok"),
+        ]  # fmt: skip
+        assert cv[1]["linear_solver"].startswith("csparse") and cv[1]["gradient_error"] < 1e-3
+    rows = [r for r in rows if r["backend"] == "scipy"]
     assert [(r["size"], r["n_state"], r["jac_nnz"], r["jacobian"], r["status"]) for r in rows] == [
         (4, 4, 10, "sparse", "ok"), (40, 40, 118, "sparse", "ok"),
     ]  # fmt: skip
@@ -213,3 +224,11 @@ def test_cli_ladder_json_table_and_report(heat: Path, tmp_path: Path) -> None:
         "Growth (time ∝ states^p):" in md
         and (tmp_path / "rep" / "figures" / "heat-1d-growth.png").exists()
     )
+
+
+def test_a_verdict_names_the_jacobian_kind_of_an_array_row() -> None:
+    from sciml_bench.results import verdict
+
+    row = {"backend": "cvodes", "solver": "BDF", "gradient_method": "forward", "jacobian": "sparse"}
+    assert verdict.label(row) == "cvodes BDF forward sparse Jacobian"
+    assert verdict.label({**row, "jacobian": "none"}) == "cvodes BDF forward"
