@@ -340,3 +340,10 @@ def test_array_sections_in_a_scalar_problem_are_errors() -> None:
     bad = {**data, "equations": {**data["equations"], "y3": "lap(y2, periodic)"}}
     with pytest.raises(spec.ProblemError, match=r"call of 'lap' at position 0 is not allowed"):
         spec.from_dict(bad, "rober.toml")
+
+
+def test_diffsl_says_array_problems_have_no_form_yet() -> None:
+    from sciml_bench.problem.generated import not_expressible
+
+    why = not_expressible(codegen.generate(spec.load("stiff-robertson-groups"), "diffsl"))
+    assert why is not None and why.startswith("not expressible in DiffSL: array problems")

@@ -232,3 +232,13 @@ def test_a_verdict_names_the_jacobian_kind_of_an_array_row() -> None:
     row = {"backend": "cvodes", "solver": "BDF", "gradient_method": "forward", "jacobian": "sparse"}
     assert verdict.label(row) == "cvodes BDF forward sparse Jacobian"
     assert verdict.label({**row, "jacobian": "none"}) == "cvodes BDF forward"
+
+
+def test_diffsol_row_says_what_its_generator_lacks() -> None:
+    from sciml_bench import backends
+
+    why = runner._not_runnable("diffsol", {})
+    if backends.get("diffsol").availability().ok:
+        assert why is not None and "no DiffSL form yet" in why
+    if backends.get("cvodes").availability().ok:
+        assert runner._not_runnable("cvodes", {}) is None  # CasADi's array form runs
