@@ -54,6 +54,7 @@ COVERED = {
     "_bare_train_diffrax.py": "test_training_ratios_quick",
     "_bare_cvodes.py": "test_harness_overhead_compiled_backends",
     "_bare_diffsol.py": "test_harness_overhead_compiled_backends",
+    "scaling.py": "test_scaling_exponents_and_dense_over_sparse",
 }
 
 
@@ -284,3 +285,14 @@ def test_training_ratios_quick() -> None:
     for lib in ("diffrax", "torchdiffeq"):
         m = re.search(rf"^overhead {lib} +spiral .* losses agree to ([\d.e+-]+)\)", out, re.M)
         assert m and float(m[1]) < 1e-8, out
+
+
+@pytest.mark.slow
+def test_scaling_exponents_and_dense_over_sparse() -> None:
+    """ROBER groups at 1 and 2 on SciPy's sparse BDF (two workers): the run's line, the
+    exponent, and no stop (dense ÷ sparse is checked in test_sized_run, in process)."""
+    out = _ok(bench("scaling.py", "stiff-robertson-groups", "--sizes", "1,2", "-b", "scipy",
+                    "--jacobian", "sparse", "--quick"))  # fmt: skip
+    assert "sciml-bench run stiff-robertson-groups --sizes 1,2 -bscipy --quick" in out, out
+    assert re.search(r"scipy BDF sparse: solve p = -?[\d.]+ \(3→6 states\)", out), out
+    assert out.rstrip().endswith("where each line stopped:\n  (none)"), out

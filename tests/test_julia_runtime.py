@@ -298,3 +298,55 @@ def test_ensemble_matches_scipy_member_by_member(ensemble_results: dict, gradien
 
 def test_coupled_ensemble_is_not_offered_on_the_cpu(ensemble_results: dict):
     assert "EnsembleGPUArray" in ensemble_results["coupled"]
+
+
+ARRAY_WORKER = textwrap.dedent(
+    """
+    import json, sys
+    from sciml_bench.backends import julia_env
+    juliacall = julia_env.import_juliacall()  # first, as the worker does
+    import numpy as np
+    from sciml_bench.backends.base import CaseOptions
+    from sciml_bench.backends.julia import JuliaBackend
+    from sciml_bench.problem import codegen, reference, spec
+    from sciml_bench.problem.generated import load_python
+
+    jl = juliacall.Main
+    out = {"rhs": [], "cases": []}
+    rng = np.random.default_rng(0)
+    for text in json.load(open(sys.argv[1])):
+        p = spec.loads(text) if text.startswith("name") else spec.load(text)
+        mod = jl.seval("Module(:ArrayRHS)")
+        jl.Base.include_string(mod, codegen.generate(p, "julia"))
+        f_np = load_python(codegen.generate(p, "numpy"))["rhs"]
+        for _ in range(3):
+            y, th = rng.uniform(0.1, 1, p.n_state), np.asarray(p.theta0) * rng.uniform(0.5, 1.5, p.n_params)
+            du = np.zeros(p.n_state)
+            jl.Base.invokelatest(mod.seval("rhs!"), du, y, th, 2.0)
+            out["rhs"].append([du.tolist(), f_np(2.0, y, th).tolist()])
+    p = spec.at_size(spec.load("stiff-robertson-groups"), 3)
+    problem = reference.compile_problem(p, reference.get(p))
+    backend = JuliaBackend()
+    backend.load()
+    for kind in ("dense", "sparse"):
+        opts = CaseOptions("FBDF", "forward_diff", 1e-8, 1e-12, 10**5, extra={"jacobian": kind})
+        sol = backend.build(problem, opts).solve(problem.theta0)
+        out["cases"].append({"kind": kind, "y": sol.y.tolist(), "ref": reference.get(p).y})
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+
+def test_array_rhs_and_sparse_jacobian_cases(tmp_path: Path):
+    """Julia's broadcasting rhs! equals NumPy's for every operator (a per-element parameter,
+    indices and step included) and the 2-D Brusselator; FBDF with a dense and with a sparse
+    jac_prototype solves ROBER's groups to the reference."""
+    operators = (Path(__file__).parent / "test_julia_static.py").read_text()
+    operators = operators.split('ARRAY_OPERATORS = """', 1)[1].split('"""', 1)[0].strip()
+    (tmp_path / "problems.json").write_text(json.dumps([operators, "stiff-brusselator-2d"]))
+    res = run_worker(tmp_path, ARRAY_WORKER, str(tmp_path / "problems.json"))
+    for got, want in res["rhs"]:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    for case in res["cases"]:
+        y, ref = np.asarray(case["y"]), np.asarray(case["ref"])
+        assert np.max(np.abs(y - ref) / np.maximum(np.abs(ref), 1e-8)) < 1e-4, case["kind"]

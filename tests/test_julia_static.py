@@ -56,6 +56,8 @@ REGISTRY_UUIDS = {
     "ReverseDiff": "37e2e3b7-166d-5795-8a7a-e32c996b4267",
     "SciMLBase": "0bca4576-84f4-4d90-8ffe-ffa030f20462",
     "SciMLSensitivity": "1ed8b502-d754-442c-8d5d-10ac956f44a1",
+    # a standard library: its UUID is fixed in Julia's stdlib/SparseArrays/Project.toml
+    "SparseArrays": "2f01184e-e22b-5df5-ae63-d93ebab69eaf",
     "StaticArrays": "90137ffa-7385-5640-81b9-e52037218182",
     "Zygote": "e88e6eb3-aa80-5325-afca-941959d7151f",
 }
@@ -157,6 +159,51 @@ def test_generated_rhs_parses_and_lints(tmp_path: Path):
     assert syntax_errors(src.encode()) == []
     # One in-place function with the signature SciMLBenchJL.define_rhs looks up.
     assert re.findall(r"^function (\w+!?)\((.*)\)$", src, re.M) == [("rhs!", "du, u, p, t")]
+    path = tmp_path / "rhs.jl"
+    path.write_text(src)
+    assert [d for d in lint(path) if d["severity"] == "error"] == []
+
+
+ARRAY_OPERATORS = """
+name = "grid"
+stiff = false
+[sizes]
+N = 5
+M = 4
+[state]
+names = ["u", "v"]
+shape = ["N", "M"]
+initial = [1.0, "i/N"]
+[parameters]
+c = 0.7
+D = { value = "1 + j", per_element = true }
+[equations]
+u = "D*lap(u, dirichlet) + c*shift(v, 1, -1, neumann) - mean(u, 1)*v + step(t - 1)"
+v = "lap(v, neumann) + shift(u, -2, 1, periodic) - exp(-sum(u, 0))*v + sin(i*j)*sum(u)"
+[time]
+span = [0.0, 1.0]
+save = [1.0]
+[loss]
+kind = "final"
+weights = [1.0, 2.0]
+"""
+
+
+@pytest.mark.parametrize("name", ["stiff-robertson-groups", "stiff-brusselator-2d", "operators"])
+def test_generated_array_rhs_parses_and_lints(name: str, tmp_path: Path):
+    """An array problem's Julia is broadcasting code on views: every operator, a
+    per-element parameter, indices and step parse and lint clean, and the module defines
+    the in-place rhs! that define_rhs looks up (plus its _shift helper)."""
+    from sciml_bench.problem import codegen, spec
+
+    p = spec.loads(ARRAY_OPERATORS, "grid.toml") if name == "operators" else spec.load(name)
+    src = codegen.generate(p, "julia")
+    assert syntax_errors(src.encode()) == []
+    assert re.findall(r"^function (\w+!?)\((.*)\)$", src, re.M) == [
+        ("_shift", "x::AbstractArray, k::Int, d::Int, bc::Symbol"), ("rhs!", "du, u, p, t"),
+    ]  # fmt: skip
+    assert re.search(r"^    @views @\. dU\[2, :(, :)?\] = ", src, re.M)
+    assert "for " not in src.split("function rhs!", 1)[1]  # array code, never a loop
     path = tmp_path / "rhs.jl"
     path.write_text(src)
     assert [d for d in lint(path) if d["severity"] == "error"] == []
@@ -586,9 +633,10 @@ class FakeSciMLBenchJL:
     def build_case(self, src, u0, theta0, t0, t1, tsave, rtol, atol, maxiters, *rest):
         if "rhs!" not in src:
             raise FakeJuliaError("the generated source does not define `rhs!(du, u, p, t)`")
-        weights, _obs, _lin, solver, gradient, *step = rest  # step: dtype, dt (0: adaptive)
+        weights, _obs, _lin, solver, gradient, *more = rest  # dtype, dt (0: adaptive), pattern
+        step, pattern = more[:2], more[2:]
         self.built = dict(u0=u0, tsave=tsave, W=weights, names=(solver, gradient),
-                          maxiters=maxiters, step=tuple(step))  # fmt: skip
+                          maxiters=maxiters, step=tuple(step), pattern=pattern)  # fmt: skip
         return "case"
 
     # the timed calls return an opaque raw result (Julia's Raw); the checks read it
@@ -815,6 +863,32 @@ def test_gradient(fake_juliacall):
     assert info.value.status is Status.ERROR and "MethodError" in info.value.reason
 
 
+def test_array_problem_with_a_sparse_jacobian_hands_julia_its_pattern(fake_juliacall):
+    """build_case gets the exact pattern (1-based rows and columns, from the generated NumPy
+    module) for a sparse Jacobian, nothing for a dense one; the row names what Julia does."""
+    from sciml_bench.backends.base import CaseOptions
+    from sciml_bench.problem import reference, spec
+
+    p = spec.at_size(spec.load("stiff-robertson-groups"), 4)
+    ref = reference.Reference(p.name, p.content_hash, "", 1e-12, 1e-16, list(p.t_save), [],
+                              [[1.0] * p.n_state] * len(p.t_save), 0.0, [0.0] * 3, "", 1e-4,
+                              None, 0.0)  # fmt: skip
+    problem = reference.compile_problem(p, ref)
+    backend = jb.JuliaBackend()
+    backend.load()
+    built = fake_juliacall.Main.SciMLBenchJL
+    for kind in ("sparse", "dense"):
+        opts = CaseOptions("FBDF", "forward_diff", 1e-6, 1e-10, 100, extra={"jacobian": kind})
+        case = backend.build(problem, opts)
+        if kind == "dense":
+            assert built.built["pattern"] == [] and "dense" in case.info["linear_solver"]
+            continue
+        rows, cols = built.built["pattern"]
+        assert rows.dtype == np.int64 and rows.min() == 1 and cols.max() == p.n_state
+        assert len(rows) == problem.jac_nnz == 7 * 4
+        assert (rows[0], cols[0]) == (1, 1) and "jac_prototype" in case.info["linear_solver"]
+
+
 def test_build_rejects_bad_options(fake_juliacall):
     with pytest.raises(ValueError, match="unknown Julia solver"):
         build(fake_juliacall, solver="dopri5")
@@ -826,13 +900,15 @@ def test_build_rejects_bad_options(fake_juliacall):
 
 
 def problem_sources() -> dict[str, tuple[str, bool]]:
-    """Every shipped problem's generated Julia source, and whether it has a network."""
+    """Every shipped problem's generated Julia source, and whether it builds arrays (a
+    network, or an array problem's broadcasting code)."""
     from sciml_bench.problem import codegen, spec
 
     out = {}
     for path in sorted((ROOT / "problems").glob("*.toml")):
         problem = spec.load(path.stem)
-        out[path.stem] = (codegen.julia_source(problem), bool(problem.networks))
+        arrays = bool(problem.networks) or problem.array is not None
+        out[path.stem] = (codegen.generate(problem, "julia"), arrays)
     return out
 
 

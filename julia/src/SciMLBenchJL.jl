@@ -30,6 +30,7 @@ import DiffResults
 import ForwardDiff
 import Optimisers
 import SciMLBase
+import SparseArrays
 import Zygote
 using OrdinaryDiffEqBDF: OrdinaryDiffEqBDF, FBDF
 using OrdinaryDiffEqRosenbrock: OrdinaryDiffEqRosenbrock, Rodas5P
@@ -147,8 +148,9 @@ last_t(sol) = isempty(sol.t) ? NaN : Float64(sol.t[end])
 """
     define_rhs(src, name = :rhs!, bindings = (;)) -> Function
 
-Evaluate generated source, which defines exactly one function `name` (the in-place
-`rhs!(du, u, p, t)`, or the out-of-place static `rhs(u, p, t)` that GPU kernels need), in a
+Evaluate generated source, which defines the function `name` (the in-place
+`rhs!(du, u, p, t)`, or the out-of-place static `rhs(u, p, t)` that GPU kernels need; an
+array problem's source also defines its constants and `_shift` helper), in a
 fresh anonymous module (so cases never collide) and return that function. `bindings` are
 made constants of that module first (the GPU extension passes `SVector`). The lookup runs in
 the latest world, because the method did not exist when this function was compiled.
@@ -179,12 +181,15 @@ end
 
 """
     build_case(src, u0, theta0, t0, t1, tsave, rtol, atol, maxiters, W, O, C, solver,
-               gradient, dtype = "float64", dt = 0.0)
+               gradient, dtype = "float64", dt = 0.0, jac_rows = Int[], jac_cols = Int[])
 
 Build a [`BenchCase`](@ref). Arrays may be any `AbstractArray` (juliacall passes NumPy
 arrays as `PyArray`s); they are copied into plain `Array{T}`s, `T` the element type named
 by `dtype` (`"float64"` or `"float32"`). `W`, `O` and `C` have the Python shape
-`(n_save, n_state)`. `dt > 0` solves at that fixed step (`adaptive = false`).
+`(n_save, n_state)`. `dt > 0` solves at that fixed step (`adaptive = false`). `jac_rows`
+and `jac_cols` (1-based) are the exact Jacobian's structural non-zeros of an array problem
+run with a sparse Jacobian: they become the `jac_prototype` of its `ODEFunction`
+([`sparsity`](@ref)); empty means dense.
 """
 function build_case(
     src::AbstractString,
@@ -203,6 +208,8 @@ function build_case(
     gradient::AbstractString,
     dtype::AbstractString = "float64",
     dt::Real = 0.0,
+    jac_rows = Int[],
+    jac_cols = Int[],
 )
     check_options(solver, gradient)
     T = float_type(dtype)
@@ -224,6 +231,27 @@ function build_case(
         String(solver),
         String(gradient),
         T(dt),
+        sparsity(jac_rows, jac_cols, length(u0)),
+    )
+end
+
+"""
+    sparsity(rows, cols, n)
+
+The sparsity pattern of an `n`-state Jacobian (1-based `rows` and `cols` of its structural
+non-zeros) as a `SparseMatrixCSC`, the `jac_prototype` the DifferentialEquations.jl docs
+give for large stiff systems: OrdinaryDiffEq then computes the Jacobian by colored
+ForwardDiff on that pattern and factorises `W = I - γJ` with LinearSolve's default for a
+sparse matrix (KLU or UMFPACK). `nothing` without a pattern (dense Jacobian).
+"""
+function sparsity(rows, cols, n::Integer)
+    isempty(rows) && return nothing
+    return SparseArrays.sparse(
+        Vector{Int}(rows),
+        Vector{Int}(cols),
+        ones(length(rows)),
+        n,
+        n,
     )
 end
 
@@ -242,10 +270,12 @@ function _build_case(
     solver,
     gradient,
     dt,
+    jac_prototype,
 )
     # The default specialisation (AutoSpecialize) wraps the RHS so that precompiled solver
     # code is reused for a new RHS: the library's default, and its answer to latency.
-    prob = SciMLBase.ODEProblem(rhs!, u0, tspan, p0)
+    f = jac_prototype === nothing ? rhs! : SciMLBase.ODEFunction(rhs!; jac_prototype)
+    prob = SciMLBase.ODEProblem(f, u0, tspan, p0)
     return BenchCase(
         prob,
         SOLVERS[solver](),

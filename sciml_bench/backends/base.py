@@ -313,6 +313,25 @@ class Backend(ABC):
     #: float64-only backend in float64, and its row says so (as ``devices`` does)
     dtypes: tuple[str, ...] = ("float64",)
 
+    #: whether array problems (``[sizes]``: vector states, array code) run here; a backend
+    #: without array code says so in its row (status ``unavailable``), never crashes
+    array_problems: bool = False
+    #: why not, when a backend can say more than "no array code yet" (its row's reason)
+    array_missing: str = ""
+    #: Jacobian kinds it offers an array problem's implicit solvers (``dense``, ``sparse``)
+    jacobians: tuple[str, ...] = ("dense",)
+
+    def jacobian_kinds(self, solver: str) -> tuple[str, ...]:
+        """The Jacobian kinds ``solver`` can use on an array problem: :attr:`jacobians` for
+        an implicit solver, ``("none",)`` for an explicit one (it needs no Jacobian)."""
+        info = self.solvers().get(solver)
+        return self.jacobians if info is not None and info.stiff else ("none",)
+
+    def array_solver(self, stiff: bool) -> str:
+        """The solver an array problem uses by default (the single-trajectory default unless
+        a backend's best choice for large sparse systems differs)."""
+        return self.default_solver(stiff)
+
     def cuda_missing(self) -> tuple[str, str] | None:
         """Inside a worker pinned to ``cuda``: ``(what is missing, fix)`` when the library
         cannot use the GPU here, else ``None``. Imports the library: call it only in a

@@ -32,6 +32,14 @@ when parameters are many and the outputs few): ``forward`` up to
 above. The adjoint's gradient quadrature is under error control (``quad_err_con``), as
 the states are: without it the spiral's adjoint gradient was off by 1.5e-3, with it 5e-5.
 
+Array problems (``[sizes]``): the generated CasADi code is column algebra on the grid with
+its operators as sparse matrix products (see :mod:`sciml_bench.problem.codegen_casadi`),
+always on ``SX``, so CasADi derives the exact sparse Jacobian from the graph. The case's
+``jacobian`` (``options.extra``) picks CVODES' linear solver in the Newton iteration:
+``sparse`` is CasADi's ``csparse`` (CSparse's sparse LU; CasADi 3.8 offers no KLU),
+``dense`` is ``lapacklu`` (LAPACK's dense LU); ``Adams`` uses functional iteration and no
+linear solver. Scalar problems keep CasADi's default (``qr``).
+
 Step bound: CVODES' ``max_num_steps`` (``mxstep``) counts steps per call to ``CVode``, and
 CasADi calls it once per save interval, so alone it would allow ``n_save × max_steps``.
 It is set to the shared ``max_steps``, and after each solve the whole-solve count,
@@ -75,6 +83,8 @@ _GRADIENTS = {
 MX_FROM = 100
 #: CVODES' method and nonlinear iteration per solver name
 _METHOD = {"BDF": ("bdf", "newton"), "Adams": ("adams", "functional")}
+#: an array problem's linear solver per Jacobian kind (CasADi's plugin names)
+ARRAY_LINEAR_SOLVERS = {"sparse": "csparse", "dense": "lapacklu"}
 #: how the generated code runs, recorded in each row
 IDIOM = (
     "casadi.integrator('F', 'cvodes', {x, p, t, ode}, t0, t_save, opts) over the generated "
@@ -89,10 +99,15 @@ _BACKWARD = (" in the adjoint's backward pass (CasADi leaves its step bound at S
              "default, 500 steps per save interval)")
 
 
-def integrator_options(options: CaseOptions) -> dict[str, Any]:
-    """CVODES options through CasADi: the shared tolerances and step bound, the method."""
+def integrator_options(options: CaseOptions, array: bool = False) -> dict[str, Any]:
+    """CVODES options through CasADi: the shared tolerances and step bound, the method, and
+    for an ``array`` problem's Newton iteration the linear solver of its Jacobian kind."""
     lmm, iteration = _METHOD[options.solver]
+    extra: dict[str, Any] = {}
+    if array and iteration == "newton":
+        extra["linear_solver"] = ARRAY_LINEAR_SOLVERS[options.extra.get("jacobian", "sparse")]
     return {
+        **extra,
         "abstol": options.atol,
         "reltol": options.rtol,
         "max_num_steps": options.max_steps,
@@ -107,14 +122,19 @@ def integrator_options(options: CaseOptions) -> dict[str, Any]:
 
 
 def symbolics(problem: CompiledProblem) -> str:
-    """``MX`` for a network of more than :data:`MX_FROM` parameters, else ``SX``."""
+    """``MX`` for a network of more than :data:`MX_FROM` parameters, else ``SX``. An array
+    problem's operators are sparse DM products: on ``SX``, CasADi's Jacobian of the graph
+    is the exact sparse one (built in C++, not per element in Python)."""
+    if problem.size is not None:
+        return "SX"
     return "MX" if "ca.mtimes(" in problem.source["casadi"] and problem.n_params > MX_FROM else "SX"
 
 
 def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
     """The plain settings of one case (``sciml-bench codegen`` prints them): the symbol
     type, CVODES' options through CasADi, the gradient method and the step bound."""
-    return {"symbolics": symbolics(problem), "integrator": integrator_options(options),
+    array = problem.size is not None
+    return {"symbolics": symbolics(problem), "integrator": integrator_options(options, array),
             "gradient": options.gradient_method, "max_steps": options.max_steps,
             "dtype": options.dtype}  # fmt: skip
 
@@ -183,6 +203,17 @@ def library_failure(e: RuntimeError, stats: Mapping[str, Any] | None) -> SolverF
     return SolverFailure(classify_message(message), f"cvodes: {message}", t)
 
 
+def linear_solver(options: CaseOptions, array: bool) -> str:
+    """What CVODES' Newton iteration factorises, as CasADi names it."""
+    if _METHOD[options.solver][1] != "newton":
+        return f"none ({options.solver}: functional iteration)"
+    if not array:
+        return "qr (CasADi's default, sparse)"
+    if options.extra.get("jacobian", "sparse") == "dense":
+        return "lapacklu (LAPACK dense LU) on CasADi's exact Jacobian"
+    return "csparse (CSparse sparse LU) on CasADi's exact sparse Jacobian"
+
+
 class CvodesCase(Case):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
         import casadi as ca
@@ -194,11 +225,13 @@ class CvodesCase(Case):
         self.x0 = ca.DM(problem.y0)
         self.max_steps = options.max_steps
         self._ca = ca
+        array = problem.size is not None
         self.info = {
             "idiom": IDIOM,
             "symbolics": kind,
-            "linear_solver": "qr (CasADi's default, sparse)",
-            "options": {k: v for k, v in integrator_options(options).items() if "warn" not in k},
+            "linear_solver": linear_solver(options, array),
+            "options": {k: v for k, v in integrator_options(options, array).items()
+                        if "warn" not in k},  # fmt: skip
         }
 
     def prepare(self, theta: np.ndarray) -> Any:
@@ -252,6 +285,9 @@ class CvodesBackend(Backend):
     extra = "cvodes"
     modules = ("casadi",)
     gradient_methods: Mapping[str, str] = _GRADIENTS
+    #: array problems: CasADi column algebra, sparse (csparse) or dense (lapacklu) Newton
+    array_problems = True
+    jacobians = ("dense", "sparse")
 
     def availability(self) -> Availability:
         return Availability.of_modules("casadi", extra="cvodes")

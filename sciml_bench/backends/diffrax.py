@@ -262,6 +262,13 @@ class DiffraxCase(Case):
         self.options = {"controller": recorded_controller(settings), "dtype": options.dtype}
         #: what runs, for the result record
         self.info = {**self.options, "idiom": IDIOM}
+        if problem.size is not None and _SOLVERS[options.solver].stiff:
+            self.info["linear_solver"] = (
+                "lineax AutoLinearSolver (dense LU) on the dense jax.jacfwd Jacobian, in "
+                f"{options.solver}'s VeryChord Newton iterations"
+            )
+        elif problem.size is not None:
+            self.info["linear_solver"] = f"none ({options.solver} is explicit)"
         self.t_save = problem.t_save
         # JAX is pinned by the worker's JAX_PLATFORMS; what it did is read back from arrays
         self._last: Any = y0
@@ -537,6 +544,9 @@ class DiffraxBackend(Backend):
     gradient_methods: Mapping[str, str] = _ADJOINTS
     devices = ("cpu", "cuda")
     dtypes = ("float64", "float32")
+    #: array problems run on the generated jnp code; Kvaerno's Newton iterations solve with
+    #: lineax's AutoLinearSolver on the dense jax.jacfwd Jacobian: dense is its only kind
+    array_problems = True
 
     def cuda_missing(self) -> tuple[str, str] | None:
         import jax

@@ -220,6 +220,14 @@ class DiffsolBackend(Backend):
     extra = "diffsol"
     modules = ("pydiffsol",)
     gradient_methods: Mapping[str, str] = _GRADIENTS
+    #: DiffSL could hold an array problem (indexed tensors u_i, a sparse A_ij for each
+    #: operator, faer_sparse), but the DiffSL generator writes none yet
+    array_missing = (
+        "diffsol: array problems ([sizes], vector states) have no DiffSL form yet: the "
+        "generator writes scalar models only (`sciml-bench codegen NAME --target diffsl` "
+        "says so); their templates would be indexed tensors and their operators sparse "
+        "matrices (faer_sparse)"
+    )
 
     def availability(self) -> Availability:
         return Availability.of_modules("pydiffsol", extra="diffsol")

@@ -221,6 +221,8 @@ class JuliaCase(Case):
         }
         if options.dt is not None:
             self.info["fixed_step"] = f"solve(...; adaptive = false, dt = {options.dt!r})"
+        if problem.size is not None:
+            self.info["linear_solver"] = linear_solver(options)
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         # SciMLBenchJL catches solver and AD exceptions itself; this catches the rest (a
@@ -375,6 +377,34 @@ def _f64(a: Any) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float64)
 
 
+def linear_solver(options: CaseOptions) -> str:
+    """What an array problem's case factorises, as DifferentialEquations.jl does it."""
+    if not SOLVERS[options.solver].stiff:
+        return f"none ({options.solver} is explicit)"
+    if options.extra.get("jacobian") == "sparse":
+        return (
+            "sparse jac_prototype (SparseMatrixCSC of the exact pattern): colored ForwardDiff "
+            "Jacobian, LinearSolve's default sparse factorisation (KLU or UMFPACK)"
+        )
+    return "dense ForwardDiff Jacobian, LinearSolve's default dense LU"
+
+
+def sparsity_args(problem: CompiledProblem, options: CaseOptions) -> tuple[np.ndarray, ...]:
+    """The 1-based rows and columns of the exact Jacobian's pattern, read from the generated
+    NumPy module, for a case with a sparse Jacobian (``jac_prototype``); else nothing."""
+    if problem.size is None or options.extra.get("jacobian") != "sparse":
+        return ()
+    if not SOLVERS[options.solver].stiff:
+        return ()
+    from sciml_bench.problem.generated import load_python
+
+    ns = load_python(problem.source["numpy"])
+    return (
+        np.ascontiguousarray(ns["JAC_ROWS"] + 1, dtype=np.int64),
+        np.ascontiguousarray(ns["JAC_COLS"] + 1, dtype=np.int64),
+    )
+
+
 def julia_source(problem: CompiledProblem, options: CaseOptions) -> str:
     """The problem's generated Julia source, after checking ``options`` without Julia:
     a solver and gradient method the backend offers, float64 or float32."""
@@ -464,6 +494,9 @@ class JuliaBackend(Backend):
     modules = ("juliacall",)
     #: Float32 arrays throughout (``SciMLBenchJL.build_case``'s ``dtype``)
     dtypes = ("float64", "float32")
+    #: array problems: broadcasting rhs! on views; a sparse Jacobian is a jac_prototype
+    array_problems = True
+    jacobians = ("dense", "sparse")
 
     def __init__(self) -> None:
         self._module: Any = None
@@ -588,6 +621,7 @@ class JuliaBackend(Backend):
                 options.gradient_method,
                 options.dtype,
                 float(step or 0.0),  # 0: adaptive
+                *sparsity_args(problem, options),
             )
         except self._julia_error as e:
             raise RuntimeError(f"building the Julia case failed: {e}") from None

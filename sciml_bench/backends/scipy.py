@@ -3,6 +3,13 @@
 It has no gradient, so its rows carry timings and solution error only. The exact sympy
 Jacobian is supplied to the implicit methods, as a careful SciPy user would.
 
+On an array problem the case's ``jacobian`` (``options.extra``) picks how: ``dense`` (the
+exact Jacobian as an ndarray: LAPACK's LU in BDF and Radau, ODEPACK's dense LU in LSODA) or
+``sparse`` (BDF and Radau take the exact Jacobian as a ``scipy.sparse`` CSC matrix and
+factorise it with SuperLU; LSODA takes no sparse matrix, only a band: its packed banded
+Jacobian with ``lband``/``uband`` from the pattern). SciPy's best choice for large sparse
+systems is BDF, the default there.
+
 The solve is ``solve_ivp``'s own loop over its solver object (``LSODA``, ``BDF``,
 ``Radau``, ``RK45``, ``DOP853``): ``step()`` until the end, the dense output evaluated at
 the save points each step passes, exactly as ``solve_ivp(..., t_eval=t_save)`` does (the
@@ -48,6 +55,22 @@ _SOLVERS = {
 }
 
 
+def jacobian_choice(ns: dict[str, Any], solver: str, kind: str) -> tuple[Any, dict[str, int], str]:
+    """The generated Jacobian ``solver`` gets for ``kind`` (``dense``/``sparse``), the
+    solver's options that go with it, and the linear solver as SciPy names it."""
+    if solver not in IMPLICIT:
+        return None, {}, f"none ({solver} is explicit)"
+    if kind == "sparse" and solver == "LSODA":
+        lower, upper = ns["JAC_BANDS"]
+        return ns["jac_banded"], {"lband": lower, "uband": upper}, (
+            f"ODEPACK banded LU (LSODA lband={lower}, uband={upper}: it takes no sparse matrix)"
+        )
+    if kind == "sparse":
+        return ns["jac_sparse"], {}, "scipy.sparse.linalg.splu (SuperLU) on the exact CSC Jacobian"
+    dense = "ODEPACK dense LU" if solver == "LSODA" else "scipy.linalg.lu_factor (LAPACK getrf)"
+    return ns["jac"], {}, f"{dense} on the exact dense Jacobian"
+
+
 @dataclass
 class ScipyRun:
     """A solve's raw outcome: the states at the save points it passed, as the blocks the
@@ -75,15 +98,16 @@ def case_settings(options: CaseOptions) -> dict[str, Any]:
 def integrate(
     method: Any, f: Callable[..., Any], jac: Callable[..., Any] | None,
     t_span: tuple[float, float], y0: np.ndarray, t_eval: np.ndarray, rtol: float,
-    atol: float, max_steps: int,
+    atol: float, max_steps: int, **jac_options: int,
 ) -> ScipyRun:
     """``solve_ivp``'s own loop over the solver object ``method`` (e.g.
     ``scipy.integrate.LSODA``) from ``y0`` over ``t_span``: ``step()`` until the end, the
     dense output evaluated at the save points ``t_eval`` each step passes, as
     ``solve_ivp(..., t_eval=t_eval)`` does, under the bound of ``max_steps`` steps. What
-    :class:`ScipyCase` runs and ``sciml-bench codegen --target numpy`` prints."""
+    :class:`ScipyCase` runs and ``sciml-bench codegen --target numpy`` prints.
+    ``jac_options`` are LSODA's band of an array problem (``lband``, ``uband``)."""
     t0, t1 = t_span
-    kw = {"rtol": rtol, "atol": atol}
+    kw = {"rtol": rtol, "atol": atol, **jac_options}
     solver = method(f, t0, y0, t1, **kw) if jac is None else method(
         f, t0, y0, t1, jac=jac, **kw)  # fmt: skip
     run = ScipyRun()
@@ -122,6 +146,12 @@ class ScipyCase(Case):
         self.method = getattr(scipy.integrate, options.solver)
         self.p = problem
         self.o = options
+        #: extra solver options of the Jacobian's kind (LSODA's band)
+        self.jac_options: dict[str, int] = {}
+        if problem.size is not None:  # an array problem: the Jacobian's kind is an axis
+            kind = options.extra.get("jacobian", "dense")
+            self.jac, self.jac_options, solver = jacobian_choice(ns, options.solver, kind)
+            self.info = {"jacobian": kind, "linear_solver": solver}
         self.t_eval = np.asarray(problem.t_save, dtype=np.float64)
 
     def timed_solve(self, params: np.ndarray, y0: np.ndarray | None = None) -> ScipyRun:
@@ -136,7 +166,7 @@ class ScipyCase(Case):
         """``solve_ivp``'s loop (forward in time, ``t_eval``), under the step bound."""
         s = self.settings
         return integrate(self.method, f, jac, self.p.t_span, y0, self.t_eval, s["rtol"],
-                         s["atol"], s["max_steps"])  # fmt: skip
+                         s["atol"], s["max_steps"], **self.jac_options)  # fmt: skip
 
     def check_solve(self, raw: Any) -> Solution:
         run: ScipyRun = raw
@@ -212,6 +242,12 @@ class ScipyBackend(Backend):
     differentiable = False
     modules = ("scipy.integrate",)
     gradient_methods: Mapping[str, str] = {"none": "solve only (the reference backend)"}
+    array_problems = True
+    jacobians = ("dense", "sparse")
+
+    def array_solver(self, stiff: bool) -> str:
+        # BDF takes the exact sparse Jacobian (SuperLU); LSODA only a band
+        return "BDF" if stiff else self.default_solver(stiff)
 
     def availability(self) -> Availability:
         return Availability.of_modules("scipy", extra="")

@@ -230,6 +230,8 @@ class TorchdiffeqCase(TorchPlaced, Case):
             self.info["fixed_step"] = (f"odeint(method={options.solver!r}, options="
                                        f"{{'step_size': {step!r}}}); save times off the "
                                        "grid interpolated linearly (torchdiffeq's default)")
+        if problem.size is not None:
+            self.info["linear_solver"] = f"none ({options.solver} is explicit)"
         #: the device torch reports for the last solution (the read-back)
         self.last_device: Any = self.y0.device
 
@@ -422,6 +424,8 @@ class TorchdiffeqBackend(Backend):
     gradient_methods: Mapping[str, str] = _GRADIENTS
     devices = ("cpu", "cuda")
     dtypes = ("float64", "float32")
+    #: array problems run on the generated torch code; its solvers are explicit (no Jacobian)
+    array_problems = True
 
     def cuda_missing(self) -> tuple[str, str] | None:
         return torch_cuda_missing()

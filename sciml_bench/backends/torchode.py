@@ -188,6 +188,8 @@ class TorchodeCase(Case):
         one = Batch(problem.y0[None, :], np.ones((1, problem.n_params)),
                     np.zeros((1, problem.n_params)))  # fmt: skip
         self.ens = TorchodeEnsembleCase(problem, options, one)
+        if problem.size is not None:
+            self.info = {"linear_solver": f"none ({options.solver} is explicit)"}
 
     def prepare(self, theta: np.ndarray) -> Any:
         return self.ens.prepare(theta)
@@ -226,6 +228,8 @@ class TorchodeBackend(Backend):
     ensemble_semantics = ("independent",)
     devices = ("cpu", "cuda")
     dtypes = ("float64", "float32")
+    #: array problems run on the generated torch code; its solvers are explicit (no Jacobian)
+    array_problems = True
 
     def cuda_missing(self) -> tuple[str, str] | None:
         return torch_cuda_missing()

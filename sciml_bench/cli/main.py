@@ -228,7 +228,11 @@ def _dask_options(f: Any) -> Any:
               help="CNN: evaluate every N steps for the accuracy curve [each epoch's end].")
 @click.option("--json", "as_json", is_flag=True, help="Print the case records as JSON on stdout.")
 @click.option("--sizes", help="Ensembles: comma-separated member counts, overriding the "
-              "problem's [ensemble] sizes (quick: its sizes up to 64).")
+              "problem's [ensemble] sizes (quick: its sizes up to 64). Array problems "
+              "([sizes]): values of the laddered size (quick: the ladder's first two).")
+@click.option("--jacobian", "jacobians", multiple=True, callback=_comma_list,
+              help="Array problems: dense and/or sparse (repeated or comma-separated), for "
+              "the libraries that offer both [both].")
 @click.option("--train", is_flag=True, help="Train each problem's [training] section (Adam, "
               "to its target loss) on every backend instead of timing solve and gradient "
               "(quick: 5 iterations).")
@@ -267,6 +271,7 @@ def run(**options: Any) -> None:
       sciml-bench run nonstiff-spiral-node --device cpu,cuda   CPU and GPU rows side by side
       sciml-bench run nonstiff-spiral-node --dtype float32 -b torchdiffeq --solver rk4 --dt 0.05
       sciml-bench run ensemble-lorenz --sizes 1,16,256
+      sciml-bench run stiff-robertson-groups --sizes 1,10,100,1000 --jacobian dense,sparse
       sciml-bench run nonstiff-spiral-node --train -b diffrax,torchdiffeq
 
     With --train, each backend trains the problem's [training] section in one fresh
@@ -279,6 +284,9 @@ def run(**options: Any) -> None:
     A problem with an [ensemble] section runs one case per backend x semantics
     (independent: per-member steps; coupled: one error norm) x ensemble size,
     each in a fresh worker; after a size fails, larger sizes are skipped.
+    An array problem ([sizes]) runs one ladder per backend x solver x Jacobian kind,
+    each size in a fresh worker; a size whose dense Jacobian would not fit in memory
+    is refused up front.
     """
     opts = RunOptions(**options)
     plan = _plan_run(opts)
@@ -327,6 +335,7 @@ class RunOptions:
     target_accuracy: float | None = None
     eval_every: int | None = None
     sizes: str | None = None
+    jacobians: tuple[str, ...] = ()
     train: bool = False
     dtype: str | None = None
     dt: float | None = None
@@ -397,6 +406,7 @@ def _plan_run(o: RunOptions) -> RunPlan:
     rtols = _rtols(o.tolerances, o.sweep)
     _check_applies(o, loaded, with_cnn)
     _check_steps(o, names)
+    _check_jacobians(o.jacobians)
     _check_dask(o)
     label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
     label += "-train" if o.train else ""
@@ -409,6 +419,7 @@ def _plan_run(o: RunOptions) -> RunPlan:
 TARGETS = {
     "single": "single-trajectory problems (e.g. stiff-robertson)",
     "ensemble": "problems with an [ensemble] section (e.g. ensemble-lorenz)",
+    "sized": "array problems with [sizes] (e.g. stiff-robertson-groups)",
     "cnn": "the CNN baselines (`cnn`)",
     "train": "training runs (--train)",
 }
@@ -419,7 +430,8 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
     ignored); one that only some use gets a note naming the others."""
     kinds: dict[str, list[str]] = {"cnn": ["cnn"] if with_cnn else []}
     for p in loaded:
-        kinds.setdefault("ensemble" if p.ensemble is not None else "single", []).append(p.name)
+        kind = "ensemble" if p.ensemble is not None else "sized" if p.array else "single"
+        kinds.setdefault(kind, []).append(p.name)
     if o.train:
         _check_trainable(loaded, with_cnn)
         kinds = {"train": [p.name for p in loaded]}
@@ -427,11 +439,12 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
         "--tolerances": (o.tolerances, ("single",)),
         "--sweep": (o.sweep, ("single",)),
         "--cold": (o.cold, ("single",)),
-        "--sizes": (o.sizes, ("ensemble",)),
-        "--repeats": (o.repeats, ("single", "ensemble", "cnn")),
-        "--solver": (o.solvers, ("single", "ensemble", "train")),
-        "--gradient": (o.gradients, ("single", "ensemble", "train")),
-        "--max-steps": (o.max_steps, ("single", "ensemble", "train")),
+        "--sizes": (o.sizes, ("ensemble", "sized")),
+        "--jacobian": (o.jacobians, ("sized",)),
+        "--repeats": (o.repeats, ("single", "ensemble", "sized", "cnn")),
+        "--solver": (o.solvers, ("single", "ensemble", "sized", "train")),
+        "--gradient": (o.gradients, ("single", "ensemble", "sized", "train")),
+        "--max-steps": (o.max_steps, ("single", "ensemble", "sized", "train")),
         "--dtype": (o.dtype not in (None, "float64"), ("single",)),
         "--dt": (o.dt, ("single",)),
         **{f"--{k.replace('_', '-')}": (getattr(o, attr), ("cnn",)) for k, attr in (
@@ -715,6 +728,9 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
         if problem.ensemble is not None:
             records += _run_ensemble(problem, plan, o, writer)
             continue
+        if problem.array is not None:
+            records += _run_sized(problem, plan, o, writer, executor)
+            continue
         click.echo(f"reference for {problem.name} ...", err=True)
         # a reference that cannot be built leaves rows saying so, not an aborted run
         ref = reference.get_or_missing(problem, refresh=o.refresh_reference)
@@ -780,6 +796,57 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
         compiled, ens.to_json(problem.ensemble), None if obs_path is None else str(obs_path),
         ref.to_json(), ladders, writer, plan.settings,
     )  # fmt: skip
+
+
+def _run_sized(
+    problem: Any, plan: RunPlan, o: RunOptions, writer: Any, executor: Any
+) -> list[dict[str, Any]]:
+    """An array problem: one ladder per backend x solver x Jacobian kind, each size with its
+    own reference (cached by the content at that size)."""
+    import numpy as np
+
+    from sciml_bench.problem import reference
+    from sciml_bench.run import runner
+
+    sizes = ladder_sizes(problem.array, plan.sizes, o.quick)
+    first = problem if problem.array.size == sizes[0] else _at_size(problem, sizes[0])
+    # Planned once, on the first size (no reference needed: observations are placeholders):
+    # a ladder keeps one solver, gradient method and Jacobian kind at every size.
+    blank = np.zeros((len(first.t_save), first.n_state))
+    compiled = reference.compile_problem(first, None, blank)
+    ladders = runner.plan_sized(
+        compiled, plan.backend_names, sizes, o.solvers, o.gradients, o.jacobians, o.max_steps,
+        plan.devices,
+    )  # fmt: skip
+    return runner.run_sized(
+        problem, ladders, writer, plan.settings, executor, refresh=o.refresh_reference
+    )
+
+
+def _at_size(problem: Any, size: int) -> Any:
+    """``problem`` at ``size``, or a one-line error naming the size (e.g. an offset larger
+    than a grid of that size)."""
+    from sciml_bench.problem import spec
+
+    try:
+        return spec.at_size(problem, size)
+    except spec.ProblemError as e:
+        raise UserError(f"--sizes {size}: {e}") from None
+
+
+def ladder_sizes(model: Any, override: list[int] | None, quick: bool) -> list[int]:
+    """An array problem's sizes: --sizes, else its ladder (its first two with --quick), else
+    its one size."""
+    if override:
+        return override
+    ladder = list(model.ladder) or [model.size]
+    return ladder[:2] if quick else ladder
+
+
+def _check_jacobians(kinds: Sequence[str]) -> None:
+    for k in kinds:
+        if k not in ("dense", "sparse"):
+            raise UserError(f"--jacobian {k!r}: choose dense or sparse (comma-separated)")
 
 
 def _run_training(
@@ -936,6 +1003,7 @@ def list_(as_json: bool) -> None:
             probs.append({
                 "name": p.name, "states": p.n_state, "parameters": p.n_params,
                 "stiff": p.stiff, "description": p.description,
+                **({"size": p.array.ladder_name, "ladder": list(p.array.ladder)} if p.array else {}),
             })
         except spec.ProblemError as e:
             probs.append({"name": name, "error": str(e)})
@@ -958,9 +1026,10 @@ def list_(as_json: bool) -> None:
             click.echo(f"  {p['name']:<28} INVALID: {p['error']}")
         else:
             kind = "stiff" if p["stiff"] else "non-stiff"
+            ladder = f" [{p['size']} = {', '.join(map(str, p['ladder']))}]" if p.get("ladder") else ""
             click.echo(
                 f"  {p['name']:<28} {p['states']:>3} states {p['parameters']:>4} params  "
-                f"{kind:<9}  {p['description']}"
+                f"{kind:<9}  {p['description']}{ladder}"
             )
     click.echo("\nBackends (solvers and gradient methods as --solver and --gradient take them):")
     for b in bks:
@@ -1047,9 +1116,11 @@ def _wrap_items(label: str, items: Sequence[str], width: int = 100) -> list[str]
 @click.option("--gradient", default=None, help="The case's gradient method [default: the "
               "backend's for the problem].")
 @click.option("--rhs-only", is_flag=True, help="The vector field alone (the generated code).")
+@click.option("--size", type=click.IntRange(1, None), default=None,
+              help="Array problems ([sizes]): the laddered size's value [the file's default].")
 def codegen(problem: str | None, problem_file: str | None, target: str | None,
             backend_name: str | None, solver: str | None, gradient: str | None,
-            rhs_only: bool) -> None:
+            rhs_only: bool, size: int | None) -> None:
     """Print the whole program a backend runs for PROBLEM, to audit fairness: the
     generated vector field, the solve call (solver, controller, tolerances, save points,
     step bound, adjoint, dtype), the loss and the gradient call, from the source the
@@ -1062,10 +1133,11 @@ def codegen(problem: str | None, problem_file: str | None, target: str | None,
       sciml-bench codegen nonstiff-spiral-node --target julia
       sciml-bench codegen --problem-file my.toml --target numpy --rhs-only   (with the Jacobian)
       sciml-bench codegen stiff-robertson-ude --target diffsl --rhs-only   (what diffsol compiles)
+      sciml-bench codegen stiff-brusselator-2d --size 64 --rhs-only   (array code, sparse Jacobian)
     """
     from sciml_bench.problem import codegen as cg
 
-    p = _load_problem(problem, problem_file)
+    p = _sized(_load_problem(problem, problem_file), size)
     if rhs_only:
         if backend_name or solver or gradient:
             raise UserError("--rhs-only prints the vector field alone; drop --backend, "
@@ -1073,6 +1145,7 @@ def codegen(problem: str | None, problem_file: str | None, target: str | None,
         click.echo(cg.generate(p, target or "numpy"), nl=False)
         return
     named = ["--problem-file", problem_file] if problem_file else [p.name]
+    named += ["--size", str(size)] if size is not None else []
     click.echo(_case_program(p, named, target, backend_name, solver, gradient), nl=False)
 
 
@@ -1107,12 +1180,26 @@ def _case_program(p: Any, named: list[str], target: str | None, backend_name: st
     return program(compiled, name, case_options(job), command)
 
 
+def _sized(problem: Any, size: int | None) -> Any:
+    """``problem`` at ``--size`` (array problems only)."""
+    if size is None:
+        return problem
+    if problem.array is None:
+        raise UserError(f"--size applies to array problems ([sizes]); {problem.name} has none")
+    return _at_size(problem, size)
+
+
 @main.command(name="reference")
 @click.argument("problem", required=False)
 @click.option("--problem-file", type=click.Path(), help="A problem file instead of a name.")
 @click.option("--refresh", is_flag=True, help="Rebuild instead of reading the cache.")
 @click.option("--json", "as_json", is_flag=True, help="Print t, y, loss and gradient as JSON.")
-def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, as_json: bool) -> None:
+@click.option("--size", type=click.IntRange(1, None), default=None,
+              help="Array problems ([sizes]): the laddered size's value [the file's default].")
+def reference_cmd(
+    problem: str | None, problem_file: str | None, refresh: bool, as_json: bool,
+    size: int | None = None,
+) -> None:  # fmt: skip
     """Compute (or read from cache) the tight reference solution and gradient.
 
     Past a dozen parameters the gradient is summarized; --json prints every component.
@@ -1127,7 +1214,7 @@ def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, 
 
     from sciml_bench.problem import reference
 
-    p = _load_problem(problem, problem_file)
+    p = _sized(_load_problem(problem, problem_file), size)
     ref = reference.get(p, refresh=refresh)
     doc = {
         "problem": p.name,
@@ -1166,6 +1253,8 @@ def reference_cmd(problem: str | None, problem_file: str | None, refresh: bool, 
         click.echo(f"  FD vs complex step: max relative difference {ref.complex_step_agreement:.2e}")
     else:
         click.echo(f"  complex-step cross-check {ref.complex_step_skipped or 'not run'}")
+    if ref.tolerance_note:
+        click.echo(f"  note: {ref.tolerance_note}")
     click.echo(f"  {'read from' if ref.cached else 'cached at'} {ref.cache_path or '(not cached)'}")
 
 

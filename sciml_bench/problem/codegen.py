@@ -37,7 +37,7 @@ from sympy.printing.str import StrPrinter
 from sciml_bench.problem.generated import load_python
 from sciml_bench.problem.spec import Network, Problem
 
-__all__ = ["TARGETS", "generate", "load_python", "python_source", "julia_source"]
+__all__ = ["TARGETS", "targets", "generate", "load_python", "python_source", "julia_source"]
 
 TARGETS = ("numpy", "torch", "jax", "julia", "casadi", "diffsl")
 
@@ -498,9 +498,20 @@ def julia_source(problem: Problem) -> str:
     return "\n".join(lines) + "\n"
 
 
+def targets(problem: Problem) -> tuple[str, ...]:
+    """The targets ``problem`` has source for: every one of :data:`TARGETS` for a scalar
+    problem, those of :mod:`sciml_bench.problem.codegen_arrays` for an array problem."""
+    if problem.array is None:
+        return TARGETS
+    from sciml_bench.problem import codegen_arrays
+
+    return (*codegen_arrays.TARGETS, "casadi", "diffsl")
+
+
 def generate(problem: Problem, target: str) -> str:
-    """The exact source a backend runs for ``target`` (one of :data:`TARGETS`)."""
-    if target == "casadi":
+    """The exact source a backend runs for ``target`` (one of :data:`TARGETS`); an array
+    problem's is array code (:mod:`sciml_bench.problem.codegen_arrays`)."""
+    if target == "casadi":  # its array form included
         from sciml_bench.problem.codegen_casadi import casadi_source
 
         return casadi_source(problem)
@@ -508,6 +519,10 @@ def generate(problem: Problem, target: str) -> str:
         from sciml_bench.problem.codegen_diffsl import diffsl_source
 
         return diffsl_source(problem)
+    if problem.array is not None:
+        from sciml_bench.problem import codegen_arrays
+
+        return codegen_arrays.generate(problem, target)
     if target not in _TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     return julia_source(problem) if target == "julia" else python_source(problem, target)

@@ -12,11 +12,23 @@ A network ``n(x) = s ⊙ (W_L σ(… σ(W_1 x + b_1) …) + b_L)`` is matrix alg
 ``W_l = reshape(p[a:b], cols, rows).T`` (the parameter vector stores ``W`` row-major,
 CasADi reshapes column-major) and ``ca.mtimes(W_l, h) + b_l``, so that on ``MX`` symbols
 a 252-parameter layer stays a few matrix nodes instead of thousands of scalar ones.
-(An *array form*, for vector-state problems, can be added beside :func:`_scalar_body`.)
+
+The *array form* (an array problem, :mod:`sciml_bench.problem.arrays`) is CasADi column
+algebra on the grid, never one line per element: state ``s`` is the strided slice
+``y[s::S]`` (the layout ``y[e * S + s]``), every template is one elementwise expression on
+those columns (``*``, ``/``, ``**`` are elementwise in CasADi; ``step(x)`` is the
+comparison ``x >= 0``, whose derivative CasADi takes as 0), and every operator is linear,
+so it is one sparse matrix product ``mtimes(M, s)``: ``lap`` and ``shift`` are the
+stencil's shifts under their boundary, ``sum``/``mean`` the block of ones (÷ n) that joins
+the elements sharing the indices off the summed axes. The matrices are built once, when
+the module loads, from element numbers with NumPy (the same ``_shift`` as the NumPy
+target's), as CSC ``DM``s; the components are interleaved back to ``y``'s layout by one
+``reshape``. CasADi then derives the exact sparse Jacobian from the graph.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import sympy
@@ -138,11 +150,128 @@ def _scalar_body(problem: Problem) -> list[str]:
     return lines
 
 
+class _ArrayPrinter(_Printer):
+    """The scalar printer on grid columns: ``step(x)`` as CasADi's comparison."""
+
+    def _print_step(self, expr: Any) -> str:
+        return f"({self._print(expr.args[0])} >= 0)"
+
+
+#: what the array form's module defines before ``rhs``: NumPy's ``_shift`` (the NumPy
+#: target's), the element numbers and the operator matrices built from them
+_ARRAY_HELPERS = """
+
+def _matrix(rows, cols, vals):
+    \"\"\"The n_el x n_el CasADi matrix (CSC) of the triplets, duplicates summed.\"\"\"
+    key = np.concatenate(cols) * _NE + np.concatenate(rows)
+    keys, slot = np.unique(key, return_inverse=True)
+    values = np.bincount(slot, np.concatenate(vals), keys.size)
+    r, c = keys % _NE, keys // _NE
+    colind = np.searchsorted(c, np.arange(_NE + 1))
+    return ca.DM(ca.Sparsity(_NE, _NE, colind.tolist(), r.tolist()), values)
+
+
+def _stencil(terms, bc):
+    \"\"\"Σ coefficient x (the grid shifted by offset under bc), as a matrix.\"\"\"
+    rows, cols, vals = [], [], []
+    for offset, coeff in terms:
+        el, ok = _EL, np.ones(_SHAPE, dtype=bool)
+        for axis, k in zip(range(-len(offset), 0), offset):
+            if k:
+                el, ok = _shift(el, k, axis, bc), _shift(ok, k, axis, bc)
+        rows.append(_EL[ok])
+        cols.append(el[ok])
+        vals.append(np.full(int(ok.sum()), float(coeff)))
+    return _matrix(rows, cols, vals)
+
+
+def _along(axes, scale):
+    \"\"\"scale x the sum over axes (negative), broadcast back: each element joined to the
+    elements sharing its indices off those axes.\"\"\"
+    el = np.moveaxis(_EL, axes, range(-len(axes), 0))
+    groups = el.reshape(-1, math.prod(_SHAPE[a] for a in axes))
+    m = groups.shape[1]
+    rows = np.repeat(groups, m, axis=1).ravel()
+    cols = np.tile(groups, (1, m)).ravel()
+    return _matrix([rows], [cols], [np.full(rows.size, float(scale))])
+"""
+
+
+def _array_operator(op: Any, m: Any) -> str:
+    """The matrix of one operator (a module-level constant of the array form)."""
+    if op.kind in ("sum", "mean"):
+        n = math.prod(m.shape[a] for a in op.axes)
+        axes = tuple(a - m.ndim for a in op.axes)
+        return f"_along({axes}, {1.0 if op.kind == 'sum' else 1.0 / n!r})"
+    return f"_stencil({op.stencil(m.ndim)}, {op.boundary!r})"
+
+
+def _array_body(problem: Problem) -> tuple[list[str], list[str]]:
+    """The array form: ``(module constants, body of rhs)``."""
+    m = problem.array
+    S = len(m.states)
+    names: dict[sympy.Symbol, str] = {sympy.Symbol("t", real=True): "t"}
+    names.update({s: f"s_{s.name}" for s in m.state_symbols})
+    names.update({s: f"p_{s.name}" for s in m.param_symbols})
+    names.update({s: f"_I_{s.name}" for s in m.index_symbols})
+    names.update({op.symbol: f"o{k}" for k, op in enumerate(m.operators)})
+    consts = [f"_SHAPE = {m.shape}", f"_NE = {m.n_elements}",
+              "_EL = np.arange(_NE).reshape(_SHAPE)"]  # fmt: skip
+    for a, s in enumerate(m.index_symbols):
+        consts.append(f"_I_{s.name} = ca.DM(np.indices(_SHAPE)[{a}].ravel().astype(float))")
+    ops = [f"_OP{k} = {_array_operator(op, m)}" for k, op in enumerate(m.operators)]
+    body = [f"s_{s} = y[{i}::{S}]" for i, s in enumerate(m.states)]
+    for prm in m.params:
+        a = prm.offset
+        body.append(f"p_{prm.name} = " + (f"p[{a}:{a + m.n_elements}]" if prm.per_element
+                                          else f"p[{a}]"))  # fmt: skip
+    body += [f"o{k} = ca.mtimes(_OP{k}, s_{m.states[op.state]})"
+             for k, op in enumerate(m.operators)]  # fmt: skip
+    repl, reduced = sympy.cse(
+        list(m.templates), symbols=sympy.numbered_symbols("cse", real=True), order="none"
+    )
+    names.update({sym: sym.name for sym, _ in repl})
+    printer = _ArrayPrinter(names)
+    body += [f"{sym.name} = {printer.doprint(e)}" for sym, e in repl]
+    # a component that reads no state is a scalar or an index column: made a full column
+    comps = [f"ca.DM.zeros(_NE, 1) + ({printer.doprint(e)})" for e in reduced]
+    body.append(f"return ca.reshape(ca.horzcat({', '.join(comps)}).T, {m.n_state}, 1)")
+    return consts + ops, body
+
+
+def _array_source(problem: Problem, head: list[str]) -> str:
+    try:
+        consts, body = _array_body(problem)
+    except NotExpressible as e:
+        return "\n".join([*head, f"# {NOT_EXPRESSIBLE} in CasADi: {e}"]) + "\n"
+    from sciml_bench.problem.codegen_arrays import _SHIFT_PY
+
+    return "\n".join([
+        *head,
+        "import math",
+        "",
+        "import casadi as ca",
+        "import numpy as np",
+        _SHIFT_PY.format(xp="np"),
+        _ARRAY_HELPERS,
+        *consts,
+        "",
+        "",
+        "def rhs(t, y, p):",
+        '    """dy/dt as a CasADi column from symbols y (state), p (parameters) and t:',
+        '    column algebra on the grid, operators as sparse matrix products."""',
+        *["    " + ln for ln in body],
+    ]) + "\n"
+
+
 def casadi_source(problem: Problem) -> str:
     """Python defining ``rhs(t, y, p)`` on CasADi symbols (or, when CasADi cannot express
     the problem, a comment saying why; see
-    :func:`~sciml_bench.problem.generated.not_expressible`)."""
+    :func:`~sciml_bench.problem.generated.not_expressible`); an array problem's is the
+    array form (see the module docstring)."""
     head = [f"# Generated by sciml-bench from {problem.name!r} for casadi; do not edit."]
+    if problem.array is not None:
+        return _array_source(problem, head)
     try:
         body = _scalar_body(problem)
     except NotExpressible as e:

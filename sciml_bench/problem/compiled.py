@@ -44,6 +44,11 @@ class CompiledProblem:
     #: generated source per target: numpy, torch, jax, julia
     source: dict[str, str] = field(default_factory=dict)
     content_hash: str = ""
+    #: an array problem (``[sizes]``): the laddered size's value, the exact Jacobian's
+    #: structural non-zeros and (lower, upper) bandwidth; None for a scalar problem
+    size: int | None = None
+    jac_nnz: int | None = None
+    jac_bands: list[int] | None = None
 
     @property
     def n_state(self) -> int:

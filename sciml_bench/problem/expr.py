@@ -8,10 +8,15 @@ recursive-descent parser accept exactly
     term  := unary (("*" | "/") unary)*
     unary := ("+" | "-") unary | power
     power := atom (("^" | "**") unary)?          # right-associative; -x^2 = -(x^2)
-    atom  := NUMBER | NAME | FUNC "(" expr ")" | "(" expr ")"
+    atom  := NUMBER | NAME | FUNC "(" expr ")" | OP "(" arg ("," arg)* ")" | "(" expr ")"
+    arg   := NAME | ("+" | "-")? INTEGER
 
 with NAME one of the names the caller declares and FUNC one of
-:data:`FUNCTIONS`. Anything else, including attribute access, subscripts,
+:data:`FUNCTIONS` (or of the caller's extra ``functions``). ``OP`` calls exist only where
+the caller declares operators (array problems: ``lap(u, periodic)``, ``shift(u, 1, neumann)``,
+:mod:`sciml_bench.problem.arrays`): their arguments are bare names and integer literals,
+never expressions, and the caller's handler validates them and returns the expression the
+call stands for. Anything else, including attribute access, subscripts,
 keywords, strings and calls of undeclared functions, is a :class:`ExprError`.
 Sizes are bounded (length, nesting depth, literal magnitude, constant folding
 results) so that no input can hang the parser or blow up memory.
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import sympy
 
@@ -57,6 +62,12 @@ _TOKEN = re.compile(
 
 class ExprError(ValueError):
     """An expression that is not in the grammar, with the reason."""
+
+
+#: one argument of an operator call: ``("name", text, position)`` or ``("int", value, position)``
+OpArg = tuple[str, "str | int", int]
+#: an operator's handler: its arguments and the call's position -> the expression it stands for
+Operator = Callable[[list[OpArg], int], sympy.Expr]
 
 
 def _tokenize(text: str) -> list[tuple[str, str, int]]:
@@ -100,11 +111,19 @@ def _check_number(value: sympy.Expr) -> sympy.Expr:
 
 
 class _Parser:
-    def __init__(self, text: str, names: Mapping[str, sympy.Symbol]):
+    def __init__(
+        self,
+        text: str,
+        names: Mapping[str, sympy.Expr],
+        operators: Mapping[str, Operator] | None = None,
+        functions: Mapping[str, sympy.FunctionClass] | None = None,
+    ):
         self.tokens = _tokenize(text)
         self.i = 0
         self.names = names
         self.depth = 0
+        self.operators = operators or {}
+        self.functions = {**FUNCTIONS, **(functions or {})}
 
     def peek(self) -> tuple[str, str, int]:
         return self.tokens[self.i]
@@ -202,9 +221,11 @@ class _Parser:
                 value = sympy.Float(f)
             return _check_number(value)
         if kind == "name":
+            if self.peek()[1] == "(" and text in self.operators:
+                return self.operator_call(text, pos)
             if self.peek()[1] == "(":
-                if text not in FUNCTIONS:
-                    allowed = ", ".join(sorted(FUNCTIONS))
+                if text not in self.functions:
+                    allowed = ", ".join(sorted([*self.functions, *self.operators]))
                     raise ExprError(
                         f"call of {text!r} at position {pos} is not allowed "
                         f"(allowed functions: {allowed})"
@@ -216,10 +237,10 @@ class _Parser:
                 if self.peek()[1] == ",":
                     raise ExprError(f"{text}() takes exactly one argument")
                 self.expect(")")
-                return _check_number(FUNCTIONS[text](arg))
+                return _check_number(self.functions[text](arg))
             if text in self.names:
                 return self.names[text]
-            if text in FUNCTIONS:
+            if text in self.functions or text in self.operators:
                 raise ExprError(f"function {text!r} at position {pos} must be called")
             known = ", ".join(self.names) or "none"
             raise ExprError(f"unknown name {text!r} at position {pos} (known names: {known})")
@@ -233,10 +254,45 @@ class _Parser:
         raise ExprError(f"expected a number, name or '(' at position {pos}, found {found}")
 
 
-def parse(text: object, names: Mapping[str, sympy.Symbol]) -> sympy.Expr:
-    """Parse ``text`` into a sympy expression over the declared ``names``.
+    def operator_call(self, name: str, pos: int) -> sympy.Expr:
+        """``OP(arg, ...)``: bare names and (signed) integer literals, handed to the
+        operator's handler with their positions."""
+        self.take()  # "("
+        args: list[OpArg] = []
+        while True:
+            kind, text, at = self.take()
+            sign = 1
+            if kind == "op" and text in ("+", "-"):
+                sign = -1 if text == "-" else 1
+                kind, text, _ = self.take()
+            if kind == "name" and sign == 1:
+                args.append(("name", text, at))
+            elif kind == "number" and re.fullmatch(r"\d{1,6}", text):
+                args.append(("int", sign * int(text), at))
+            else:
+                found = "end of expression" if kind == "end" else repr(text)
+                raise ExprError(
+                    f"{name}() takes names and integers, found {found} at position {at}"
+                )
+            kind, text, at = self.take()
+            if text == ")" and kind == "op":
+                return _check_number(self.operators[name](args, pos))
+            if text != "," or kind != "op":
+                found = "end of expression" if kind == "end" else repr(text)
+                raise ExprError(f"expected ',' or ')' at position {at}, found {found}")
 
-    Raises :class:`ExprError` for anything outside the grammar above.
+
+def parse(
+    text: object,
+    names: Mapping[str, sympy.Expr],
+    operators: Mapping[str, Operator] | None = None,
+    functions: Mapping[str, sympy.FunctionClass] | None = None,
+) -> sympy.Expr:
+    """Parse ``text`` into a sympy expression over the declared ``names`` (a name may
+    stand for any expression: array problems bind sizes and definitions this way).
+
+    ``operators`` and ``functions`` extend the grammar for array problems; without them
+    it is exactly the grammar above. Raises :class:`ExprError` for anything outside it.
     """
     if not isinstance(text, str):
         raise ExprError(f"expected an expression string, got {type(text).__name__}")
@@ -245,7 +301,7 @@ def parse(text: object, names: Mapping[str, sympy.Symbol]) -> sympy.Expr:
     if not text.strip():
         raise ExprError("empty expression")
     try:
-        return _Parser(text, names).parse()
+        return _Parser(text, names, operators, functions).parse()
     except RecursionError as e:  # sympy's own recursion on pathological trees
         raise ExprError("expression too deeply nested") from e
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from sciml_bench.problem import expr
+from sciml_bench.problem import arrays, expr
 from sciml_bench.problem.ensemble import (
     APPLY,
     DISTRIBUTIONS,
@@ -53,7 +53,7 @@ MAX_SAVE = 100_000
 
 
 _SECTION_KEYS = {
-    "state": ("names", "initial"),
+    "state": ("names", "initial", "shape"),
     "time": ("span", "save"),
     "tolerances": ("rtol", "atol"),
     "solver": ("max_steps",),
@@ -167,6 +167,9 @@ class Problem:
     content: Mapping[str, Any] = field(default_factory=dict, repr=False)
     #: how the members of an ensemble differ (``[ensemble]``), if the file declares one
     ensemble: Ensemble | None = None
+    #: an array problem (``[sizes]``) at one size: grid, templates, operators; its
+    #: ``state_names``/``y0``/``param_names`` are the flat views and ``rhs`` is empty
+    array: arrays.ArrayModel | None = None
     #: how it is trained (``[training]``, ``sciml-bench run NAME --train``), if declared
     training: Training | None = None
 
@@ -391,13 +394,21 @@ def _save_points(r: _Reader, t0: float, t1: float) -> list[float]:
     return pts
 
 
-def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
+def from_dict(
+    data: Mapping[str, Any], source: str = "<memory>", sizes: Mapping[str, int] | None = None
+) -> Problem:
     """Validate an already-parsed problem table, one section at a time (in file order,
-    so the first error reported is the first one a reader meets)."""
+    so the first error reported is the first one a reader meets). ``sizes`` sets named
+    sizes of an array problem (``[sizes]``), replacing their defaults."""
     r = _Reader(data, source)
     _check_keys(r, data)
     name, description, stiff = _header(r)
+    if "sizes" in data or sizes:
+        return _array_problem(r, data, (name, description, stiff), sizes)
     states, y0 = _state(r)
+    for key in ("state.shape", "definitions"):
+        if r.get(key, None) is not None:
+            raise r.fail(key, "only array problems have this; declare their sizes in [sizes]")
     params, theta0, log_params = _parameters(r, data, states)
     eqs = _equation_table(r, states)
     symbols = expr.symbols([*states, *params, "t"])
@@ -438,8 +449,60 @@ def from_dict(data: Mapping[str, Any], source: str = "<memory>") -> Problem:
 _TOP_KEYS = (
     "name", "description", "stiff", "state", "parameters", "equations",
     "time", "tolerances", "solver", "loss", "reference", "networks", "ensemble",
-    "training",
+    "training", "sizes", "definitions",
 )  # fmt: skip
+
+
+def at_size(problem: Problem, value: int) -> Problem:
+    """An array problem at another value of its laddered size (its file, re-validated)."""
+    if problem.array is None:
+        raise ValueError(f"{problem.name} has no [sizes]: it has one size")
+    return from_dict(problem.content, problem.source, {problem.array.ladder_name: value})
+
+
+def _array_problem(
+    r: _Reader, data: Mapping[str, Any], header: tuple[str, str, bool],
+    sizes: Mapping[str, int] | None,
+) -> Problem:  # fmt: skip
+    """A problem with ``[sizes]``: states on a grid, elementwise equations
+    (:mod:`sciml_bench.problem.arrays`); the scalar sections keep their meaning."""
+    for key in ("networks", "ensemble", "loss.truth_equations"):
+        if r.get(key, None) is not None:
+            raise r.fail(key, "not supported in an array problem ([sizes])")
+    if "sizes" not in data:
+        raise r.fail("sizes", "this problem has no [sizes] to set")
+    if r.get("state.shape", None) is None:
+        raise r.fail("state.shape", 'an array problem gives its states\' shape, e.g. shape = "n"')
+    names = r.get("state.names")
+    if not isinstance(names, list) or not names:
+        raise r.fail("state.names", "expected a non-empty array of names")
+    states = _names(r, "state.names", names)
+    _equation_table(r, states)
+    sec = arrays.read(r, states, sizes)
+    model = sec.model
+    t_span, t_save = _time(r)
+    rtol = r.number("tolerances.rtol", 1e-6, positive=True)
+    atol = r.number("tolerances.atol", 1e-10, positive=True)
+    max_steps = r.integer("solver.max_steps", 100_000, lo=10, hi=10**8)
+    named = list(sec.named_params)
+    loss = _loss(r, states, named, list(sec.named_theta0), {}, len(named))
+    truth_table = r.table("loss.truth", {}) if loss.kind == "fit" else {}
+    truth: list[float] = []
+    for p, value in zip(model.params, loss.truth or sec.named_theta0, strict=True):
+        width = model.n_elements if p.per_element else 1
+        given = p.name in truth_table
+        truth += [value] * width if given else list(sec.theta0[p.offset:p.offset + width])
+    name, description, stiff = header
+    return Problem(
+        name=name, description=description, stiff=stiff, state_names=sec.state_names,
+        y0=sec.y0, param_names=sec.param_names, theta0=sec.theta0, log_params=sec.log_params,
+        rhs=(), t_span=t_span, t_save=tuple(t_save), rtol=rtol, atol=atol,
+        max_steps=max_steps,
+        loss=Loss(loss.kind, tuple(loss.weights) * model.n_elements,
+                  tuple(truth) if loss.kind == "fit" else (), loss.weighting),
+        reference=_reference(r), n_mech_params=len(sec.param_names), source=r.source,
+        content=_canonical(arrays.at_sizes(data, dict(model.sizes))), array=model,
+    )  # fmt: skip
 
 
 def _check_keys(r: _Reader, data: Any) -> None:

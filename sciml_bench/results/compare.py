@@ -105,7 +105,8 @@ def case_key(r: dict[str, Any]) -> CaseKey:
         str(r.get("gradient_method", "")),
         rt,
         str(r.get("device") or r.get("device_requested") or "?"),
-        str(r.get("semantics") or ""),
+        # an array problem's ladders differ by their Jacobian kind (dense, sparse) instead
+        str(r.get("semantics") or r.get("jacobian") or ""),
         str(r["size"]) if r.get("size") is not None else "",
         variant,
     )

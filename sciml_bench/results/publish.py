@@ -8,7 +8,10 @@ environment of every run and, per problem, a table of every case, failures
 included with their reasons, followed by the figures of :mod:`sciml_bench.results.plots`.
 An ensemble problem instead gets one row per ladder rung (backend x semantics x device x
 size), the ladders that stopped with their largest completed size, and the scaling figure
-and crossovers of :mod:`sciml_bench.results.scaling`.
+and crossovers of :mod:`sciml_bench.results.scaling`. An array problem (``[sizes]``) gets
+one row per ladder rung (backend x solver x Jacobian kind x size) with its states, the
+Jacobian's non-zeros and peak memory, each ladder's exponent, dense ÷ sparse, the linear
+solvers, and the cost-against-size figure of :mod:`sciml_bench.results.growth`.
 """
 
 from __future__ import annotations
@@ -21,15 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sciml_bench.results import plots, scaling, training
+from sciml_bench.results import growth, plots, scaling, training
 from sciml_bench.results.store import Run
 from sciml_bench.results.table import (
+    SIZED_COLUMNS,
     device_cell,
     error_cells,
     grad_memory_cell,
     load_notes,
     member_counts,
     reference_notes,
+    sized_row,
     ttfg_cell,
 )
 
@@ -363,10 +368,13 @@ def _case_blocks(
     """The table, failure notes and figures of one problem's cases on one machine."""
     ens = [r for r in recs if scaling.is_ensemble(r)]
     blocks: list[Block] = _ensemble_blocks(ens, out, prefix, metric_key, several) if ens else []
+    sized = [r for r in recs if growth.is_sized(r)]
+    blocks += _sized_blocks(sized, out, prefix, several) if sized else []
     trained = [r for r in recs if training.is_training(r)]
     blocks += _training_blocks(trained, out, prefix, several) if trained else []
-    recs = [r for r in recs if not scaling.is_ensemble(r) and not training.is_training(r)]
-    if not recs:  # an ensemble problem: the single-trajectory figures do not apply
+    recs = [r for r in recs if not scaling.is_ensemble(r) and not growth.is_sized(r)
+            and not training.is_training(r)]  # fmt: skip
+    if not recs:  # an ensemble, array or training problem: the single-trajectory figures do not apply
         return blocks
     header = (("run",) if several else ()) + CASE_COLUMNS
     rows = [([r["_run"]] if several else []) + case_row(r, metric_key) for r in recs]
@@ -418,6 +426,39 @@ def _ensemble_blocks(
     texts = scaling.scaling_texts(recs)
     if texts:
         blocks.append(Notes(texts))
+    return blocks
+
+
+def _sized_blocks(
+    recs: list[dict[str, Any]], out: Path, prefix: str, several: bool
+) -> list[Block]:
+    """An array problem: one row per ladder rung, each ladder's exponent, dense ÷ sparse,
+    what each factorises, failures, and the cost-against-size figure."""
+    recs = sorted(recs, key=lambda r: (growth.line_key(r), r.get("size") or 0))
+    header = (("run",) if several else ()) + SIZED_COLUMNS
+    rows = [([r["_run"]] if several else []) + sized_row(r) for r in recs]
+    blocks: list[Block] = [
+        Para(
+            "Array problem: one row per backend x solver x Jacobian kind x size, each size in a "
+            "fresh worker (TTFG from that one process; its first solve and gradient are the "
+            "warm-up). states: n; jac nnz: the exact Jacobian's structural non-zeros; peak MB: "
+            "the worker's peak RSS. p: the slope of log time against log n between the two "
+            "largest sizes a line completed."
+        ),
+        Table(header, rows),
+    ]
+    for title, lines in (
+        ("Growth (time ∝ states^p):", growth.growth_texts(recs)),
+        ("Dense ÷ sparse at the largest size both completed:", growth.ratio(recs)),
+        ("Linear solvers, as each library names them:", growth.linear_solvers(recs)),
+        ("Reference tolerances loosened at size:",
+         sorted({f"size {r['size']}: {r['reference_note']}" for r in recs
+                 if r.get("reference_note")})),
+        ("Failures and notes:", failure_notes(recs)),
+    ):  # fmt: skip
+        if lines:
+            blocks += [Para(title), Notes(list(lines))]
+    blocks.append(_figure(growth.growth_figure(recs), out, prefix))
     return blocks
 
 

@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from sciml_bench.results import training
+from sciml_bench.results import growth, training
 
 ODE_COLUMNS = (
     "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s", "solve ms [IQR]",
@@ -62,6 +62,28 @@ def _ms(median: float | None, q: Sequence[float] | None) -> str:
     if q:
         s += f" [{q[0] * 1e3:.3g}-{q[1] * 1e3:.3g}]"
     return s
+
+
+SIZED_COLUMNS = (
+    "backend", "solver", "gradient", "jacobian", "size", "states", "jac nnz", "status", "TTFG s",
+    "solve ms [IQR]", "grad ms [IQR]", "peak MB", "sol err", "grad err", "steps", "grad MB",
+)
+#: extra keys of an array problem's row in the machine-readable record
+SIZED_JSON_KEYS = (
+    "size", "n_state", "jac_nnz", "jacobian", "linear_solver", "largest_ok_size", "codegen_s",
+    "reference_rtol", "reference_note",
+)
+
+
+def sized_row(r: dict[str, Any]) -> list[str]:
+    """One size of an array problem's ladder: what it was, its timings and peak memory."""
+    ode = ode_row(r)
+    return [
+        *ode[:3], str(r.get("jacobian") or "-"),
+        str(r.get("size") if r.get("size") is not None else "-"),
+        str(r.get("n_state") or "-"), str(r.get("jac_nnz") or "-"), *ode[5:9],
+        _num(r.get("peak_rss_mb"), ".0f"), *ode[9:],
+    ]  # fmt: skip
 
 
 ENSEMBLE_COLUMNS = (
@@ -315,10 +337,14 @@ def table(records: Sequence[dict[str, Any]]) -> str:
         problems.setdefault(r.get("problem", "?"), []).append(r)
     for name, recs in problems.items():
         recs = in_case_order(recs)
-        ode = [r for r in recs if r.get("kind", "ode") == "ode"]
+        sized = [r for r in recs if growth.is_sized(r)]
+        ode = [r for r in recs if r.get("kind", "ode") == "ode" and not growth.is_sized(r)]
         other = [r for r in recs if r.get("kind", "ode") != "ode"]
         if ode:
             out += [f"\n{name}", render(ODE_COLUMNS, [ode_row(r) for r in ode])]
+        if sized:
+            out += [f"\n{name}", render(SIZED_COLUMNS, [sized_row(r) for r in sized])]
+            out += sized_notes(sized)
         ensemble = [r for r in other if r.get("kind") == "ensemble"]
         if ensemble:
             out += [f"\n{name}", render(ENSEMBLE_COLUMNS, [ensemble_row(r) for r in ensemble])]
@@ -349,6 +375,22 @@ def table(records: Sequence[dict[str, Any]]) -> str:
                 for n in load_notes(recs)]  # fmt: skip
         out += verdict_lines(recs)
     return "\n".join(out).lstrip("\n")
+
+
+def sized_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Under an array problem's table: each ladder's exponent, dense ÷ sparse where a library
+    offers both, and what each factorises."""
+    out = []
+    for title, lines in (
+        ("growth, time ∝ states^p between the two largest sizes completed", growth.growth_texts(records)),
+        ("dense ÷ sparse at the largest size both completed", growth.ratio(records)),
+        ("linear solvers", growth.linear_solvers(records)),
+    ):  # fmt: skip
+        if lines:
+            out.append(f"  {title}:")
+            out += [textwrap.fill(ln, width=100, initial_indent="    ", subsequent_indent="      ")
+                    for ln in lines]  # fmt: skip
+    return out
 
 
 def in_case_order(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -449,5 +491,7 @@ def json_record(r: dict[str, Any]) -> dict[str, Any]:
               for k in CLAIM_JSON_KEYS}  # fmt: skip
     if training.is_training(r):
         return {k: r.get(k) for k in (*JSON_KEYS, *training.JSON_KEYS)}
+    if growth.is_sized(r):
+        return {**{k: r.get(k) for k in (*JSON_KEYS, *SIZED_JSON_KEYS)}, **claims}
     return {**{k: r.get(k) for k in JSON_KEYS}, **claims}
 

@@ -115,6 +115,8 @@ def label(r: dict[str, Any]) -> str:
     """``diffrax Tsit5 RecursiveCheckpointAdjoint``, plus the device when not the CPU,
     the dtype when not float64 and the results file (``#2``) in a report of several."""
     parts = [str(r[k]) for k in LABEL_KEYS if r.get(k)]
+    if r.get("jacobian") in ("dense", "sparse"):  # an array problem's ladders differ by it
+        parts.append(f"{r['jacobian']} Jacobian")
     if r.get("device") and r["device"] != "cpu":
         parts.append(f"on {r['device']}")
     if r.get("dtype") and r["dtype"] != "float64" and r.get("kind", "ode") != "cnn":

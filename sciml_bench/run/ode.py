@@ -481,6 +481,9 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "atol": opts["atol"],
         "max_steps": opts["max_steps"],
         "options": opts.get("extra", {}),
+        # an array problem's Jacobian kind (dense, sparse, none) and what the library does
+        "jacobian": opts.get("extra", {}).get("jacobian"),
+        "linear_solver": (ev.get("case_info") or {}).get("linear_solver"),
         "backend_info": ev.get("backend_info"),
         "case_info": ev.get("case_info"),
         "status": status,

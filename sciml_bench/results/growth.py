@@ -1,0 +1,196 @@
+"""Cost against problem size: array problems' ladders, their exponents and the figure.
+
+An array problem (``[sizes]``) runs *ladders*: one line per backend x solver x gradient
+method x Jacobian kind x device (and results file, in a multi-file report), one point per
+size, placed at its number of states ``n``. How a line's cost grows is its fitted exponent
+``p`` in ``time ∝ n^p``, the slope between the two largest sizes it completed,
+
+    p = log(t₂ / t₁) / log(n₂ / n₁),
+
+so a sparse factorisation of ROBER's diagonal blocks shows p ≈ 1 and a dense one p → 3 once
+the LU dominates. Smaller sizes are usually overhead-bound (p ≈ 0), which is why only the
+two largest are used. :func:`growth_figure` draws solve and gradient side by side, log-log.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sciml_bench.results.plots import MARKERS, Plot, _finish, _log_axis, _plt, _short, finite
+
+#: (time key, IQR key, panel name) of the two panels
+PANELS = (("solve_s", "solve_iqr", "solve"), ("grad_s", "grad_iqr", "gradient"))
+#: line style per Jacobian kind: colour tells backends apart, style the kind
+JACOBIAN_STYLE = {"sparse": ("o", "-"), "dense": ("s", "--"), "none": ("^", ":")}
+
+LineKey = tuple[str, str, str, str, str, str]
+
+
+def is_sized(r: dict[str, Any]) -> bool:
+    """A row of an array problem's ladder (every one names its Jacobian kind)."""
+    return r.get("kind", "ode") == "ode" and r.get("jacobian") is not None
+
+
+def line_key(r: dict[str, Any]) -> LineKey:
+    """What a ladder is: results file, backend, solver, gradient method, Jacobian, device."""
+    return (
+        str(r.get("_run") or ""), str(r.get("backend") or "?"), str(r.get("solver") or ""),
+        str(r.get("gradient_method") or ""), str(r.get("jacobian") or ""),
+        str(r.get("device") or r.get("device_requested") or "?"),
+    )  # fmt: skip
+
+
+def line_label(key: LineKey) -> str:
+    """``scipy BDF sparse`` (``#1 `` first in multi-file reports; the gradient method where
+    the backend computes one; the device where it is not the CPU)."""
+    run, backend, solver, grad, jac, device = key
+    parts = [run, backend, solver, jac]
+    if grad and grad != "none":
+        parts.insert(3, grad)
+    if device not in ("cpu", "?"):
+        parts.append(f"on {device}")
+    return " ".join(p for p in parts if p)
+
+
+def points(records: Sequence[dict[str, Any]], time_key: str) -> dict[LineKey, dict[int, float]]:
+    """Line -> {states: median seconds} over the ``ok`` rows that measured ``time_key``."""
+    out: dict[LineKey, dict[int, float]] = {}
+    for r in records:
+        if r.get("status") == "ok" and finite(r.get(time_key)) and r.get("n_state"):
+            out.setdefault(line_key(r), {})[int(r["n_state"])] = float(r[time_key])
+    return out
+
+
+@dataclass(frozen=True)
+class Exponent:
+    """The slope ``p`` of one line between its two largest completed sizes."""
+
+    p: float
+    n1: int
+    n2: int
+
+    def text(self) -> str:
+        return f"p = {self.p:.2f} ({self.n1}→{self.n2} states)"
+
+
+def exponent(pts: dict[int, float]) -> Exponent | None:
+    """``log(t₂/t₁) / log(n₂/n₁)`` over the two largest sizes of ``pts``; None below two."""
+    clean = sorted((n, t) for n, t in pts.items() if t > 0 and n > 0)
+    if len(clean) < 2:
+        return None
+    (n1, t1), (n2, t2) = clean[-2:]
+    return Exponent(math.log(t2 / t1) / math.log(n2 / n1), n1, n2)
+
+
+def growth_texts(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per ladder: its solve and gradient exponents (``-`` below two sizes)."""
+    sized = [r for r in records if is_sized(r)]
+    panels = {name: points(sized, key) for key, _, name in PANELS}
+    out = []
+    for key in dict.fromkeys(line_key(r) for r in sized if r.get("n_state")):
+        parts = []
+        for name, pts in panels.items():
+            e = exponent(pts.get(key, {}))
+            if key in pts:
+                parts.append(f"{name} {e.text() if e else '- (one size)'}")
+        if parts:
+            out.append(f"{line_label(key)}: {'; '.join(parts)}")
+    return out
+
+
+def ratio(records: Sequence[dict[str, Any]], time_key: str = "solve_s") -> list[str]:
+    """Dense ÷ sparse time per backend and solver offering both, at the largest size both
+    completed."""
+    pts = points([r for r in records if is_sized(r)], time_key)
+    out = []
+    for key, dense in pts.items():
+        if key[4] != "dense":
+            continue
+        sparse = pts.get((*key[:4], "sparse", key[5]))
+        common = sorted(set(dense) & set(sparse or {}))
+        if sparse and common:
+            n = common[-1]
+            label = line_label(key).removesuffix(" dense")
+            out.append(f"{label}: dense / sparse = {dense[n] / sparse[n]:.3g} at {n} states")
+    return out
+
+
+def linear_solvers(records: Sequence[dict[str, Any]]) -> list[str]:
+    """What each ladder factorises, as its library names it."""
+    seen: dict[LineKey, str] = {}
+    for r in records:
+        if is_sized(r) and r.get("linear_solver"):
+            seen.setdefault(line_key(r), str(r["linear_solver"]))
+    return [f"{line_label(k)}: {v}" for k, v in seen.items()]
+
+
+def stops(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Per ladder, the sizes that are not points, with their status (and short reason)."""
+    missing: dict[LineKey, list[str]] = {}
+    for r in records:
+        if not is_sized(r) or r.get("status") == "ok":
+            continue
+        what = str(r.get("status"))
+        if r.get("status") != "skipped" or "dense Jacobian of" in str(r.get("reason")):
+            what += f": {_short(r.get('reason'), 80)}"
+        where = f"size {r['size']}" if r.get("size") is not None else "every size"
+        missing.setdefault(line_key(r), []).append(f"{where} ({what})")
+    return [f"{line_label(k)}: no point at {', '.join(v)}" for k, v in missing.items()]
+
+
+def growth_figure(records: Sequence[dict[str, Any]]) -> Plot:
+    """Median solve and gradient time against states, log-log, one line per ladder, its
+    exponent in the legend."""
+    plot = Plot("growth", "Cost against problem size")
+    sized = [r for r in records if is_sized(r)]
+    plot.notes += stops(sized)
+    drawn = {p: points(sized, p[0]) for p in PANELS}
+    panels = [p for p in PANELS if drawn[p]]
+    if not panels:
+        plot.notes.insert(0, "no ok row of the ladders has a steady-state time")
+        return plot
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 3.8, 4.6),
+                             squeeze=False)  # fmt: skip
+    keys = list(dict.fromkeys(line_key(r) for r in sized))
+    colors = {}
+    for k in keys:  # one colour per backend and solver; the style says the Jacobian kind
+        colors.setdefault(k[:4] + k[5:], f"C{len(colors) % 10}")
+    for ax, panel in zip(axes[0], panels, strict=True):
+        tkey, qkey, name = panel
+        for k in keys:
+            rows = sorted((r for r in sized if line_key(r) == k and r.get("status") == "ok"
+                           and finite(r.get(tkey)) and r.get("n_state")),
+                          key=lambda r: r["n_state"])  # fmt: skip
+            if not rows:
+                continue
+            marker, style = JACOBIAN_STYLE.get(k[4], (MARKERS[-1], "-."))
+            x = [r["n_state"] for r in rows]
+            y = [r[tkey] for r in rows]
+            q = [r.get(qkey) or (r[tkey], r[tkey]) for r in rows]
+            lo = [max(t - a[0], 0.0) for t, a in zip(y, q, strict=True)]
+            hi = [max(a[1] - t, 0.0) for t, a in zip(y, q, strict=True)]
+            e = exponent(drawn[panel][k])
+            label = line_label(k) + (f" (p={e.p:.2f})" if e else "")
+            ax.errorbar(x, y, yerr=[lo, hi], marker=marker, ls=style, ms=5, capsize=2, lw=1.3,
+                        color=colors[k[:4] + k[5:]], label=label)  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        states = sorted({n for pts in drawn[panel].values() for n in pts})
+        ax.set_xticks(states, [str(n) for n in states])
+        ax.minorticks_off()
+        if len(states) == 1:
+            ax.set_xlim(states[0] / 2, states[0] * 2)
+        _log_axis(ax.yaxis, seconds=True)
+        ax.set_xlabel("states (n)")
+        ax.set_ylabel(f"{name} time, median [IQR]")
+        ax.set_title(f"{name}: p = slope between the two largest sizes", fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    _finish(fig, sized, "cost against problem size")
+    plot.fig = fig
+    plot.notes = growth_texts(sized) + plot.notes
+    return plot

@@ -1,0 +1,244 @@
+"""Array problems end to end: ladders of sizes in real workers, the memory refusal, the
+ladder stopping after a failure, the Jacobian kinds SciPy offers, the rows' keys, and the
+growth exponents in the table, the report and the figure."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sciml_bench.backends import scipy as scipy_backend
+from sciml_bench.backends.base import CaseOptions
+from sciml_bench.problem import reference, spec
+from sciml_bench.results import growth, store
+from sciml_bench.results.table import table
+from sciml_bench.run import runner
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The 1-D heat equation with decay on n interior points, u = 0 outside: a cheap stiff
+# array problem (its reference takes well under a second) with a tridiagonal Jacobian.
+HEAT = """
+name = "heat-1d"
+stiff = true
+[sizes]
+n = { default = 4, ladder = [4, 40] }
+[state]
+names = ["u"]
+shape = "n"
+initial = ["sin(3.14159265*(i + 1)/(n + 1))"]
+[parameters]
+D = 0.1
+k = 0.5
+[equations]
+u = "D*(n + 1)^2*lap(u, dirichlet) - k*u"
+[time]
+span = [0.0, 1.0]
+save = { linspace = [0.1, 1.0, 5] }
+[tolerances]
+rtol = 1.0e-6
+atol = 1.0e-9
+[loss]
+kind = "fit"
+truth = { D = 0.12 }
+"""
+
+
+@pytest.fixture(scope="module")
+def heat(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("heat") / "heat-1d.toml"
+    path.write_text(HEAT)
+    return path
+
+
+def compiled_at(problem: spec.Problem, size: int) -> reference.CompiledProblem:
+    p = spec.at_size(problem, size)
+    return reference.compile_problem(p, reference.get(p))
+
+
+def test_memory_refusal_and_the_ladder_in_real_workers(heat: Path, tmp_path: Path) -> None:
+    """With 10 kB 'available', a dense Jacobian of 40 states (38 kB) is refused up front as a
+    skipped row giving the estimate; the sparse ladder runs it. Every row names its size,
+    states, non-zeros, Jacobian kind and linear solver, and the reference's rtol."""
+    problem = spec.load(heat)
+    first = compiled_at(problem, 4)
+    ladders = runner.plan_sized(first, ["scipy"], [4, 40])
+    assert [(lad.case.solver, lad.jacobian) for lad in ladders] == [
+        ("BDF", "dense"),
+        ("BDF", "sparse"),
+    ]
+    writer = store.ResultsWriter(tmp_path / "r.h5", {}, "test")
+    settings = runner.Settings(cold=1, repeats=3, budget_s=120.0, steady_budget_s=2.0)
+    rows = runner.run_sized(problem, ladders, writer, settings, progress=lambda m: None,
+                            available=10_000)  # fmt: skip
+    got = {(r["jacobian"], r["size"]): r for r in rows}
+    refused = got[("dense", 40)]
+    assert refused["status"] == "skipped" and refused["n_state"] == 40
+    assert "dense Jacobian of 40 states needs about 37.5 KiB" in refused["reason"]
+    assert refused["largest_ok_size"] == 4
+    for key in (("dense", 4), ("sparse", 4), ("sparse", 40)):
+        r = got[key]
+        assert r["status"] == "ok", r["reason"]
+        assert r["n_state"] == key[1] and r["jac_nnz"] == 3 * key[1] - 2
+        assert r["solution_error"] < 1e-4 and r["reference_rtol"] == 1e-12
+        assert r["peak_rss_mb"] > 0 and len(r["solve_samples"]) >= 3
+    assert "splu" in got[("sparse", 40)]["linear_solver"]
+    assert "dense" in got[("dense", 4)]["linear_solver"]
+    back = {(r["jacobian"], r["size"]): r for r in store.read(tmp_path / "r.h5").records}
+    assert back[("sparse", 40)]["jac_nnz"] == 118 and back[("dense", 40)]["status"] == "skipped"
+
+
+def test_after_a_failure_larger_sizes_are_skipped(heat: Path, tmp_path: Path) -> None:
+    """A budget no worker can meet kills size 4; size 40 is not run and says why."""
+    problem = spec.load(heat)
+    first = compiled_at(problem, 4)
+    ladders = runner.plan_sized(first, ["scipy"], [4, 40], jacobians=["sparse"])
+    writer = store.ResultsWriter(tmp_path / "r.h5", {}, "test")
+    settings = runner.Settings(cold=1, repeats=3, budget_s=0.2)
+    rows = runner.run_sized(problem, ladders, writer, settings, progress=lambda m: None)
+    assert [(r["size"], r["status"]) for r in rows] == [(4, "budget_exceeded"), (40, "skipped")]
+    assert rows[1]["reason"] == "not run: size 4 already ended budget_exceeded; no size completed"
+    assert rows[1]["largest_ok_size"] is None
+
+
+def test_a_backend_without_array_code_is_a_row(heat: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(scipy_backend.ScipyBackend, "array_problems", False)
+    problem = spec.load(heat)
+    ladders = runner.plan_sized(compiled_at(problem, 4), ["scipy"], [4, 40])
+    writer = store.ResultsWriter(tmp_path / "r.h5", {}, "test")
+    rows = runner.run_sized(problem, ladders, writer, runner.Settings(), progress=lambda m: None)
+    assert len(rows) == 1 and rows[0]["status"] == "unavailable"
+    assert "no array code yet" in rows[0]["reason"]
+
+
+def test_memory_refusal_estimate() -> None:
+    reason = runner.memory_refusal("dense", 30_000, 24 * 2**30)
+    assert reason and "30000 states needs about 20.1 GiB" in reason and "24 GiB available" in reason
+    assert runner.memory_refusal("dense", 3_000, 24 * 2**30) is None
+    assert runner.memory_refusal("sparse", 10**6, 1) is None
+    assert runner.memory_refusal("none", 10**6, 1) is None
+
+
+def test_plans_offer_each_library_its_kinds(heat: Path) -> None:
+    first = compiled_at(spec.load(heat), 4)
+    ladders = runner.plan_sized(
+        first, ["scipy", "diffrax", "torchdiffeq", "torchode", "julia"], [4, 40]
+    )
+    kinds = [(lad.case.backend, lad.case.solver, lad.jacobian) for lad in ladders]
+    assert kinds == [
+        ("scipy", "BDF", "dense"), ("scipy", "BDF", "sparse"), ("diffrax", "Kvaerno4", "dense"),
+        ("torchdiffeq", "dopri5", "none"), ("torchode", "dopri5", "none"),
+        ("julia", "Rodas5P", "dense"), ("julia", "Rodas5P", "sparse"),
+    ]  # fmt: skip
+    only = runner.plan_sized(
+        first, ["scipy", "diffrax"], [4], solvers=["LSODA"], jacobians=["sparse"]
+    )
+    # a kind a library does not offer leaves it its own (Diffrax: dense through lineax)
+    assert [(lad.case.solver, lad.jacobian) for lad in only] == [
+        ("LSODA", "sparse"),
+        ("Kvaerno4", "dense"),
+    ]
+
+
+@pytest.mark.parametrize("solver", ["BDF", "Radau", "LSODA"])
+def test_scipy_jacobian_kinds_solve_alike(heat: Path, solver: str) -> None:
+    """Dense and sparse (LSODA: banded) Jacobians give the same solution, each named."""
+    problem = compiled_at(spec.load(heat), 40)
+    ys, names = [], []
+    for kind in ("dense", "sparse"):
+        opts = CaseOptions(solver, "none", 1e-8, 1e-11, 10**5, extra={"jacobian": kind})
+        case = scipy_backend.ScipyBackend().build(problem, opts)
+        ys.append(case.solve(problem.theta0).y)
+        names.append(case.info["linear_solver"])
+    np.testing.assert_allclose(ys[0], ys[1], rtol=1e-6, atol=1e-9)
+    assert ("banded" in names[1] and "lband=1, uband=1" in names[1]) if solver == "LSODA" \
+        else "splu" in names[1]  # fmt: skip
+
+
+def record(backend: str, jacobian: str, n: int, solve: float, grad: float | None = None) -> dict:
+    return {"kind": "ode", "problem": "p", "backend": backend, "solver": "S",
+            "gradient_method": "none" if grad is None else "g", "jacobian": jacobian,
+            "size": n, "n_state": 3 * n, "status": "ok", "solve_s": solve, "grad_s": grad,
+            "device": "cpu"}  # fmt: skip
+
+
+def test_exponents_use_the_two_largest_sizes() -> None:
+    rows = [record("scipy", "sparse", n, 1e-3 * n) for n in (1, 10, 100)]
+    rows += [record("scipy", "dense", n, t) for n, t in ((1, 1e-3), (10, 1e-3), (100, 1.0))]
+    rows += [record("diffrax", "dense", 1, 0.1, 0.2)]
+    pts = growth.points(rows, "solve_s")
+    assert math.isclose(growth.exponent(pts[growth.line_key(rows[0])]).p, 1.0)
+    assert math.isclose(growth.exponent(pts[growth.line_key(rows[3])]).p, 3.0)
+    assert growth.exponent(pts[growth.line_key(rows[-1])]) is None
+    texts = growth.growth_texts(rows)
+    assert "scipy S sparse: solve p = 1.00 (30→300 states)" in texts
+    assert "diffrax S g dense: solve - (one size); gradient - (one size)" in texts
+    assert growth.ratio(rows) == ["scipy S: dense / sparse = 10 at 300 states"]
+
+
+def test_cli_ladder_json_table_and_report(heat: Path, tmp_path: Path) -> None:
+    """`run --problem-file ... --sizes --jacobian` prints rows with the ladder's keys (JSON),
+    `show` the table with the exponents, `report` the growth figure. CVODES (where CasADi
+    is installed) runs the same ladder on its sparse linear solver, with gradients."""
+    cvodes = importlib.util.find_spec("casadi") is not None
+    out = subprocess.run(
+        [sys.executable, "-m", "sciml_bench.cli.main", "run", "--problem-file", str(heat),
+         "-b", "scipy,cvodes" if cvodes else "scipy", "--sizes", "4,40", "--jacobian", "sparse",
+         "--repeats", "3",
+         "--json", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [r for r in json.loads(out.stdout) if r.get("kind") != "verdict"]  # then the verdicts
+    if cvodes:
+        cv = [r for r in rows if r["backend"] == "cvodes"]
+        assert [(r["size"], r["n_state"], r["jacobian"], r["status"]) for r in cv] == [
+            (4, 4, "sparse", "ok"), (40, 40, "sparse", "ok"),
+        ]  # fmt: skip
+        assert cv[1]["linear_solver"].startswith("csparse") and cv[1]["gradient_error"] < 1e-3
+    rows = [r for r in rows if r["backend"] == "scipy"]
+    assert [(r["size"], r["n_state"], r["jac_nnz"], r["jacobian"], r["status"]) for r in rows] == [
+        (4, 4, 10, "sparse", "ok"), (40, 40, 118, "sparse", "ok"),
+    ]  # fmt: skip
+    assert rows[1]["largest_ok_size"] == 40 and "splu" in rows[1]["linear_solver"]
+    (h5,) = tmp_path.glob("*.h5")
+    shown = table(store.read(h5).records)
+    assert (
+        "jac nnz" in shown and "scipy BDF sparse: solve p = " in shown and "(4→40 states)" in shown
+    )
+    pytest.importorskip("matplotlib")
+    rep = subprocess.run(
+        [sys.executable, "-m", "sciml_bench.cli.main", "report", str(h5), "--out",
+         str(tmp_path / "rep")], capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert (
+        "Growth (time ∝ states^p):" in md
+        and (tmp_path / "rep" / "figures" / "heat-1d-growth.png").exists()
+    )
+
+
+def test_a_verdict_names_the_jacobian_kind_of_an_array_row() -> None:
+    from sciml_bench.results import verdict
+
+    row = {"backend": "cvodes", "solver": "BDF", "gradient_method": "forward", "jacobian": "sparse"}
+    assert verdict.label(row) == "cvodes BDF forward sparse Jacobian"
+    assert verdict.label({**row, "jacobian": "none"}) == "cvodes BDF forward"
+
+
+def test_diffsol_row_says_what_its_generator_lacks() -> None:
+    from sciml_bench import backends
+
+    why = runner._not_runnable("diffsol", {})
+    if backends.get("diffsol").availability().ok:
+        assert why is not None and "no DiffSL form yet" in why
+    if backends.get("cvodes").availability().ok:
+        assert runner._not_runnable("cvodes", {}) is None  # CasADi's array form runs
