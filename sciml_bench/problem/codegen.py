@@ -32,9 +32,9 @@ from typing import Any, Literal
 
 import sympy
 from sympy.printing.precedence import PRECEDENCE, precedence
-from sympy.printing.str import StrPrinter
 
 from sciml_bench.problem.generated import load_python
+from sciml_bench.problem.printing import NamedPrinter
 from sciml_bench.problem.spec import Network, Problem
 
 __all__ = ["TARGETS", "targets", "generate", "load_python", "python_source", "julia_source"]
@@ -76,25 +76,12 @@ def _dense(x, P, ow, rows, cols, ob):
     return torch.bmm(W, x.unsqueeze(-1)).squeeze(-1) + P[:, ob:ob + rows]'''
 
 
-class _Printer(StrPrinter):
+class _Printer(NamedPrinter):
     """Prints sympy expressions as source for one target."""
 
     def __init__(self, target: _Target, names: dict[sympy.Symbol, str]):
-        super().__init__({"full_prec": True})
+        super().__init__(names)
         self.t = target
-        self.names = names
-
-    def _print_Symbol(self, expr: sympy.Symbol) -> str:
-        return self.names[expr]
-
-    def _print_Float(self, expr: sympy.Float) -> str:
-        return repr(float(expr))
-
-    def _print_Integer(self, expr: sympy.Integer) -> str:
-        return str(int(expr))
-
-    def _print_Rational(self, expr: sympy.Rational) -> str:
-        return f"({int(expr.p)}/{int(expr.q)})"
 
     def _print_Exp1(self, expr: Any) -> str:
         return f"{self.t.module}exp(1.0)" if self.t.module else "exp(1.0)"

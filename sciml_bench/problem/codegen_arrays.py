@@ -38,9 +38,9 @@ from typing import Any
 
 import sympy
 from sympy.printing.precedence import PRECEDENCE, precedence
-from sympy.printing.str import StrPrinter
 
 from sciml_bench.problem.arrays import ArrayModel, JacBlock, Operator
+from sciml_bench.problem.printing import NamedPrinter
 
 TARGETS = ("numpy", "torch", "jax", "julia")
 _MODULE = {"numpy": "np.", "torch": "torch.", "jax": "jnp.", "julia": ""}
@@ -51,26 +51,13 @@ _HEADER = {
 }
 
 
-class _Printer(StrPrinter):
+class _Printer(NamedPrinter):
     """sympy template -> elementwise source for one target (Julia inside ``@.``)."""
 
     def __init__(self, target: str, names: dict[sympy.Symbol, str]):
-        super().__init__({"full_prec": True})
+        super().__init__(names)
         self.target = target
         self.mod = _MODULE[target]
-        self.names = names
-
-    def _print_Symbol(self, expr: sympy.Symbol) -> str:
-        return self.names[expr]
-
-    def _print_Float(self, expr: sympy.Float) -> str:
-        return repr(float(expr))
-
-    def _print_Integer(self, expr: sympy.Integer) -> str:
-        return str(int(expr))
-
-    def _print_Rational(self, expr: sympy.Rational) -> str:
-        return f"({int(expr.p)}/{int(expr.q)})"
 
     def _print_Exp1(self, expr: Any) -> str:
         return f"{self.mod}exp(1.0)"

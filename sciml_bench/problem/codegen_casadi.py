@@ -32,9 +32,9 @@ import math
 from typing import Any
 
 import sympy
-from sympy.printing.str import StrPrinter
 
 from sciml_bench.problem.generated import NOT_EXPRESSIBLE, NotExpressible
+from sciml_bench.problem.printing import NamedPrinter
 from sciml_bench.problem.spec import Network, Problem
 
 #: sympy functions as CasADi names them (``abs`` is ``fabs`` on symbols)
@@ -47,27 +47,11 @@ FUNCTIONS = {
 ACTIVATIONS = {"tanh": "ca.tanh({})", "sigmoid": "1 / (1 + ca.exp(-({})))", "identity": "{}"}
 
 
-class _Printer(StrPrinter):
+class _Printer(NamedPrinter):
     """sympy to Python on CasADi symbols: ``**`` for powers, ``ca.`` functions."""
-
-    def __init__(self, names: dict[sympy.Symbol, str]):
-        super().__init__({"full_prec": True})
-        self.names = names
 
     def emptyPrinter(self, expr: Any) -> str:  # noqa: N802 (sympy's name)
         raise NotExpressible(f"{type(expr).__name__} ({expr}) has no CasADi form")
-
-    def _print_Symbol(self, expr: sympy.Symbol) -> str:
-        return self.names[expr]
-
-    def _print_Float(self, expr: sympy.Float) -> str:
-        return repr(float(expr))
-
-    def _print_Integer(self, expr: sympy.Integer) -> str:
-        return str(int(expr))
-
-    def _print_Rational(self, expr: sympy.Rational) -> str:
-        return f"({int(expr.p)}/{int(expr.q)})"
 
     def _print_Exp1(self, expr: Any) -> str:
         return "ca.exp(1.0)"
