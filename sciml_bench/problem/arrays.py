@@ -216,7 +216,9 @@ class Sections:
 
 def _positive_int(r: Reader, key: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_SIZE:
-        shown = v if isinstance(v, int | float | str) and len(str(v)) < 40 else type(v).__name__
+        # repr of a huge int raises (Python's 4300-digit limit): show the type instead
+        small = isinstance(v, float | str) or (isinstance(v, int) and abs(v) < 10**39)
+        shown = v if small and len(str(v)) < 40 else type(v).__name__
         raise r.fail(key, f"expected a positive integer (at most {MAX_SIZE}), got {shown!r}")
     return v
 
@@ -273,7 +275,7 @@ def _shape(r: Reader, sizes: Mapping[str, int]) -> tuple[int, ...]:
         raise r.fail("state.shape", f"expected a size name or an array of 1 to {MAX_NDIM} of them")
     shape = []
     for i, n in enumerate(names):
-        if n not in sizes:
+        if not isinstance(n, str) or n not in sizes:
             known = ", ".join(sizes)
             raise r.fail(f"state.shape[{i}]", f"{n!r} is not a size (declared: {known})")
         shape.append(sizes[n])
@@ -423,7 +425,10 @@ def _grid_value(
                 key, "may use numbers, sizes, the indices and definitions of them only"
             ) from None
     else:
-        vals = np.full(shape, float(v))
+        try:
+            vals = np.full(shape, float(v))
+        except OverflowError:  # an int beyond float range
+            raise r.fail(key, "not finite on every element") from None
     if not np.all(np.isfinite(vals)):
         raise r.fail(key, "not finite on every element")
     return vals
