@@ -236,15 +236,19 @@ def test_false_alarm_benchmark_runs_and_the_slowed_run_says_so(tmp_path: Path) -
     one deliberately slowed; its figures printed, and every slowed row marked."""
     from sciml_bench.results.store import read
 
-    r = bench("compare_false_alarms.py", "--runs", "2", "-b", "scipy", "--repeats", "5",
-              "--cold", "1", "--out", str(tmp_path))  # fmt: skip
+    r = bench("compare_false_alarms.py", "--runs", "2", "--slowed-runs", "2", "-b", "scipy",
+              "--repeats", "5", "--cold", "1", "--out", str(tmp_path))  # fmt: skip
     assert r.returncode in (0, 1), r.stderr[-2000:]  # 1: a timing off target on a busy machine
     assert "false alarms at compare's defaults" in r.stdout
     assert "noise floor measured" in r.stdout and "deliberate 1.3x slowdown" in r.stdout
-    (slowed,) = (tmp_path / "slowed").glob("*.h5")
-    run = read(slowed)
-    assert run.environment["test_slowdown"] == "1.3"
-    assert [rec["test_slowdown"] for rec in run.records] == ["1.3"]
+    assert "1.3x is below it by design" in r.stdout
+    assert re.search(r"runs as the unit, 2 identical vs 2 slowed: caught solve \d/1", r.stdout)
+    slowed = sorted((tmp_path / "slowed").glob("*.h5"))
+    assert len(slowed) == 2
+    for path in slowed:
+        run = read(path)
+        assert run.environment["test_slowdown"] == "1.3"
+        assert [rec["test_slowdown"] for rec in run.records] == ["1.3"]
     for ident in (tmp_path / "identical").glob("*.h5"):
         assert all("test_slowdown" not in rec for rec in read(ident).records)
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from sciml_bench import backends
-from sciml_bench.measure.noise import NOISE_FLOOR
+from sciml_bench.measure.noise import NOISE_FLOOR, PROCESS_FLOOR
 from sciml_bench.results import store, table, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,11 +47,17 @@ def test_the_fastest_passing_row_wins_each_criterion_with_its_ratio() -> None:
 
 
 def test_a_ratio_inside_the_noise_floor_is_a_tie() -> None:
-    inside = 1 + (NOISE_FLOOR - 1) / 2
-    (v,) = verdict.verdicts([row("a", 0.010, 1.0), row("b", 0.010 * inside, 1.0 * NOISE_FLOOR)])
+    """The steady gradient (one process per row) must clear the process floor; the
+    first gradient (fresh processes) the run-to-run floor: 1.5x is a tie on the first,
+    a win on the second."""
+    (v,) = verdict.verdicts([row("a", 0.010, 1.0), row("b", 0.015, 1.5)])
     steady, first = v.picks
+    assert (steady.floor, first.floor) == (PROCESS_FLOOR, NOISE_FLOOR)
     assert steady.clears_noise is False and first.clears_noise is True
-    assert f"tie: {inside:.2f}x is inside the {NOISE_FLOOR:.2f}x noise floor" in v.text()
+    assert f"tie: 1.50x is inside the {PROCESS_FLOOR:.2f}x noise floor" in v.text()
+    assert "first gradient: a S G (1 s), 1.50x faster than b S G (1.5 s)" in v.text()
+    (w,) = verdict.verdicts([row("a", 0.010, 1.0), row("b", 0.010 * PROCESS_FLOOR, 1.0)])
+    assert w.picks[0].clears_noise is True and w.picks[1].clears_noise is False
 
 
 @pytest.mark.parametrize(("rows", "says"), [

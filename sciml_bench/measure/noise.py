@@ -26,6 +26,14 @@ from typing import Any
 NOISE_FLOOR = 1.10
 
 
+#: the floor for steady timings compared one process a side: their samples share one
+#: process, and two fresh processes of identical code differ by more than any run's own
+#: spread. Measured up to 2.03x (Diffrax's Lotka-Volterra gradient, bimodal across fresh
+#: processes: 3.02 ms in one, 5.66-6.13 ms in others; ``compare_false_alarms.py --runs
+#: 4``, 2026-11-24), when the run-to-run floor above let 10 of 48 identical timings through
+PROCESS_FLOOR = 2.1
+
+
 #: cores' worth of CPU that other processes may take while a row's worker runs (its
 #: ``others_cpu``) before its timings are not judged: under load, identical runs differ
 #: by far more than any useful floor (up to 2.6x on this project's shared 2-core machine
@@ -38,6 +46,13 @@ def others_load(record: dict[str, Any]) -> float | None:
     None where it was not measured (older files)."""
     v = record.get("others_cpu")
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def floor_for(metric_unit: str, floor: float = NOISE_FLOOR) -> float:
+    """The floor a ratio must clear on ``metric_unit``: :data:`PROCESS_FLOOR` (at least)
+    where the samples of each side came from one process, ``floor`` otherwise (several
+    runs a side, or fresh processes as for time to first gradient)."""
+    return max(floor, PROCESS_FLOOR) if "one process" in metric_unit else floor
 
 
 def clears_noise(ratio: float, floor: float = NOISE_FLOOR) -> bool:

@@ -10,7 +10,9 @@ lost accuracy), each criterion names its fastest row by the median of its sample
 
 Each winner comes with the ratio ``r = t_runner_up / t_fastest >= 1`` and whether ``r``
 clears the noise floor (:func:`sciml_bench.measure.noise.clears_noise`); inside it the
-two are a tie. A comparison is one set of rows that answer the same question: one
+two are a tie. Steady criteria (each row's samples from one process) must clear
+:data:`~sciml_bench.measure.noise.PROCESS_FLOOR` (2.1x), since fresh processes of the
+same code differ by up to 2x; first-process criteria, the run-to-run floor (1.1x). A comparison is one set of rows that answer the same question: one
 ``size`` (an ensemble's rung, a size ladder's size), one ``rtol``, one results file in a
 report of several; CNN rows also one model, precision, pipeline and dataset. When no row
 qualifies, one sentence says why. Computed when read, never stored.
@@ -25,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.measure.noise import NOISE_FLOOR, clears_noise
+from sciml_bench.measure.noise import NOISE_FLOOR, PROCESS_FLOOR, clears_noise
 
 #: keys whose values split rows into separate comparisons (absent keys are ignored)
 GROUP_KEYS = ("_run", "size", "rtol")
@@ -33,6 +35,11 @@ CNN_GROUP_KEYS = ("_run", "model", "precision", "pipeline", "dataset")
 #: (criterion, record key of its median seconds), per kind of row
 ODE_CRITERIA = (("steady gradient", "grad_s"), ("first gradient", "ttfg_s"))
 CNN_CRITERIA = (("training", "train_s"), ("first step", "time_to_first_step_s"))
+#: criteria whose samples all come from one process per row: two rows' medians differ by
+#: process-level noise too (up to 2.03x measured between fresh processes of identical
+#: code), so their floor is PROCESS_FLOOR; first gradient and first step are fresh
+#: processes already, and keep NOISE_FLOOR
+ONE_PROCESS = ("steady gradient", "training")
 #: what names a row in a verdict, in order (present, non-default values only)
 LABEL_KEYS = ("backend", "solver", "gradient_method", "semantics")
 
@@ -54,9 +61,14 @@ class Pick:
         return float(self.runner_up[self.key]) / float(self.winner[self.key])
 
     @property
+    def floor(self) -> float:
+        """The ratio this criterion must clear to name a winner (else a tie)."""
+        return PROCESS_FLOOR if self.criterion in ONE_PROCESS else NOISE_FLOOR
+
+    @property
     def clears_noise(self) -> bool | None:
         r = self.ratio
-        return None if r is None else clears_noise(r)
+        return None if r is None else clears_noise(r, self.floor)
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,7 @@ class Verdict:
                 "winner": _row_id(p.winner), "s": p.winner[p.key],
                 "runner_up": None if p.runner_up is None else _row_id(p.runner_up),
                 "runner_up_s": None if p.runner_up is None else p.runner_up[p.key],
-                "ratio": p.ratio, "clears_noise": p.clears_noise,
+                "ratio": p.ratio, "floor": p.floor, "clears_noise": p.clears_noise,
             }  # fmt: skip
         out["text"] = self.text()
         return out
@@ -154,7 +166,7 @@ def _pick_text(p: Pick) -> str:
     other = f"{label(p.runner_up)} ({_seconds(p.runner_up[p.key])})"
     if p.clears_noise:
         return f"{head}, {times} faster than {other}"
-    return f"{head} and {other} tie: {times} is inside the {NOISE_FLOOR:.2f}x noise floor"
+    return f"{head} and {other} tie: {times} is inside the {p.floor:.2f}x noise floor"
 
 
 def _qualifies_ode(r: dict[str, Any]) -> bool:
