@@ -404,6 +404,48 @@ def _torch_module(
     ]
 
 
+@dataclass
+class _Derivatives:
+    """The nonzero entries of ``∂f/∂v`` (``main``: (i, j, expr)), ``∂f/∂n`` for network
+    outputs (``net``: (i, k, expr)) and ``∂x_m/∂v`` for network inputs (``inputs``: (m, a,
+    j, expr)), their shared subexpressions bound in ``body``, and the reduced entries
+    in that order (``reduced``, consumed as the NumPy code is written)."""
+
+    outs: list[sympy.Symbol]
+    main: list[tuple[int, int, sympy.Expr]]
+    net: list[tuple[int, int, sympy.Expr]]
+    inputs: list[tuple[int, int, int, sympy.Expr]]
+    printer: _Printer
+    body: list[str]
+    reduced: Any
+
+
+def _derivative_terms(problem: Problem, wrt: Sequence[sympy.Symbol]) -> _Derivatives:
+    """What the NumPy Jacobians ``∂f/∂y`` and ``∂f/∂θ`` share: sympy's derivatives of the
+    equations with respect to ``wrt`` and to the networks' outputs, and of the networks'
+    inputs with respect to ``wrt``, with one CSE over all of them."""
+    tg = _TARGETS["numpy"]
+    names = _symbol_names(problem, tg)
+    n, rhs = problem.n_state, sympy.Matrix(problem.rhs)
+    jm = rhs.jacobian(list(wrt)) if wrt else sympy.zeros(n, 0)
+    outs = [o for net in problem.networks for o in net.outputs]
+    jn = rhs.jacobian(outs) if outs else sympy.zeros(n, 0)
+    jx = [sympy.Matrix(net.inputs).jacobian(list(wrt)) if wrt else sympy.zeros(len(net.inputs), 0)
+          for net in problem.networks]  # fmt: skip
+    main = [(i, j, jm[i, j]) for i in range(n) for j in range(jm.cols) if jm[i, j] != 0]
+    net = [(i, k, jn[i, k]) for i in range(n) for k in range(len(outs)) if jn[i, k] != 0]
+    inputs = [(m, a, j, jx[m][a, j]) for m in range(len(jx)) for a in range(jx[m].rows)
+              for j in range(jx[m].cols) if jx[m][a, j] != 0]  # fmt: skip
+    repl, reduced = _cse([e for *_, e in main] + [e for *_, e in net] + [e for *_, e in inputs])
+    for sym, _ in repl:
+        names[sym] = sym.name
+    printer = _Printer(tg, names)
+    body = _bindings(problem, tg, "y", "p")
+    body += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
+    body.append("dt = np.result_type(y, p, float)")
+    return _Derivatives(outs, main, net, inputs, printer, body, iter(reduced))
+
+
 def _numpy_jac(problem: Problem) -> list[str]:
     """The exact Jacobian ∂f/∂y; through networks by the chain rule,
 
@@ -412,29 +454,10 @@ def _numpy_jac(problem: Problem) -> list[str]:
     with ``D_l = diag(σ'(z_l))`` evaluated numerically.
     """
     tg = _TARGETS["numpy"]
-    names = _symbol_names(problem, tg)
-    states = problem.state_symbols
-    n = problem.n_state
-    jac = sympy.Matrix(problem.rhs).jacobian(states)
-    outs = [o for net in problem.networks for o in net.outputs]
-    jn = sympy.Matrix(problem.rhs).jacobian(outs) if outs else sympy.zeros(n, 0)
-    jx = [sympy.Matrix(net.inputs).jacobian(states) for net in problem.networks]
-    entries = [(i, j, jac[i, j]) for i in range(n) for j in range(n) if jac[i, j] != 0]
-    n_entries = [(i, k, jn[i, k]) for i in range(n) for k in range(len(outs)) if jn[i, k] != 0]
-    x_entries = [
-        (m, a, j, jx[m][a, j])
-        for m in range(len(jx)) for a in range(jx[m].rows) for j in range(n) if jx[m][a, j] != 0
-    ]
-    all_exprs = [e for *_, e in entries] + [e for *_, e in n_entries] + [e for *_, e in x_entries]
-    repl, reduced = _cse(all_exprs)
-    for sym, _ in repl:
-        names[sym] = sym.name
-    printer = _Printer(tg, names)
-    body = _bindings(problem, tg, "y", "p")
-    body += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
-    body.append("dt = np.result_type(y, p, float)")
+    d = _derivative_terms(problem, problem.state_symbols)
+    n, outs, entries, n_entries, x_entries = problem.n_state, d.outs, d.main, d.net, d.inputs
+    printer, body, it = d.printer, d.body, d.reduced
     body.append(f"J = np.zeros(({n}, {n}), dtype=dt)")
-    it = iter(reduced)
     for (i, j, _), e in zip(entries, it, strict=False):
         body.append(f"J[{i}, {j}] = {printer.doprint(e)}")
     if outs:
@@ -526,27 +549,11 @@ def param_jacobian_source(problem: Problem) -> str:
     ``∂f/∂n · G_1 W_1 ∂x/∂p``. Not one of :data:`TARGETS`: only the reference runs it.
     """
     tg = _TARGETS["numpy"]
-    names = _symbol_names(problem, tg)
-    n, params = problem.n_state, problem.param_symbols
-    jp = sympy.Matrix(problem.rhs).jacobian(params) if params else sympy.zeros(n, 0)
-    outs = [o for net in problem.networks for o in net.outputs]
-    jn = sympy.Matrix(problem.rhs).jacobian(outs) if outs else sympy.zeros(n, 0)
-    jx = [sympy.Matrix(net.inputs).jacobian(params) if params else sympy.zeros(len(net.inputs), 0)
-          for net in problem.networks]  # fmt: skip
-    p_entries = [(i, j, jp[i, j]) for i in range(jp.rows) for j in range(jp.cols) if jp[i, j] != 0]
-    n_entries = [(i, k, jn[i, k]) for i in range(n) for k in range(len(outs)) if jn[i, k] != 0]
-    x_entries = [(m, a, j, jx[m][a, j]) for m in range(len(jx)) for a in range(jx[m].rows)
-                 for j in range(jx[m].cols) if jx[m][a, j] != 0]  # fmt: skip
-    all_exprs = [e for *_, e in p_entries] + [e for *_, e in n_entries] + [e for *_, e in x_entries]
-    repl, reduced = _cse(all_exprs)
-    for sym, _ in repl:
-        names[sym] = sym.name
-    printer = _Printer(tg, names)
-    body = _bindings(problem, tg, "y", "p")
-    body += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
-    body.append("dt = np.result_type(y, p, float)")
+    params = problem.param_symbols
+    d = _derivative_terms(problem, params)
+    n, outs, p_entries, n_entries, x_entries = problem.n_state, d.outs, d.main, d.net, d.inputs
+    printer, body, it = d.printer, d.body, d.reduced
     body.append(f"F = np.zeros(({n}, {problem.n_params}), dtype=dt)")
-    it = iter(reduced)
     for (i, j, _), e in zip(p_entries, it, strict=False):
         body.append(f"F[{i}, {j}] = {printer.doprint(e)}")
     if outs:
