@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from sciml_bench.problem import codegen, spec
+from sciml_bench.problem.codegen_diffsl_arrays import layout
 from sciml_bench.problem.generated import load_python
 
 BASE = """
@@ -147,6 +148,10 @@ def targets(p: spec.Problem) -> dict[str, object]:
         ).numpy()[0]
     except ImportError:
         pass
+    try:  # DiffSL's array form, JIT-compiled by pydiffsol (as diffsol gets it)
+        out["diffsl"] = diffsl_function(p)
+    except ImportError:
+        pass
     try:  # CasADi's array form, through a CasADi Function on SX symbols (as CVODES gets it)
         import casadi as ca
 
@@ -155,6 +160,25 @@ def targets(p: spec.Problem) -> dict[str, object]:
     except ImportError:
         pass
     return out
+
+
+def diffsl_function(p: spec.Problem) -> object:
+    """``f(t, y, p)`` of the DiffSL target through ``pydiffsol.Ode.rhs``, in the suite's
+    layout: the model stores its state state by state, ``y = u[order]``."""
+    import pydiffsol as ds
+
+    from sciml_bench.backends.diffsol import suite_order
+
+    code = codegen.generate(p, "diffsl")
+    ode = ds.Ode(code, matrix_type=ds.faer_sparse)
+    order = suite_order({"layout": layout(code)})
+
+    def f(t: float, y: np.ndarray, th: np.ndarray) -> np.ndarray:
+        u = np.empty_like(y)
+        u[order] = y
+        return np.asarray(ode.rhs(np.asarray(th, dtype=float), t, u))[order]
+
+    return f
 
 
 def casadi_function(p: spec.Problem, ca) -> object:
