@@ -89,6 +89,9 @@ _AT_TIME = re.compile(r"at time = ([-+0-9.eE]+)")
 
 #: the matrices of each Jacobian kind an array problem's case asks for
 MATRICES = {"dense": "nalgebra_dense", "sparse": "faer_sparse"}
+#: what diffsol's default linear solver is on each matrix type
+LINEAR_SOLVERS = {"nalgebra_dense": "nalgebra dense LU", "faer_dense": "faer dense LU",
+                  "faer_sparse": "faer sparse LU"}  # fmt: skip
 
 
 def matrix_type(n_state: int, jacobian: str | None = None) -> str:
@@ -203,7 +206,8 @@ class DiffsolCase(Case):
         self.adjoint = options.gradient_method == "adjoint"
         self._steps: dict[bytes, np.ndarray] = {}
         self.info = {
-            "idiom": IDIOM, "matrix_type": mtype, "linear_solver": str(self.ode.linear_solver),
+            "idiom": IDIOM, "matrix_type": mtype,
+            "linear_solver": f"{self.ode.linear_solver}: {LINEAR_SOLVERS[mtype]}",
             "jit_backend": str(self.ode.jit_backend), "sens_rtol": sr, "sens_atol": sa,
         }  # fmt: skip
 

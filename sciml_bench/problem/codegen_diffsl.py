@@ -11,8 +11,9 @@ The *scalar form* writes one expression per state (common subexpressions as scal
 tensors ``c0, c1, ...``). A network ``n(x) = s ⊙ (W_L σ(… σ(W_1 x + b_1) …) + b_L)`` is
 written with DiffSL's tensor operations: each ``W_l`` is a matrix tensor whose rows are
 slices of ``w`` (row-major, as the parameter vector stores it), the product
-``W_lij * h_j`` is a contraction over ``j``, and ``σ`` applies elementwise. (An *array
-form*, for vector-state problems, can be added beside :func:`_scalar_model`.)
+``W_lij * h_j`` is a contraction over ``j``, and ``σ`` applies elementwise. An array
+problem (``[sizes]``) gets the *array form* instead, one vector expression per state with
+its operators as sparse matrices: :mod:`sciml_bench.problem.codegen_diffsl_arrays`.
 
 A problem DiffSL cannot express (a sympy node without a DiffSL equivalent, an activation
 DiffSL lacks) gives no model: the source is a comment holding
@@ -40,12 +41,6 @@ FUNCTIONS = {
 }  # fmt: skip
 #: hidden-layer activations, as DiffSL writes them on a tensor ``z``
 ACTIVATIONS = {"tanh": "tanh({})", "sigmoid": "sigmoid({})", "identity": "{}"}
-#: why an array problem has no DiffSL model here (diffsol's rows and codegen say so)
-ARRAY_MISSING = (
-    "array problems ([sizes], vector states) have no DiffSL form in this suite yet: their "
-    "templates would be indexed tensors (u_i) and their operators sparse matrices "
-    "(A_ij with a (i, j) pattern), which this generator does not write"
-)
 #: integer powers written as products (cheaper than pow, and exact for negative bases)
 MAX_PRODUCT_POWER = 4
 
