@@ -365,6 +365,19 @@ def test_array_sections_in_a_scalar_problem_are_errors() -> None:
         spec.from_dict(bad, "rober.toml")
 
 
+def test_a_template_of_scalars_and_an_operator_reading_only_zeros() -> None:
+    """``v' = c + t`` (no state: a scalar every target broadcasts, DiffSL through a ones
+    vector) and a dirichlet shift by the whole axis (every neighbour outside: 0)."""
+    p = problem("c*shift(u, 5, 0, dirichlet) - u", "c + t")
+    rng = np.random.default_rng(5)
+    y, th = rng.uniform(-1, 1, p.n_state), np.array([0.9])
+    u = y.reshape(5, 4, 2)[..., 0]
+    want = np.stack([-u, np.full((5, 4), 0.9 + 0.4)], axis=-1).ravel()
+    for name, f in targets(p).items():
+        np.testing.assert_allclose(f(0.4, y, th), want, rtol=1e-14, atol=1e-15, err_msg=name)
+    assert "(20:40): (p0 + t) * one_i," in codegen.generate(p, "diffsl")
+
+
 def test_diffsl_array_form_is_vector_code_with_stencils_as_diagonal_runs() -> None:
     """The DiffSL array form is one vector expression per state: ROBER's groups are the
     same model at every size (only the ranges change), and a 2-D periodic Laplacian is

@@ -266,10 +266,16 @@ def _templates(m: ArrayModel, names: dict[sympy.Symbol, str],
             vectors.add(sym)
         lines.append(f"{names[sym]} {{ {printer.doprint(e)} }}")
     n = m.n_elements
-    F = ["F_i {"]
-    F += [f"  ({s * n}:{(s + 1) * n}): {printer.doprint(e)},  // d{name}/dt"
-          for s, (name, e) in enumerate(zip(m.states, reduced, strict=True))]  # fmt: skip
-    return consts, lines, [*F, "}"]
+    F, ones = ["F_i {"], []
+    for s, (name, e) in enumerate(zip(m.states, reduced, strict=True)):
+        text = printer.doprint(e)
+        if not (sympy.sympify(e).free_symbols & vectors):
+            # a template of scalars alone (parameters, t): DiffSL fills a range from a
+            # vector only (a scalar there fails its layout check), so broadcast it
+            text = f"({text}) * one_i"
+            ones = [f"one_i {{ (0:{n}): 1.0 }}"]
+        F.append(f"  ({s * n}:{(s + 1) * n}): {text},  // d{name}/dt")
+    return consts + ones, lines, [*F, "}"]
 
 
 def array_model(problem: Any) -> list[str]:
