@@ -265,6 +265,14 @@ def test_generated_array_diffsl_compiles_and_matches_numpy(name: str, size: int)
                                    rtol=1e-12, atol=1e-12)  # fmt: skip
 
 
+def test_heaviside_is_the_suites_step() -> None:
+    """``step(x)`` is written ``heaviside(x)``: 1 at ``x >= 0`` (0 included), else 0."""
+    ode = ds.Ode("in_i { k = 1.0 }\nu_i { a = 1.0 }\nF_i { heaviside(k * a) }",
+                 matrix_type=ds.nalgebra_dense)  # fmt: skip
+    got = [float(ode.rhs(np.array([1.0]), 0.0, np.array([a]))[0]) for a in (-1e-300, 0.0, 2.0)]
+    assert got == [0.0, 1.0, 1.0]
+
+
 @pytest.mark.parametrize("jacobian", ["dense", "sparse"])
 def test_array_problems_solve_and_differentiate_like_the_reference(array_problem, jacobian) -> None:
     name, problem, ref = array_problem

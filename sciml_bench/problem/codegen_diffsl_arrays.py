@@ -7,8 +7,9 @@ elements (C order, flattened). DiffSL's state ``u_i`` holds them *state by state
 on ``x{s}_i`` and ``F_i`` lists the ``S`` ranges in the same order. The suite's flat layout
 interleaves the states (``y[e S + s]``); the model's output is ``out_i = u_i`` and the
 diffsol backend reorders what pydiffsol returns (solutions, sensitivities, the adjoint's
-``∂L/∂out``) by the permutation the model's first line states (:func:`layout`). (The permutation written in DiffSL, ``P_ij u_j``, has ``n S`` single
-entries, no diagonal run: it made ROBER's 1000 groups compile in 5.0 s instead of 0.5 s.)
+``∂L/∂out``) by the permutation the model's first line states (:func:`layout`). (The
+permutation written in DiffSL, ``P_ij u_j``, has ``n S`` single entries and no diagonal
+run: it made ROBER's 1000 groups compile in 5.0 s instead of 0.5 s.)
 
 Operators are linear maps of one state, written as DiffSL tensors:
 
@@ -24,8 +25,11 @@ Parameters: a scalar one is a named element of ``in_i``, a per-element one a lab
 range. Subexpressions of the grid indices alone (``x = i/(N-1)``, a forcing's spatial
 mask) are evaluated once here, on the grid, into constant tensors ``g{k}_i``;
 ``step(x)`` elsewhere is ``heaviside(x)`` (1 at ``x >= 0``, as the suite's ``step``).
-diffsol finds the Jacobian's sparsity itself (from the compiled model), so the same model
-serves dense and sparse matrices.
+A template of scalars alone (``c + t``) is broadcast through a ones vector ``one_i``
+(DiffSL fills a range from a vector only). diffsol finds the Jacobian's sparsity itself
+(from the compiled model), so the same model serves dense and sparse matrices. What DiffSL
+cannot write (a function it lacks, an index expression not finite on the grid) raises
+:class:`~sciml_bench.problem.generated.NotExpressible` with the reason.
 """
 
 from __future__ import annotations
