@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -363,6 +364,12 @@ def test_array_sections_in_a_scalar_problem_are_errors() -> None:
     bad = {**data, "equations": {**data["equations"], "y3": "lap(y2, periodic)"}}
     with pytest.raises(spec.ProblemError, match=r"call of 'lap' at position 0 is not allowed"):
         spec.from_dict(bad, "rober.toml")
+
+
+def test_the_readme_shows_the_diffsl_array_form_as_codegen_prints_it() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    model = codegen.generate(spec.at_size(spec.load("stiff-robertson-groups"), 4), "diffsl")
+    assert f"```\n{model}```" in readme
 
 
 def test_a_template_of_scalars_and_an_operator_reading_only_zeros() -> None:
