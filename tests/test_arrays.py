@@ -7,12 +7,15 @@ NumPy in test_julia_runtime.py where Julia exists.)
 
 from __future__ import annotations
 
+import contextlib
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sciml_bench.problem import codegen, spec
+from sciml_bench.problem.codegen_diffsl_arrays import layout
 from sciml_bench.problem.generated import load_python
 
 BASE = """
@@ -147,6 +150,8 @@ def targets(p: spec.Problem) -> dict[str, object]:
         ).numpy()[0]
     except ImportError:
         pass
+    with contextlib.suppress(ImportError):  # DiffSL's array form, as diffsol compiles it
+        out["diffsl"] = diffsl_function(p)
     try:  # CasADi's array form, through a CasADi Function on SX symbols (as CVODES gets it)
         import casadi as ca
 
@@ -155,6 +160,25 @@ def targets(p: spec.Problem) -> dict[str, object]:
     except ImportError:
         pass
     return out
+
+
+def diffsl_function(p: spec.Problem) -> object:
+    """``f(t, y, p)`` of the DiffSL target through ``pydiffsol.Ode.rhs``, in the suite's
+    layout: the model stores its state state by state, ``y = u[order]``."""
+    import pydiffsol as ds
+
+    from sciml_bench.backends.diffsol import suite_order
+
+    code = codegen.generate(p, "diffsl")
+    ode = ds.Ode(code, matrix_type=ds.faer_sparse)
+    order = suite_order({"layout": layout(code)})
+
+    def f(t: float, y: np.ndarray, th: np.ndarray) -> np.ndarray:
+        u = np.empty_like(y)
+        u[order] = y
+        return np.asarray(ode.rhs(np.asarray(th, dtype=float), t, u))[order]
+
+    return f
 
 
 def casadi_function(p: spec.Problem, ca) -> object:
@@ -347,8 +371,38 @@ def test_array_sections_in_a_scalar_problem_are_errors() -> None:
         spec.from_dict(bad, "rober.toml")
 
 
-def test_diffsl_says_array_problems_have_no_form_yet() -> None:
+def test_the_readme_shows_the_diffsl_array_form_as_codegen_prints_it() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    model = codegen.generate(spec.at_size(spec.load("stiff-robertson-groups"), 4), "diffsl")
+    assert f"```\n{model}```" in readme
+
+
+def test_a_template_of_scalars_and_an_operator_reading_only_zeros() -> None:
+    """``v' = c + t`` (no state: a scalar every target broadcasts, DiffSL through a ones
+    vector) and a dirichlet shift by the whole axis (every neighbour outside: 0)."""
+    p = problem("c*shift(u, 5, 0, dirichlet) - u", "c + t")
+    rng = np.random.default_rng(5)
+    y, th = rng.uniform(-1, 1, p.n_state), np.array([0.9])
+    u = y.reshape(5, 4, 2)[..., 0]
+    want = np.stack([-u, np.full((5, 4), 0.9 + 0.4)], axis=-1).ravel()
+    for name, f in targets(p).items():
+        np.testing.assert_allclose(f(0.4, y, th), want, rtol=1e-14, atol=1e-15, err_msg=name)
+    assert "(20:40): (p0 + t) * one_i," in codegen.generate(p, "diffsl")
+
+
+def test_diffsl_array_form_is_vector_code_with_stencils_as_diagonal_runs() -> None:
+    """The DiffSL array form is one vector expression per state: ROBER's groups are the
+    same model at every size (only the ranges change), and a 2-D periodic Laplacian is
+    O(N) diagonal runs, not O(N^2) entries (one matrix shared by lap(u) and lap(v))."""
     from sciml_bench.problem.generated import not_expressible
 
-    why = not_expressible(codegen.generate(spec.load("stiff-robertson-groups"), "diffsl"))
-    assert why is not None and why.startswith("not expressible in DiffSL: array problems")
+    rober = spec.load("stiff-robertson-groups")
+    small, big = (codegen.generate(spec.at_size(rober, n), "diffsl") for n in (10, 10_000))
+    assert not_expressible(big) is None and len(big.splitlines()) == len(small.splitlines())
+    assert "(10000:20000): x1 = 0.0,  // y2" in big and "c2_i { p1*(x1_i*x1_i) }" in big
+    assert layout(big) == (3, 10_000) and layout(small) == (3, 10)
+    bru = codegen.generate(spec.at_size(spec.load("stiff-brusselator-2d"), 64), "diffsl")
+    matrix = bru[bru.index("L0_ij {") : bru.index("}", bru.index("L0_ij {"))]
+    assert matrix.count("\n") < 6 * 64 and "(0..4096, 0..4096): (-4.0)," in matrix
+    assert "L1_ij" not in bru and "o1_i { L0_ij * x1_j }" in bru
+    assert "heaviside(t + (-1.1))" in bru  # the forcing's switch; its disc is a constant g0

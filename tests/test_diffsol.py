@@ -20,19 +20,27 @@ from sciml_bench.backends.base import CaseOptions, EnsembleNotOffered
 from sciml_bench.measure import metrics
 from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem import codegen, reference, spec
+from sciml_bench.problem.codegen_diffsl_arrays import layout
 from sciml_bench.problem.generated import not_expressible
 from sciml_bench.run import runner
 from sciml_bench.run.executor import LocalExecutor
 
-ds = pytest.importorskip("pydiffsol", reason="pydiffsol is not installed: pip install -e '.[diffsol]'")
+ds = pytest.importorskip(
+    "pydiffsol", reason="pydiffsol is not installed: pip install -e '.[diffsol]'"
+)
 diffsol = pytest.importorskip("sciml_bench.backends.diffsol")
 
 DATA = Path(__file__).parent / "data"
 #: each JIT compile costs 0.2-5 s here: the problems that cover the generator's cases
 #: (CSE and 20 states, a one-output network under exp(), every function, sigmoid and
 #: identity networks with one input or one hidden unit, time)
-CODEGEN = ["stiff-robertson", "stiff-pollution", "stiff-robertson-ude", "nonstiff-lotka-volterra",
-           str(DATA / "tiny-nets.toml")]
+CODEGEN = [
+    "stiff-robertson",
+    "stiff-pollution",
+    "stiff-robertson-ude",
+    "nonstiff-lotka-volterra",
+    str(DATA / "tiny-nets.toml"),
+]
 
 
 def _points(p: spec.Problem, n: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -53,7 +61,9 @@ def test_generated_diffsl_rhs_matches_numpy(name: str) -> None:
     np.testing.assert_array_equal(ode.y0(np.asarray(p.theta0)), p.y0)
     ref = codegen.load_python(codegen.generate(p, "numpy"))["rhs"]
     for y, theta in _points(p, 5):
-        np.testing.assert_allclose(ode.rhs(theta, 0.3, y), ref(0.3, y, theta), rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(
+            ode.rhs(theta, 0.3, y), ref(0.3, y, theta), rtol=1e-12, atol=1e-300
+        )
 
 
 def test_networks_are_tensor_contractions() -> None:
@@ -127,7 +137,9 @@ def test_sixty_states_use_sparse_matrices() -> None:
         "loss": {"kind": "final", "weights": [1.0] + [0.0] * (3 * copies - 1)},
     }, "<rober-x20>")  # fmt: skip
     problem = reference.compile_problem(big, None)
-    case = backends.get("diffsol").build(problem, CaseOptions("bdf", "forward", 1e-6, 1e-10, 10_000))
+    case = backends.get("diffsol").build(
+        problem, CaseOptions("bdf", "forward", 1e-6, 1e-10, 10_000)
+    )
     assert case.info["matrix_type"] == "faer_sparse"
     sol = case.solve(problem.theta0)
     np.testing.assert_allclose(sol.y[:, 57:60], sol.y[:, :3], rtol=1e-12)
@@ -180,8 +192,22 @@ def test_an_inexpressible_problem_is_an_unavailable_row_from_a_real_worker(tmp_p
     src = codegen.generate(bad, "diffsl")
     assert "complex constant" in (not_expressible(src) or "")
     problem = reference.compile_problem(bad, None)
-    ref = reference.Reference(p.name, p.content_hash, "stub", 1e-12, 1e-14, list(p.t_save),
-                              [[1.0]] * len(p.t_save), None, 1.0, [1.0], "stub", 1e-4, None, 0.0)
+    ref = reference.Reference(
+        p.name,
+        p.content_hash,
+        "stub",
+        1e-12,
+        1e-14,
+        list(p.t_save),
+        [[1.0]] * len(p.t_save),
+        None,
+        1.0,
+        [1.0],
+        "stub",
+        1e-4,
+        None,
+        0.0,
+    )
     (case,) = runner.plan(problem, ["diffsol"])
     settings = runner.Settings(cold=1, repeats=1, warmups=0, budget_s=120.0)
     rec = runner.run_case(case, problem, ref, settings, LocalExecutor(), progress=lambda m: None)
@@ -192,3 +218,122 @@ def test_an_inexpressible_problem_is_an_unavailable_row_from_a_real_worker(tmp_p
 def test_no_ensemble_and_why() -> None:
     with pytest.raises(EnsembleNotOffered, match="one trajectory"):
         backends.get("diffsol").build_ensemble(None, None, None, "independent")  # type: ignore[arg-type]
+
+
+# --- array problems: DiffSL's array form (codegen_diffsl_arrays) --------------------------
+
+#: each array problem at its default size, with its measured errors at its own tolerances
+#: (rtol 1e-6): solution, forward and adjoint gradient (max relative, log space). The
+#: gradients are tolerance-limited, as CVODES' are on the same rows (ROBER groups: 1.2e-4
+#: forward, 2.0e-4 adjoint; Brusselator: 7.5e-5 forward, 9.2e-3 adjoint, whose discrete
+#: adjoint crosses the forcing's switch at t = 1.1)
+ARRAYS = {
+    "stiff-robertson-groups": (1e-5, 3e-4, 4e-4),  # measured 9.4e-7, 0.99e-4 to 1.3e-4, 2.1e-4
+    "stiff-brusselator-2d": (1e-4, 1e-4, 1e-2),  # measured 2.0e-5, 2.8e-5, 5.3e-3 to 5.9e-3
+}
+
+
+@pytest.fixture(scope="module", params=list(ARRAYS))
+def array_problem(request) -> tuple[str, object, reference.Reference]:
+    p = spec.load(request.param)
+    ref = reference.get(p)
+    return request.param, reference.compile_problem(p, ref), ref
+
+
+def _from_model(code: str, u: np.ndarray) -> np.ndarray:
+    """A model-ordered vector (state by state) in the suite's layout."""
+    return u[diffsol.suite_order({"layout": layout(code)})]
+
+
+@pytest.mark.parametrize(("name", "size"), [("stiff-robertson-groups", 1),
+                                            ("stiff-robertson-groups", 10),
+                                            ("stiff-brusselator-2d", 8)])  # fmt: skip
+def test_generated_array_diffsl_compiles_and_matches_numpy(name: str, size: int) -> None:
+    p = spec.at_size(spec.load(name), size)
+    code = codegen.generate(p, "diffsl")
+    ode = ds.Ode(code, matrix_type=ds.faer_sparse)
+    assert (ode.nstates, ode.nparams) == (p.n_state, p.n_params)
+    np.testing.assert_array_equal(_from_model(code, ode.y0(np.asarray(p.theta0))), p.y0)
+    order = diffsol.suite_order({"layout": layout(code)})
+    ref = codegen.load_python(codegen.generate(p, "numpy"))["rhs"]
+    rng = np.random.default_rng(1)
+    for t in (0.5, 2.0):  # the Brusselator's forcing is off, then on
+        y, theta = rng.uniform(0.1, 1, p.n_state), np.asarray(p.theta0) * rng.uniform(0.5, 1.5)
+        u = np.empty_like(y)
+        u[order] = y
+        np.testing.assert_allclose(_from_model(code, ode.rhs(theta, t, u)), ref(t, y, theta),
+                                   rtol=1e-12, atol=1e-12)  # fmt: skip
+
+
+def test_heaviside_is_the_suites_step() -> None:
+    """``step(x)`` is written ``heaviside(x)``: 1 at ``x >= 0`` (0 included), else 0."""
+    ode = ds.Ode("in_i { k = 1.0 }\nu_i { a = 1.0 }\nF_i { heaviside(k * a) }",
+                 matrix_type=ds.nalgebra_dense)  # fmt: skip
+    got = [float(ode.rhs(np.array([1.0]), 0.0, np.array([a]))[0]) for a in (-1e-300, 0.0, 2.0)]
+    assert got == [0.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("jacobian", ["dense", "sparse"])
+def test_array_problems_solve_and_differentiate_like_the_reference(array_problem, jacobian) -> None:
+    name, problem, ref = array_problem
+    sol_tol, fwd_tol, adj_tol = ARRAYS[name]
+    b = backends.get("diffsol")
+    assert b.array_problems and b.jacobian_kinds("bdf") == ("dense", "sparse")
+    for method, tol in (("forward", fwd_tol), ("adjoint", adj_tol)):
+        options = CaseOptions("bdf", method, problem.rtol, problem.atol, problem.max_steps,
+                              extra={"jacobian": jacobian})  # fmt: skip
+        case = b.build(problem, options)
+        assert case.info["matrix_type"] == diffsol.MATRICES[jacobian]
+        sol = case.solve(problem.theta0)
+        assert metrics.solution_error(sol.y, np.asarray(ref.y))["rel_l2"] < sol_tol
+        loss, grad = case.loss_and_grad(problem.theta0)
+        assert loss == pytest.approx(ref.loss, rel=1e-4)
+        err = metrics.gradient_error(grad, np.asarray(ref.gradient), problem.theta0,
+                                     problem.log_params)  # fmt: skip
+        assert err["max_rel"] < tol and err["cosine"] > 1 - 1e-6, (method, err)
+
+
+def test_one_group_is_the_scalar_model_to_rounding() -> None:
+    """ROBER groups at n = 1 (the array form) and the same file without ``[sizes]`` (the
+    scalar form): the same solution, loss and forward gradient to 1e-12 (measured 1e-15)."""
+    import tomllib
+
+    data = tomllib.loads((Path(spec.problems_dir()) / "stiff-robertson-groups.toml").read_text())
+    del data["sizes"], data["state"]["shape"]
+    forms = [spec.at_size(spec.load("stiff-robertson-groups"), 1), spec.from_dict(data, "x")]
+    obs = np.linspace(0.1, 0.9, 30).reshape(10, 3)
+    got = []
+    for p in forms:
+        problem = reference.compile_problem(p, None, obs)
+        case = backends.get("diffsol").build(
+            problem, CaseOptions("bdf", "forward", 1e-6, 1e-10, 10_000, extra={"jacobian": "dense"})
+        )
+        got.append((case.solve(problem.theta0).y, *case.loss_and_grad(problem.theta0)))
+    assert [layout(codegen.generate(p, "diffsl")) for p in forms] == [(3, 1), None]
+    for a, b in zip(*got, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=0)
+
+
+def test_robertson_groups_at_a_hundred_run_sparse_and_every_group_alike() -> None:
+    """n = 100 (300 states) on faer_sparse: each group is ROBER, as group 0 of the n = 10
+    reference (the groups are uncoupled, so the same trajectory), and the adjoint gradient
+    is the n = 10 one (ten times the groups, each weighted a tenth: the fit loss's weights
+    are 1 / (n_save n_state scale^2))."""
+    rober = spec.load("stiff-robertson-groups")
+    small = spec.at_size(rober, 10)
+    ref = reference.get(small)
+    options = CaseOptions("bdf", "adjoint", 1e-6, 1e-10, 10_000, extra={"jacobian": "sparse"})
+    problem = reference.compile_problem(spec.at_size(rober, 100), None,
+                                        np.tile(np.asarray(ref.observations), (1, 10)))  # fmt: skip
+    case = backends.get("diffsol").build(problem, options)
+    assert case.info["matrix_type"] == "faer_sparse" and problem.n_state == 300
+    y = case.solve(problem.theta0).y.reshape(len(problem.t_save), 100, 3)
+    want = np.asarray(ref.y)[:, :3]
+    for g in (0, 57, 99):
+        np.testing.assert_allclose(y[:, g], want, rtol=1e-4, atol=1e-9)
+    small_case = backends.get("diffsol").build(reference.compile_problem(small, ref), options)
+    _, g10 = small_case.loss_and_grad(problem.theta0)
+    _, g100 = case.loss_and_grad(problem.theta0)
+    # to the adjoint's own accuracy (2e-4 against the reference): the 300-state solve
+    # takes its own steps (measured 1.5e-4 apart)
+    np.testing.assert_allclose(g100, g10, rtol=1e-3)

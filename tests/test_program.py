@@ -136,3 +136,27 @@ def test_the_printed_program_prints_what_the_backends_case_computes(
     loss, grad = case.loss_and_grad(theta)
     assert abs(out["loss"] - loss) <= 1e-10 * abs(loss)
     assert _rel(out["gradient"], grad) < 1e-10
+
+
+def test_diffsol_program_of_an_array_problem_prints_the_suite_layout(tmp_path: Path) -> None:
+    """ROBER's groups (n = 2) on faer_sparse: the program reorders the array model's state
+    (stored state by state) to the suite's layout, as the case does, to 1e-10."""
+    pytest.importorskip("pydiffsol", reason="pydiffsol is not installed")
+    from dataclasses import replace
+
+    p = spec.at_size(spec.load("stiff-robertson-groups"), 2)
+    obs = np.linspace(0.2, 0.8, len(p.t_save) * p.n_state).reshape(len(p.t_save), p.n_state)
+    ref = reference.missing(p, "not needed here", obs.tolist())
+    compiled = reference.compile_problem(p, ref)
+    case = runner.plan(compiled, ["diffsol"], (), ("adjoint",))[0]
+    options = case_options(runner.case_job(case, compiled, ref, runner.Settings()))
+    options = replace(options, extra={**options.extra, "jacobian": "sparse"})
+    text = prog.program(compiled, "diffsol", options, "test")
+    assert _constants(text)["SETTINGS"]["layout"] == [3, 2]
+    out = _run_program(text, tmp_path)
+    c = backends.get("diffsol").build(compiled, options)
+    assert c.info["matrix_type"] == "faer_sparse"
+    y = c.solve(compiled.theta0).y
+    assert _rel(out["y"], y) < 1e-10 and y[-1, 0] == pytest.approx(y[-1, 3])  # y1 of both groups
+    loss, grad = c.loss_and_grad(compiled.theta0)
+    assert abs(out["loss"] - loss) <= 1e-10 * abs(loss) and _rel(out["gradient"], grad) < 1e-10

@@ -234,11 +234,34 @@ def test_a_verdict_names_the_jacobian_kind_of_an_array_row() -> None:
     assert verdict.label({**row, "jacobian": "none"}) == "cvodes BDF forward"
 
 
-def test_diffsol_row_says_what_its_generator_lacks() -> None:
+def test_diffsol_and_cvodes_run_array_problems() -> None:
     from sciml_bench import backends
 
-    why = runner._not_runnable("diffsol", {})
-    if backends.get("diffsol").availability().ok:
-        assert why is not None and "no DiffSL form yet" in why
-    if backends.get("cvodes").availability().ok:
-        assert runner._not_runnable("cvodes", {}) is None  # CasADi's array form runs
+    for name in ("diffsol", "cvodes"):  # DiffSL's and CasADi's array forms
+        if backends.get(name).availability().ok:
+            assert runner._not_runnable(name, {}) is None
+            assert backends.get(name).jacobians == ("dense", "sparse")
+
+
+def test_diffsol_ladder_in_real_workers(heat: Path, tmp_path: Path) -> None:
+    """diffsol's array form on the 1-D heat equation (a dirichlet Laplacian) at 4 and 40
+    points, dense and sparse, in real workers: every row ok, near the reference, with a
+    gradient that passes, and the matrices of its Jacobian kind."""
+    pytest.importorskip("pydiffsol", reason="pydiffsol is not installed")
+    problem = spec.load(heat)
+    ladders = runner.plan_sized(compiled_at(problem, 4), ["diffsol"], [4, 40])
+    assert [(lad.case.solver, lad.jacobian) for lad in ladders] == [
+        ("bdf", "dense"),
+        ("bdf", "sparse"),
+    ]
+    writer = store.ResultsWriter(tmp_path / "r.h5", {}, "test")
+    settings = runner.Settings(cold=1, repeats=3, budget_s=120.0, steady_budget_s=1.0)
+    rows = runner.run_sized(problem, ladders, writer, settings, progress=lambda m: None)
+    got = {(r["jacobian"], r["size"]): r for r in rows}
+    assert sorted(got) == [("dense", 4), ("dense", 40), ("sparse", 4), ("sparse", 40)]
+    for (kind, size), r in got.items():
+        assert r["status"] == "ok", r["reason"]
+        assert r["n_state"] == size and r["solution_error"] < 1e-4
+        assert r["gradient_tier"] == "pass", r["gradient_error"]
+        want = "faer_sparse" if kind == "sparse" else "nalgebra_dense"
+        assert r["case_info"]["matrix_type"] == want

@@ -8,7 +8,14 @@ times from diffsol's interpolant, in one call into Rust.
 
 Solvers: ``bdf`` (stiff default), ``esdirk34``, ``tr_bdf2`` and ``tsit45`` (non-stiff
 default). Matrices: ``nalgebra_dense`` below :data:`SPARSE_FROM` states, ``faer_sparse``
-from there (the switch diffsol's own benchmarks make); recorded per row.
+from there (the switch diffsol's own benchmarks make); recorded per row. An array problem
+(``[sizes]``) runs DiffSL's array form (:mod:`sciml_bench.problem.codegen_diffsl_arrays`:
+indexed tensors, operators as sparse matrices), and the case's ``jacobian``
+(``options.extra``, the ``--jacobian`` axis) picks the matrices: ``dense`` is
+``nalgebra_dense`` (dense LU), ``sparse`` ``faer_sparse`` (faer's sparse LU); diffsol finds
+the Jacobian's sparsity from the compiled model. The array form's state is stored state
+by state (``u[s n + e]``); the solution, and the loss's ``∂L/∂Y`` going back in, are
+reordered to the suite's layout ``y[e S + s]`` (:func:`suite_order`).
 
 Gradients, the loss's chain rule written in NumPy as a pydiffsol user writes it:
 
@@ -80,7 +87,17 @@ IDIOM = (
 _AT_TIME = re.compile(r"at time = ([-+0-9.eE]+)")
 
 
-def matrix_type(n_state: int) -> str:
+#: the matrices of each Jacobian kind an array problem's case asks for
+MATRICES = {"dense": "nalgebra_dense", "sparse": "faer_sparse"}
+#: what diffsol's default linear solver is on each matrix type
+LINEAR_SOLVERS = {"nalgebra_dense": "nalgebra dense LU", "faer_dense": "faer dense LU",
+                  "faer_sparse": "faer sparse LU"}  # fmt: skip
+
+
+def matrix_type(n_state: int, jacobian: str | None = None) -> str:
+    """pydiffsol's matrix type: the case's Jacobian kind where it names one, else by size."""
+    if jacobian in MATRICES:
+        return MATRICES[jacobian]
     return "faer_sparse" if n_state >= SPARSE_FROM else "nalgebra_dense"
 
 
@@ -92,11 +109,25 @@ def sens_tolerances(problem: CompiledProblem, rtol: float, atol: float) -> tuple
 def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
     """The plain settings of one case (``sciml-bench codegen`` prints them): the solver,
     matrix type, tolerances (the sensitivities' too), gradient method and step bound."""
+    from sciml_bench.problem.codegen_diffsl_arrays import layout
+
     sr, sa = sens_tolerances(problem, options.rtol, options.atol)
-    return {"solver": options.solver, "matrix_type": matrix_type(problem.n_state),
-            "rtol": options.rtol, "atol": options.atol, "sens_rtol": sr, "sens_atol": sa,
-            "t0": float(problem.t_span[0]), "gradient": options.gradient_method,
-            "max_steps": options.max_steps, "dtype": options.dtype}  # fmt: skip
+    found = layout(problem.source.get("diffsl", ""))
+    return {"solver": options.solver, "rtol": options.rtol, "atol": options.atol,
+            "matrix_type": matrix_type(problem.n_state, options.extra.get("jacobian")),
+            "sens_rtol": sr, "sens_atol": sa, "t0": float(problem.t_span[0]),
+            "gradient": options.gradient_method, "max_steps": options.max_steps,
+            "dtype": options.dtype, "layout": list(found) if found else None}  # fmt: skip
+
+
+def suite_order(settings: dict[str, Any]) -> np.ndarray | None:
+    """``order`` with ``y = out[order]`` in the suite's layout, for an array model stored
+    state by state (``settings["layout"] = [S, n]``): ``order[e S + s] = s n + e``;
+    ``None`` for a scalar model (already in the suite's layout)."""
+    if not settings.get("layout"):
+        return None
+    S, n = settings["layout"]
+    return np.arange(S * n).reshape(S, n).T.ravel()
 
 
 def make_ode(code: str, settings: dict[str, Any]) -> Any:
@@ -124,17 +155,27 @@ def loss_and_dL_dY(ys: np.ndarray, loss_arrays: Any) -> tuple[float, np.ndarray]
     return float(np.sum(W * D * D) + np.sum(C * Y)), (2 * W * D + C).T
 
 
-def gradient(ode: Any, params: np.ndarray, t_save: np.ndarray, adjoint: bool,
-             loss_arrays: Any) -> tuple[float, Any]:
+def gradient(
+    ode: Any, params: np.ndarray, t_save: np.ndarray, adjoint: bool, loss_arrays: Any,
+    order: np.ndarray | None = None,
+) -> tuple[float, Any]:  # fmt: skip
     """``(L, dL/dθ)``: diffsol's discrete adjoint (``solve_adjoint_fwd`` then
     ``solve_adjoint_bkwd`` with ``∂L/∂Y``), or forward sensitivities (``solve_fwd_sens``)
-    and the chain rule ``dL/dθ_k = Σ_ij ∂L/∂Y_ij S_k,ij`` in NumPy."""
+    and the chain rule ``dL/dθ_k = Σ_ij ∂L/∂Y_ij S_k,ij`` in NumPy. With ``order``
+    (:func:`suite_order`) the loss reads ``Y = out[order]`` and ``∂L/∂out`` is ``∂L/∂Y``
+    put back in the model's order (``∂L/∂out[order] = ∂L/∂Y``)."""
     if adjoint:
         sol, checkpoint = ode.solve_adjoint_fwd(params, t_save)
-        value, g = loss_and_dL_dY(sol.ys, loss_arrays)
+    else:
+        sol = ode.solve_fwd_sens(params, t_save)
+    ys = np.asarray(sol.ys)
+    value, g = loss_and_dL_dY(ys if order is None else ys[order], loss_arrays)
+    if order is not None:
+        g_model = np.empty_like(g)
+        g_model[order] = g
+        g = g_model
+    if adjoint:
         return value, ode.solve_adjoint_bkwd(sol, checkpoint, g)
-    sol = ode.solve_fwd_sens(params, t_save)
-    value, g = loss_and_dL_dY(sol.ys, loss_arrays)
     return value, np.einsum("ij,kij->k", g, np.asarray(sol.sens))
 
 
@@ -157,6 +198,7 @@ class DiffsolCase(Case):
         st = case_settings(problem, options)
         mtype, sr, sa = st["matrix_type"], st["sens_rtol"], st["sens_atol"]
         self.ode = make_ode(code, st)
+        self.order = suite_order(st)
         self.t_save = np.asarray(problem.t_save, dtype=np.float64)
         self.t_end = float(self.t_save[-1])  # where solve_dense stops
         self.max_steps = options.max_steps
@@ -164,7 +206,8 @@ class DiffsolCase(Case):
         self.adjoint = options.gradient_method == "adjoint"
         self._steps: dict[bytes, np.ndarray] = {}
         self.info = {
-            "idiom": IDIOM, "matrix_type": mtype, "linear_solver": str(self.ode.linear_solver),
+            "idiom": IDIOM, "matrix_type": mtype,
+            "linear_solver": f"{self.ode.linear_solver}: {LINEAR_SOLVERS[mtype]}",
             "jit_backend": str(self.ode.jit_backend), "sens_rtol": sr, "sens_atol": sa,
         }  # fmt: skip
 
@@ -198,14 +241,16 @@ class DiffsolCase(Case):
                 "(diffsol has no step bound; counted after the solve)",
                 float(ts[self.max_steps]),
             )
-        y = np.asarray(sol.ys).T
+        ys = np.asarray(sol.ys)
+        y = (ys if self.order is None else ys[self.order]).T
         if not np.all(np.isfinite(y)):
             raise SolverFailure(Status.NONFINITE, "diffsol: non-finite values in the solution")
         return Solution(y, {"steps": steps})
 
     def timed_grad(self, params: np.ndarray) -> Any:
         try:
-            return gradient(self.ode, params, self.t_save, self.adjoint, (self.W, self.O, self.C))
+            return gradient(self.ode, params, self.t_save, self.adjoint,
+                            (self.W, self.O, self.C), self.order)  # fmt: skip
         except RuntimeError as e:
             raise library_failure(e) from None
 
@@ -220,14 +265,9 @@ class DiffsolBackend(Backend):
     extra = "diffsol"
     modules = ("pydiffsol",)
     gradient_methods: Mapping[str, str] = _GRADIENTS
-    #: DiffSL could hold an array problem (indexed tensors u_i, a sparse A_ij for each
-    #: operator, faer_sparse), but the DiffSL generator writes none yet
-    array_missing = (
-        "diffsol: array problems ([sizes], vector states) have no DiffSL form yet: the "
-        "generator writes scalar models only (`sciml-bench codegen NAME --target diffsl` "
-        "says so); their templates would be indexed tensors and their operators sparse "
-        "matrices (faer_sparse)"
-    )
+    #: array problems: DiffSL's array form, dense (nalgebra_dense) or sparse (faer_sparse)
+    array_problems = True
+    jacobians = ("dense", "sparse")
 
     def availability(self) -> Availability:
         return Availability.of_modules("pydiffsol", extra="diffsol")

@@ -63,7 +63,7 @@ def parse_output(text: str) -> dict[str, Any]:
     lines = text.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("solution (t,"))
     rows, out = [], {"loss": None, "gradient": None}
-    for ln in lines[start + 1:]:
+    for ln in lines[start + 1 :]:
         head = ln.split(" ", 1)[0]
         if head == "loss":
             out["loss"] = float(ln.split()[1])
@@ -103,10 +103,16 @@ def _diffrax_settings(problem: CompiledProblem, options: CaseOptions) -> dict[st
 
 
 DIFFRAX = Recipe(
-    imports=("from typing import Any", "", "import jax", "import jax.numpy as jnp",
-             "import numpy as np", "",
-             "# float64 before any array is made, as the worker does",
-             'jax.config.update("jax_enable_x64", True)'),
+    imports=(
+        "from typing import Any",
+        "",
+        "import jax",
+        "import jax.numpy as jnp",
+        "import numpy as np",
+        "",
+        "# float64 before any array is made, as the worker does",
+        'jax.config.update("jax_enable_x64", True)',
+    ),
     functions=_diffrax_functions,
     settings=_diffrax_settings,
     main=(
@@ -124,7 +130,6 @@ DIFFRAX = Recipe(
 )
 
 
-
 def _scipy_functions() -> list[Callable[..., Any]]:
     from sciml_bench.backends import scipy
 
@@ -138,9 +143,15 @@ def _scipy_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str,
 
 
 SCIPY = Recipe(
-    imports=("from collections.abc import Callable", "from dataclasses import dataclass, field",
-             "from functools import partial", "from typing import Any", "",
-             "import numpy as np", "import scipy.integrate"),
+    imports=(
+        "from collections.abc import Callable",
+        "from dataclasses import dataclass, field",
+        "from functools import partial",
+        "from typing import Any",
+        "",
+        "import numpy as np",
+        "import scipy.integrate",
+    ),
     functions=_scipy_functions,
     settings=_scipy_settings,
     main=(
@@ -159,12 +170,17 @@ SCIPY = Recipe(
 )
 
 
-
 def _torchdiffeq_functions() -> list[Callable[..., Any]]:
     from sciml_bench.backends import torchdiffeq as td
 
-    return [td.StepBound, td._Steps, td.attach_steps, td.case_parts, td._odeint_keywords,
-            td.loss_and_grads]
+    return [
+        td.StepBound,
+        td._Steps,
+        td.attach_steps,
+        td.case_parts,
+        td._odeint_keywords,
+        td.loss_and_grads,
+    ]
 
 
 def _torchdiffeq_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
@@ -174,8 +190,13 @@ def _torchdiffeq_settings(problem: CompiledProblem, options: CaseOptions) -> dic
 
 
 TORCHDIFFEQ = Recipe(
-    imports=("from typing import Any", "", "import numpy as np", "import torch",
-             "import torchdiffeq  # noqa: F401  (case_parts imports it too)"),
+    imports=(
+        "from typing import Any",
+        "",
+        "import numpy as np",
+        "import torch",
+        "import torchdiffeq  # noqa: F401  (case_parts imports it too)",
+    ),
     functions=_torchdiffeq_functions,
     settings=_torchdiffeq_settings,
     main=(
@@ -191,7 +212,6 @@ TORCHDIFFEQ = Recipe(
         "torch.nn.utils.parameters_to_vector(grads).numpy())",
     ),
 )
-
 
 
 def _cvodes_functions() -> list[Callable[..., Any]]:
@@ -230,7 +250,7 @@ CVODES = Recipe(
 def _diffsol_functions() -> list[Callable[..., Any]]:
     from sciml_bench.backends import diffsol
 
-    return [diffsol.make_ode, diffsol.loss_and_dL_dY, diffsol.gradient]
+    return [diffsol.make_ode, diffsol.suite_order, diffsol.loss_and_dL_dY, diffsol.gradient]
 
 
 def _diffsol_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
@@ -248,11 +268,17 @@ def _diffsl_text(source: str) -> str:
 
 
 DIFFSOL = Recipe(
-    imports=("from typing import Any", "", "import numpy as np", "import pydiffsol as ds  # noqa: F401"),
+    imports=(
+        "from typing import Any",
+        "",
+        "import numpy as np",
+        "import pydiffsol as ds  # noqa: F401",
+    ),
     functions=_diffsol_functions,
     settings=_diffsol_settings,
     main=(
         "ode = make_ode(DIFFSL, SETTINGS)  # JIT-compiled here",
+        "order = suite_order(SETTINGS)  # an array model's state by state -> the suite's layout",
         "theta = np.ascontiguousarray(THETA, dtype=np.float64)",
         "t_save = np.asarray(T_SAVE, dtype=np.float64)",
         "sol = ode.solve_dense(theta, t_save)  # the solve",
@@ -260,8 +286,9 @@ DIFFSOL = Recipe(
         "print(f'diffsol: {steps} accepted steps')",
         "loss_arrays = (np.asarray(LOSS_W), np.asarray(LOSS_O), np.asarray(LOSS_C))",
         "value, grad = gradient(ode, theta, t_save, SETTINGS['gradient'] == 'adjoint', "
-        "loss_arrays)",
-        "print_result(T_SAVE, np.asarray(sol.ys).T, value, np.asarray(grad).ravel())",
+        "loss_arrays, order)",
+        "ys = np.asarray(sol.ys) if order is None else np.asarray(sol.ys)[order]",
+        "print_result(T_SAVE, ys.T, value, np.asarray(grad).ravel())",
     ),
     embed=_diffsl_text,
 )
@@ -290,7 +317,8 @@ def header(problem: CompiledProblem, settings: dict[str, Any]) -> list[str]:
         _bind("T_SPAN", tuple(float(t) for t in problem.t_span)),
         _bind("T_SAVE", problem.t_save),
         "# the parameters every backend starts from (theta0), in declaration order: "
-        + ", ".join(problem.param_names[:8]) + (" ..." if problem.n_params > 8 else ""),
+        + ", ".join(problem.param_names[:8])
+        + (" ..." if problem.n_params > 8 else ""),
         _bind("THETA", problem.theta0),
         "# the loss L(Y) = sum(W * (Y - O)**2) + sum(C * Y) over the states Y at T_SAVE",
         _bind("LOSS_W", problem.loss_W),
@@ -322,8 +350,11 @@ def program(problem: CompiledProblem, backend: str, options: CaseOptions, comman
         "loss and the gradient.",
         '"""',
     ]
-    parts = ["\n".join(doc), "\n".join(recipe.imports),
-             f"\n# -- the vector field --\n{recipe.embed(rhs)}"]
+    parts = [
+        "\n".join(doc),
+        "\n".join(recipe.imports),
+        f"\n# -- the vector field --\n{recipe.embed(rhs)}",
+    ]
     for fn in [*recipe.functions(), print_result]:
         where = fn.__module__.replace(".", "/") + ".py"
         parts.append(f"\n# -- from {where} --\n{inspect.getsource(fn)}")
