@@ -206,6 +206,23 @@ def test_every_operator_in_every_python_target_matches_numpy_loops(shape, cases)
                                            err_msg=f"{text} in {name}")  # fmt: skip
 
 
+@pytest.mark.parametrize(("text", "reduce"), [
+    ("mean(v, 1)", lambda v: v.mean(axis=1, keepdims=True)),
+    ("sum(v)", lambda v: np.full((1, 1), v.sum())),
+    ("2*mean(v, 0)", lambda v: 2 * v.mean(axis=0, keepdims=True)),
+])  # fmt: skip
+def test_an_equation_of_reductions_alone_broadcasts_over_the_grid(text, reduce) -> None:
+    """A template that reads a state only through a sum or mean is broadcast to the grid
+    in every target (the NumPy generator once stacked the reduced shape and raised)."""
+    p = problem(text)
+    y = np.random.default_rng(5).uniform(-1, 1, p.n_state)
+    th = np.array([0.7])
+    v = y.reshape(5, 4, 2)[..., 1]
+    want = np.stack([np.broadcast_to(reduce(v), (5, 4)), -v], axis=-1).ravel()
+    for name, f in targets(p).items():
+        np.testing.assert_allclose(f(0.1, y, th), want, rtol=1e-13, atol=1e-13, err_msg=name)
+
+
 def test_indices_definitions_step_and_per_element_parameters() -> None:
     text = BASE.format(u="D*u + step(t - 0.5)*x", v="sin(i*j)*v", shape='["N", "M"]').replace(
         "[parameters]\nc = 0.7",

@@ -115,7 +115,9 @@ def _full(e: sympy.Expr, m: ArrayModel, full: set[sympy.Symbol]) -> bool:
 
 def _full_symbols(m: ArrayModel) -> set[sympy.Symbol]:
     per_element = {s for s, p in zip(m.param_symbols, m.params, strict=True) if p.per_element}
-    return {*m.state_symbols, *(op.symbol for op in m.operators), *per_element}
+    # a reduction keeps its axes as size 1 (keepdims): it broadcasts, like an index column
+    grid_ops = {op.symbol for op in m.operators if op.kind not in ("sum", "mean")}
+    return {*m.state_symbols, *grid_ops, *per_element}
 
 
 def _axis(m: ArrayModel, a: int, target: str) -> int:
