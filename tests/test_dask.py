@@ -56,7 +56,10 @@ def test_dask_rows_match_the_local_rows(executor: rd.DaskExecutor, tmp_path: Pat
     """`run stiff-robertson --quick` through both executors: same statuses, reasons,
     gradient tiers and accuracy; each Dask row says where it ran."""
     problem, ref = robertson()
-    cases = runner.plan(problem, backends.names())
+    # every backend but torchode: its row is torchdiffeq's (an explicit solver ending at
+    # the step bound), at the cost of another torch import and 10^4 steps, twice
+    cases = runner.plan(problem, [b for b in backends.names() if b != "torchode"])
+
     def one(name: str, ex: Any) -> results.Run:
         w = ResultsWriter(tmp_path / f"{name}.h5", {}, "test")
         runner.run(problem, ref, cases, w, QUICK, ex, progress=lambda m: None)

@@ -107,6 +107,9 @@ EXTRA_ARGS = {"nonstiff-lotka-volterra": ["--tolerances", "1e-10"]}
 #: torchdiffeq's explicit solvers on a stiff problem end at the step bound: a smaller bound
 #: ends them the same way, minutes sooner (VdP's 40000 steps took ~3 min of the suite)
 STIFF_TORCHDIFFEQ_STEPS = "2000"
+#: that step-bound row is the same on every stiff problem: one stands for them (each
+#: costs a fresh process and 2000 explicit steps)
+TORCHDIFFEQ_STIFF = "stiff-hires"
 
 
 def _quick(name: str, out: Path, *args: str) -> list[dict]:
@@ -125,11 +128,13 @@ def quick_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     out = tmp_path_factory.mktemp(f"results-{name}")
     if name.startswith("stiff-"):
         recs = _quick(name, out, "-b", "scipy", "-b", "diffrax")
-        recs += _quick(name, out, "-b", "torchdiffeq", "--max-steps", STIFF_TORCHDIFFEQ_STEPS)
+        if name == TORCHDIFFEQ_STIFF:
+            recs += _quick(name, out, "-b", "torchdiffeq", "--max-steps", STIFF_TORCHDIFFEQ_STEPS)
     else:
         recs = _quick(name, out, "-b", "scipy", "-b", "diffrax", "-b", "torchdiffeq")
     records = {rec["backend"]: rec for rec in recs}
-    assert set(records) == {"scipy", "diffrax", "torchdiffeq"}
+    torch_row = not name.startswith("stiff-") or name == TORCHDIFFEQ_STIFF
+    assert set(records) == {"scipy", "diffrax", *(["torchdiffeq"] if torch_row else [])}
     return name, records
 
 
@@ -170,6 +175,8 @@ def test_quick_run_diffrax_gradient_agrees_with_the_reference(quick_run) -> None
 @pytest.mark.slow
 def test_quick_run_torchdiffeq_ends_cleanly(quick_run) -> None:
     name, rec = quick_run
+    if "torchdiffeq" not in rec:
+        pytest.skip(f"torchdiffeq's stiff row (the step bound) is checked on {TORCHDIFFEQ_STIFF}")
     t = rec["torchdiffeq"]
     if not name.startswith("stiff-"):
         assert t["status"] == "ok", t["reason"]
