@@ -162,6 +162,9 @@ def test_a_signal_stops_workers_saves_completed_cases_and_exits_128_plus_signum(
         [*SCIML, "run", "--problem-file", str(DATA / "slow-stiff.toml"), "-b", "scipy",
          "--solver", "LSODA,DOP853", "--quick", "--out", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(tmp)},
+        # the run keeps a signal ignored at its start (`nohup sciml-bench run` survives a
+        # closed terminal), and a suite started under nohup passes SIGHUP down ignored
+        preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL),
     )  # fmt: skip
     try:
         path = _wait_for_cases(tmp_path, 1, proc, timeout=120)

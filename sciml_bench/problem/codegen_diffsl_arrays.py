@@ -43,8 +43,9 @@ import numpy as np
 import sympy
 
 from sciml_bench.problem.arrays import ArrayModel, Operator, grid_values
-from sciml_bench.problem.codegen_diffsl import _number, _Printer
 from sciml_bench.problem.generated import NotExpressible
+from sciml_bench.problem.printing_diffsl import DiffSLPrinter as _Printer
+from sciml_bench.problem.printing_diffsl import number as _number
 
 _LAYOUT = re.compile(r"^// layout: (\d+) states x (\d+) elements", re.M)
 
