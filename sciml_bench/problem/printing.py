@@ -1,7 +1,8 @@
 """The number and name printing every code generator shares.
 
 Each target's printer (:mod:`~sciml_bench.problem.codegen`,
-:mod:`~sciml_bench.problem.codegen_arrays`, :mod:`~sciml_bench.problem.codegen_casadi`)
+:mod:`~sciml_bench.problem.codegen_arrays`, :mod:`~sciml_bench.problem.codegen_casadi`,
+:mod:`~sciml_bench.problem.printing_diffsl`)
 starts from :class:`NamedPrinter`: declared symbols print as the names the generated code
 binds them to, floats at full precision (``repr`` round-trips every bit), integers as
 integers and rationals as a quotient of two integers, so that no target ever rounds a

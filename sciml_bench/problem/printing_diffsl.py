@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import sympy
-from sympy.printing.str import StrPrinter
 
 from sciml_bench.problem.generated import NotExpressible
+from sciml_bench.problem.printing import NamedPrinter
 
 #: sympy functions as DiffSL writes them (its pre-defined functions). ``tan`` is
 #: ``sin/cos``: DiffSL's ``tan`` compiles to ``llvm.tan``, which Enzyme (its automatic
@@ -28,19 +28,13 @@ FUNCTIONS = {
 MAX_PRODUCT_POWER = 4
 
 
-class DiffSLPrinter(StrPrinter):
+class DiffSLPrinter(NamedPrinter):
     """sympy to DiffSL expressions: DiffSL has ``+ - * /``, no power operator, and the
-    functions in :data:`FUNCTIONS`; numbers are float literals."""
-
-    def __init__(self, names: dict[sympy.Symbol, str]):
-        super().__init__({"full_prec": True})
-        self.names = names
+    functions in :data:`FUNCTIONS`; numbers are float literals (symbols print by name, as
+    in every generator)."""
 
     def emptyPrinter(self, expr: Any) -> str:  # noqa: N802 (sympy's name)
         raise NotExpressible(f"{type(expr).__name__} ({expr}) has no DiffSL form")
-
-    def _print_Symbol(self, expr: sympy.Symbol) -> str:
-        return self.names[expr]
 
     def _print_Float(self, expr: sympy.Float) -> str:
         return number(float(expr))
