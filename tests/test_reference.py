@@ -176,3 +176,55 @@ def test_a_cached_reference_says_where_it_lies(tmp_path: Path) -> None:
     assert json.loads(entry.read_text())["reference"]["cache_path"] == ""
     again = reference.get(p, cache=tmp_path)
     assert again.cached and again.cache_path == str(entry)
+
+
+def test_richardson_cancels_the_step_squared_error() -> None:
+    """L(θ) = exp(8θ) at θ = 1, h = 0.01 in natural units: central FD is off by about
+    h²·8²/6 ≈ 1.1e-3 (relative); extrapolated from h and h/2 the error is O(h⁴), and the
+    spread says how much was removed."""
+    loss = lambda th: float(np.exp(8 * th[0]))  # noqa: E731
+    theta, log, exact = np.array([1.0]), np.array([False]), 8 * np.exp(8.0)
+    plain = reference._fd_gradient(loss, theta, log, 0.01)[0]
+    g, spread = reference.richardson(loss, theta, log, 0.01)
+    assert abs(plain / exact - 1) == pytest.approx(64e-4 / 6, rel=0.01)
+    assert abs(g[0] / exact - 1) < 1e-6
+    assert spread == pytest.approx(0.75 * 64e-4 / 6, rel=0.02)
+
+
+HEAT = """
+name = "heat-1d"
+stiff = true
+[sizes]
+n = { default = 20, ladder = [20] }
+[state]
+names = ["u"]
+shape = "n"
+initial = ["sin(3.14159265*(i + 1)/(n + 1))"]
+[parameters]
+D = 0.1
+k = 0.5
+[equations]
+u = "D*(n + 1)^2*lap(u, dirichlet) - k*u"
+[time]
+span = [0.0, 1.0]
+save = { linspace = [0.1, 1.0, 5] }
+[tolerances]
+rtol = 1.0e-6
+atol = 1.0e-9
+[reference]
+rtol = 1.0e-9
+[loss]
+kind = "fit"
+truth = { D = 0.12 }
+"""
+
+
+def test_an_array_problem_reference_is_extrapolated_and_agrees_with_complex_step(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "heat-1d.toml"
+    path.write_text(HEAT)
+    ref = reference.build(spec.load(path))
+    assert ref.gradient_method == "central finite differences at h and h/2, Richardson-extrapolated"
+    assert "h=0.001 and h/2, Richardson-extrapolated: the two differed by at most" in ref.method
+    assert ref.complex_step_agreement is not None and ref.complex_step_agreement < 1e-6

@@ -134,7 +134,8 @@ def stops(records: Sequence[dict[str, Any]]) -> list[str]:
         if not is_sized(r) or r.get("status") == "ok":
             continue
         what = str(r.get("status"))
-        if r.get("status") != "skipped" or "dense Jacobian of" in str(r.get("reason")):
+        refused = "dense Jacobian of" in str(r.get("reason")) or r.get("forecast_least_s")
+        if r.get("status") != "skipped" or refused:
             what += f": {_short(r.get('reason'), 80)}"
         where = f"size {r['size']}" if r.get("size") is not None else "every size"
         missing.setdefault(line_key(r), []).append(f"{where} ({what})")

@@ -184,7 +184,7 @@ def _steady(job: dict[str, Any], case: Any, first: dict[str, Any], events: Event
     output is checked and copied after them, in bounded batches, and each batch's samples
     are reported as it is checked, so a rung killed at its budget keeps them. No call
     starts that the case's budget cannot hold, keeping time for the gradient check."""
-    from sciml_bench.run.steady import Plan, take
+    from sciml_bench.run.steady import MIN_SAMPLES, Plan, take
 
     deadline = None
     if job.get("budget_s") is not None:
@@ -205,7 +205,7 @@ def _steady(job: dict[str, Any], case: Any, first: dict[str, Any], events: Event
     for kind, run, check, first_s, nbytes, kept in kinds:
         plan = Plan(
             repeats=int(job.get("repeats", 10)), warmups=int(job.get("warmups", 1)),
-            budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=3,
+            budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=MIN_SAMPLES,
             sample_bytes=nbytes, deadline=deadline, first_s=first_s, **kept,
         )  # fmt: skip
         take(run, check, first["params"], plan,

@@ -278,7 +278,7 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
     reported).
     """
     from sciml_bench.measure.status import SolverFailure, Status
-    from sciml_bench.run.steady import Plan, take
+    from sciml_bench.run.steady import MIN_SAMPLES, Plan, take
 
     def check_grad(raw: Any) -> None:
         loss, g = case.check_grad(raw)
@@ -297,7 +297,7 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
         kinds.append(("grad", case.timed_grad, check_grad))
     for kind, timed, check in kinds:
         plan = Plan(repeats=int(job.get("repeats", 10)), warmups=int(job.get("warmups", 1)),
-                    budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=3,
+                    budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=MIN_SAMPLES,
                     sample_bytes=sizes[kind])  # fmt: skip
         try:
             samples = take(timed, check, params, plan)

@@ -25,6 +25,7 @@ from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.reference import Reference
 from sciml_bench.results.store import ResultsWriter, summarize
 from sciml_bench.results.table import fmt_rtol
+from sciml_bench.run import forecast
 from sciml_bench.run.executor import (
     EngineLost,
     Executor,
@@ -568,6 +569,8 @@ class Ladder:
 
     largest: int | None = None
     failed: dict[str, Any] | None = None
+    #: the rows of the sizes that completed, smallest first (:mod:`~sciml_bench.run.forecast`)
+    completed: list[dict[str, Any]] = field(default_factory=list)
 
     def skipped(self) -> str | None:
         """Why the next size is not run (a smaller one failed), or None."""
@@ -584,6 +587,7 @@ class Ladder:
         A size refused up front (``skipped``) stops nothing: larger ones judge themselves."""
         if rec["status"] == Status.OK.value:
             self.largest = size
+            self.completed.append(rec)
         elif rec["status"] != Status.SKIPPED.value and self.failed is None:
             self.failed = rec
         rec["largest_ok_size"] = self.largest
@@ -840,6 +844,15 @@ class Rungs:
         self.refresh = refresh
         self.progress = progress
         self.made: dict[int, Any] = {}
+        self.sized: dict[int, Any] = {}
+
+    def at(self, size: int) -> Any:
+        """The problem file at ``size`` (parsed once; raises its format error)."""
+        from sciml_bench.problem import spec
+
+        if size not in self.sized:
+            self.sized[size] = spec.at_size(self.problem, size)
+        return self.sized[size]
 
     def get(self, size: int) -> tuple[CompiledProblem, Reference, float]:
         """``(compiled, reference, codegen seconds)`` at ``size``; a reference or problem
@@ -848,7 +861,7 @@ class Rungs:
 
         if size not in self.made:
             try:
-                p = spec.at_size(self.problem, size)
+                p = self.at(size)
                 self.progress(f"reference for {p.name} at size {size} ({p.n_state} states) ...")
                 # a reference that cannot be built leaves rows saying so, as for any problem
                 ref = reference.get_or_missing(p, refresh=self.refresh)
@@ -949,6 +962,14 @@ def _rung(
     if skip is not None:
         return _sized_row(name, ladder, size, Status.SKIPPED.value, skip)
     try:
+        n_state = rungs.at(size).n_state
+        # before the reference at this size is made: a skipped rung costs nothing
+        least = forecast.least_seconds(state.completed, n_state)
+        if least is not None and least.seconds > settings.budget_s:
+            why = least.reason(settings.budget_s)
+            progress(f"{title}: {why}")
+            return _sized_row(name, ladder, size, Status.SKIPPED.value, why, n_state=n_state,
+                              forecast_least_s=least.seconds)  # fmt: skip
         compiled, ref, codegen_s = rungs.get(size)
     except Exception as e:  # a reference or problem that cannot be made at this size
         return _sized_row(name, ladder, size, Status.ERROR.value, f"size {size}: {e}")

@@ -28,6 +28,8 @@ from typing import Any
 
 from sciml_bench.measure.clock import clock, perf
 
+#: steady samples of each kind a worker takes at least, whatever the steady budget
+MIN_SAMPLES = 3
 #: raw outputs a batch may hold before it is checked (bytes, estimated per sample)
 CHECK_BATCH_BYTES = 64 * 2**20
 #: a batch is checked, and its samples reported, at the latest after this many seconds
@@ -41,7 +43,7 @@ class Plan:
     repeats: int
     warmups: int = 1
     budget_s: float = 20.0
-    min_samples: int = 3
+    min_samples: int = MIN_SAMPLES
     #: about how many bytes one raw output holds (the size of its checked result)
     sample_bytes: int = 0
     #: ``clock()`` instant by which the worker must be done, or None

@@ -1,0 +1,122 @@
+"""The forecast that skips a ladder rung up front: its bound on a known cost law, on the
+published ladders (where it must never exceed what a completed rung really took), and in a
+real ladder whose dense rows grow too fast for the budget."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from sciml_bench.problem import spec
+from sciml_bench.results import store
+from sciml_bench.run import forecast, runner
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def row(n: int, solve: float, grad: float | None = None) -> dict:
+    r = {"status": "ok", "n_state": n, "solve_samples": [solve * 1.2, solve, solve * 1.1]}
+    if grad is not None:
+        r["grad_samples"] = [grad, grad * 1.3]
+    return r
+
+
+def test_the_bound_grows_the_last_size_by_the_last_slope() -> None:
+    """t = 1e-3 + 1e-9 n³: from n = 100 and 1000 the slope is log(t₂/t₁)/log 10, and the
+    bound at 10⁴ is 4 calls of t(1000)·10^p, below the true 4·t(10⁴)."""
+
+    def t(n: int) -> float:
+        return 1e-3 + 1e-9 * n**3
+
+    f = forecast.least_seconds([row(100, t(100)), row(1000, t(1000))], 10_000)
+    assert f is not None
+    p = math.log(t(1000) / t(100)) / math.log(10)
+    assert f.calls["solve"][1] == pytest.approx(p)
+    assert f.seconds == pytest.approx(4 * t(1000) * 10**p)
+    assert f.seconds < 4 * t(10_000)
+    assert f.sizes == (100, 1000) and "grad" not in f.calls
+
+
+def test_one_size_gives_slope_zero_and_a_shrinking_cost_is_not_extrapolated_down() -> None:
+    one = forecast.least_seconds([row(10, 0.5, 2.0)], 1000)
+    assert one is not None and one.seconds == pytest.approx(4 * (0.5 + 2.0))
+    down = forecast.least_seconds([row(10, 0.5), row(100, 0.4)], 1000)
+    assert down is not None and down.calls["solve"][1] == 0.0
+    assert down.seconds == pytest.approx(4 * 0.4)
+
+
+def test_nothing_to_go_on_is_no_forecast() -> None:
+    assert forecast.least_seconds([], 100) is None
+    assert forecast.least_seconds([row(100, 1.0)], 100) is None  # not a smaller size
+    assert forecast.least_seconds([{"status": "ok", "n_state": 10}], 100) is None
+
+
+def test_the_reason_says_the_bound_the_budget_and_the_way_round() -> None:
+    f = forecast.least_seconds([row(30, 0.01, 0.1), row(300, 1.0, 10.0)], 3000)
+    assert f is not None
+    why = f.reason(300.0)
+    assert why.startswith(f"not run: forecast to need at least {f.seconds:.3g} s at 3000 states")
+    assert "over the 300 s budget" in why and "--budget S runs it" in why
+    assert "at 30 and 300 states" in why
+
+
+@pytest.mark.parametrize("problem", ["stiff-robertson-groups", "stiff-brusselator-2d"])
+def test_on_the_published_ladders_the_bound_never_exceeds_a_completed_rung(problem: str) -> None:
+    """Replayed on the measured ladders: every rung that completed took longer than its
+    forecast (a lower bound), and some dense rung is forecast past the 300 s budget."""
+    (path,) = sorted((ROOT / "results" / "published").glob(f"{problem}-*.h5"))[-1:]
+    ladders: dict[tuple, list[dict]] = {}
+    for r in store.read(path).records:
+        if r.get("size") is not None:
+            ladders.setdefault((r["backend"], r["solver"], r["jacobian"]), []).append(r)
+    checked, over = 0, []
+    for key, rows in ladders.items():
+        done: list[dict] = []
+        for r in sorted(rows, key=lambda r: r["size"]):
+            n = r.get("n_state")
+            f = forecast.least_seconds(done, n) if n else None
+            if r["status"] == "ok":
+                if f is not None:
+                    assert f.seconds < r["worker_wall_s"], (key, n, f.seconds)
+                    checked += 1
+                done.append(r)
+            elif f is not None and f.seconds > 300:
+                over.append(key)
+    assert checked >= 8
+    assert any(k[2] == "dense" for k in over), "no dense rung was forecast past the budget"
+
+
+def test_a_rung_forecast_past_the_budget_is_skipped_before_its_reference(
+    tmp_path: Path,
+) -> None:
+    """diffsol's dense LU on ROBER groups: 30 and 300 states run; 30,000 states is forecast
+    far past a 60 s budget, so it is a skipped row with the bound, and no reference is made
+    for it (only two are)."""
+    pytest.importorskip("pydiffsol", reason="pydiffsol is not installed: pip install '.[diffsol]'")
+    problem = spec.load("stiff-robertson-groups")
+    rungs_made: list[int] = []
+    messages: list[str] = []
+
+    def progress(m: str) -> None:
+        messages.append(m)
+        if m.startswith("reference for"):
+            rungs_made.append(int(m.split("at size ")[1].split()[0]))
+
+    first = runner.Rungs(problem, progress=lambda m: None).get(10)[0]
+    ladders = runner.plan_sized(first, ["diffsol"], [10, 100, 10_000], jacobians=["dense"])
+    writer = store.ResultsWriter(tmp_path / "r.h5", {}, "test")
+    settings = runner.Settings(cold=1, repeats=3, budget_s=60.0, steady_budget_s=1.0)
+    rows = runner.run_sized(problem, ladders, writer, settings, progress=progress,
+                            available=10**13)  # fmt: skip
+    assert [(r["size"], r["status"]) for r in rows] == [
+        (10, "ok"), (100, "ok"), (10_000, "skipped")
+    ], [r["reason"] for r in rows]
+    last = rows[-1]
+    assert last["n_state"] == 30_000 and last["forecast_least_s"] > 60
+    assert last["reason"].startswith("not run: forecast to need at least")
+    assert last["largest_ok_size"] == 100
+    assert rungs_made == [10, 100]
+    back = store.read(tmp_path / "r.h5").records[-1]
+    assert back["forecast_least_s"] == pytest.approx(last["forecast_least_s"])
