@@ -191,40 +191,12 @@ def test_richardson_cancels_the_step_squared_error() -> None:
     assert spread == pytest.approx(0.75 * 64e-4 / 6, rel=0.02)
 
 
-HEAT = """
-name = "heat-1d"
-stiff = true
-[sizes]
-n = { default = 20, ladder = [20] }
-[state]
-names = ["u"]
-shape = "n"
-initial = ["sin(3.14159265*(i + 1)/(n + 1))"]
-[parameters]
-D = 0.1
-k = 0.5
-[equations]
-u = "D*(n + 1)^2*lap(u, dirichlet) - k*u"
-[time]
-span = [0.0, 1.0]
-save = { linspace = [0.1, 1.0, 5] }
-[tolerances]
-rtol = 1.0e-6
-atol = 1.0e-9
-[reference]
-rtol = 1.0e-9
-[loss]
-kind = "fit"
-truth = { D = 0.12 }
-"""
-
-
-def test_an_array_problem_reference_is_extrapolated_and_agrees_with_complex_step(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "heat-1d.toml"
-    path.write_text(HEAT)
-    ref = reference.build(spec.load(path))
+def test_an_array_problem_reference_is_extrapolated_and_agrees_with_complex_step() -> None:
+    """The 1-D heat equation at 20 points, its reference at rtol 1e-9 (so h = 1e-3)."""
+    data = tomllib.loads((ROOT / "tests" / "data" / "heat-1d.toml").read_text())
+    data["sizes"]["n"]["default"] = 20
+    data["reference"] = {"rtol": 1e-9}
+    ref = reference.build(spec.from_dict(data))
     assert ref.gradient_method == "central finite differences at h and h/2, Richardson-extrapolated"
     assert "h=0.001 and h/2, Richardson-extrapolated: the two differed by at most" in ref.method
     assert ref.complex_step_agreement is not None and ref.complex_step_agreement < 1e-6

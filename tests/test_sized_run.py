@@ -23,39 +23,13 @@ from sciml_bench.run import runner
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The 1-D heat equation with decay on n interior points, u = 0 outside: a cheap stiff
-# array problem (its reference takes well under a second) with a tridiagonal Jacobian.
-HEAT = """
-name = "heat-1d"
-stiff = true
-[sizes]
-n = { default = 4, ladder = [4, 40] }
-[state]
-names = ["u"]
-shape = "n"
-initial = ["sin(3.14159265*(i + 1)/(n + 1))"]
-[parameters]
-D = 0.1
-k = 0.5
-[equations]
-u = "D*(n + 1)^2*lap(u, dirichlet) - k*u"
-[time]
-span = [0.0, 1.0]
-save = { linspace = [0.1, 1.0, 5] }
-[tolerances]
-rtol = 1.0e-6
-atol = 1.0e-9
-[loss]
-kind = "fit"
-truth = { D = 0.12 }
-"""
+#: the 1-D heat equation with decay: a cheap stiff array problem, tridiagonal Jacobian
+HEAT = ROOT / "tests" / "data" / "heat-1d.toml"
 
 
 @pytest.fixture(scope="module")
-def heat(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("heat") / "heat-1d.toml"
-    path.write_text(HEAT)
-    return path
+def heat() -> Path:
+    return HEAT
 
 
 def compiled_at(problem: spec.Problem, size: int) -> reference.CompiledProblem:

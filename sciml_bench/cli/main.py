@@ -172,9 +172,11 @@ def _dask_options(f: Any) -> Any:
 @click.option("--tolerances", help="Comma-separated rtols; atol keeps the problem's ratio.")
 @click.option("--sweep", is_flag=True, help="Work-precision ladder rtol 1e-3 ... 1e-9.")
 @click.option("--cold", type=click.IntRange(1, 50), default=None,
-              help="Fresh processes per case for time-to-first-gradient [3; quick: 1].")
+              help="Fresh processes per case: each gives a time to first gradient and a "
+              "share of the steady repeats [3; quick: 1].")
 @click.option("--repeats", type=click.IntRange(1, 10_000), default=None,
-              help="Timed steady-state repeats of solve and of gradient [10; quick: 3].")
+              help="Timed steady-state repeats of solve and of gradient, shared by the "
+              "case's --cold processes [10; quick: 3].")
 @click.option("--budget", type=click.FloatRange(1, None), default=None,
               help="Wall-clock seconds per worker process before its group is killed "
               "[300; --train 900; quick 120].")
@@ -285,8 +287,9 @@ def run(**options: Any) -> None:
     (independent: per-member steps; coupled: one error norm) x ensemble size,
     each in a fresh worker; after a size fails, larger sizes are skipped.
     An array problem ([sizes]) runs one ladder per backend x solver x Jacobian kind,
-    each size in a fresh worker; a size whose dense Jacobian would not fit in memory
-    is refused up front.
+    each size in a fresh worker; a size whose dense Jacobian would not fit in memory,
+    or whose least time (forecast from the smaller sizes' growth) exceeds --budget, is
+    skipped up front, with the estimate.
     """
     opts = RunOptions(**options)
     plan = _plan_run(opts)

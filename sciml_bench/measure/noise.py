@@ -50,9 +50,11 @@ def others_load(record: dict[str, Any]) -> float | None:
 
 def floor_for(metric_unit: str, floor: float = NOISE_FLOOR) -> float:
     """The floor a ratio must clear on ``metric_unit``: :data:`PROCESS_FLOOR` (at least)
-    where the samples of each side came from one process, ``floor`` otherwise (several
-    runs a side, or fresh processes as for time to first gradient)."""
-    return max(floor, PROCESS_FLOOR) if "one process" in metric_unit else floor
+    where the samples of each side came from one process or one run's few processes,
+    ``floor`` otherwise (several runs a side, or fresh processes as for time to first
+    gradient)."""
+    one = "one process" in metric_unit or "one run" in metric_unit
+    return max(floor, PROCESS_FLOOR) if one else floor
 
 
 def clears_noise(ratio: float, floor: float = NOISE_FLOOR) -> bool:

@@ -169,6 +169,18 @@ def _shift(x, k, axis, bc):
     out = {xp}.concatenate([body, pad] if k > 0 else [pad, body])
     return {xp}.moveaxis(out, 0, axis)'''
 
+
+
+def numpy_shift() -> Any:
+    """The NumPy target's ``_shift`` as a function, for a generator that needs its values
+    (DiffSL's operator matrices): one text, so the two cannot drift apart."""
+    import numpy as np
+
+    ns: dict[str, Any] = {"np": np}
+    exec(_SHIFT_PY.format(xp="np"), ns)  # our own template, not a problem's text
+    return ns["_shift"]
+
+
 _SHIFT_TORCH = '''
 
 def _shift(x, k, dim, bc):

@@ -43,6 +43,7 @@ import numpy as np
 import sympy
 
 from sciml_bench.problem.arrays import ArrayModel, Operator, grid_values
+from sciml_bench.problem.codegen_arrays import numpy_shift
 from sciml_bench.problem.generated import NotExpressible
 from sciml_bench.problem.printing_diffsl import DiffSLPrinter as _Printer
 from sciml_bench.problem.printing_diffsl import number as _number
@@ -58,17 +59,9 @@ class _ArrayPrinter(_Printer):
         return f"heaviside({self._print(expr.args[0])})"
 
 
-def _shift(x: np.ndarray, k: int, axis: int, bc: str) -> np.ndarray:
-    """``x`` at index ``i + k`` along ``axis`` (the NumPy target's ``_shift``): periodic
-    wraps; outside the grid dirichlet reads 0 and neumann the nearest boundary value."""
-    if bc == "periodic":
-        return np.roll(x, -k, axis)
-    x = np.moveaxis(x, axis, 0)
-    n = x.shape[0]
-    m = min(abs(k), n)
-    body, edge = (x[m:], x[n - 1 :]) if k > 0 else (x[: n - m], x[:1])
-    pad = np.repeat(np.zeros_like(edge) if bc == "dirichlet" else edge, m, axis=0)
-    return np.moveaxis(np.concatenate([body, pad] if k > 0 else [pad, body]), 0, axis)
+#: the NumPy target's own ``_shift`` (x at index i + k along an axis, under a boundary), so
+#: that DiffSL's operator matrices and the NumPy code read the grid the same way
+_shift = numpy_shift()
 
 
 def operator_matrix(op: Operator, shape: tuple[int, ...]) -> dict[tuple[int, int], float]:

@@ -229,32 +229,70 @@ def compare_samples(
                   why)  # fmt: skip
 
 
+def run_center(samples: Sequence[float], takers: Sequence[int] | None = None) -> float:
+    """One run's value of a timing: the geometric mean of its processes' medians, where its
+    samples say which process took each (``takers``), else its samples' median."""
+    a = np.asarray(samples, dtype=float)
+    if takers is None or len(takers) != a.size:
+        return float(np.median(a[np.isfinite(a)]))
+    who = np.asarray(takers)
+    keep = np.isfinite(a)
+    medians = [np.median(a[keep & (who == k)]) for k in np.unique(who[keep])]
+    return float(np.exp(np.mean(np.log(medians)))) if all(m > 0 for m in medians) else math.nan
+
+
+def _pooled_unit(metric: str, olds: list[tuple[Any, Any]], news: list[tuple[Any, Any]]) -> str | None:
+    """What pooled samples of one run on a side are: None for one run of one process a side
+    (:data:`SAMPLE_UNITS`), else how many runs or processes were pooled; a steady timing
+    pooled so is still judged against the process floor (``one run on a side``)."""
+    def procs(side: list[tuple[Any, Any]]) -> int:
+        return sum(len(set(t)) if t is not None else 1 for _, t in side)
+
+    steady = metric in ("solve", "grad", "epoch", "iteration")
+    if len(olds) == len(news) == 1:
+        po, pn = procs(olds), procs(news)
+        if po == pn == 1 or not steady:
+            return None
+        return f"samples of {po} vs {pn} processes (one run on a side)"
+    unit = f"samples of {len(olds)} vs {len(news)} runs"
+    return unit + " (one run on a side)" if steady else unit
+
+
 def compare_runs(
     metric: str, old: Sequence[Sequence[float]], new: Sequence[Sequence[float]],
     alpha: float = ALPHA, floor: float = NOISE_FLOOR,
+    old_takers: Sequence[Sequence[int] | None] | None = None,
+    new_takers: Sequence[Sequence[int] | None] | None = None,
 ) -> Change | None:
     """Compare one timing measured in several runs a side.
 
     With two or more runs holding samples on each side, the unit is the run: each run's
-    median, and Welch's t-test (unequal variances) on their logarithms, since timings
-    spread multiplicatively; the medians shown are the medians of the runs' medians.
-    Otherwise (one run on a side) every run's samples are pooled and compared as
-    :func:`compare_samples` does. ``None`` when a side has no sample.
+    value (:func:`run_center`: its processes' medians averaged, so that one process's luck
+    does not become the run's), and Welch's t-test (unequal variances) on their
+    logarithms, since timings spread multiplicatively; the medians shown are the medians
+    of the runs' values. Otherwise (one run on a side) every run's samples are pooled and
+    compared as :func:`compare_samples` does. ``None`` when a side has no sample.
+    ``old_takers``/``new_takers``: per run, the process that took each sample (or None).
     """
     from scipy.stats import ttest_ind
 
-    olds = [a for a in (_finite(x) for x in old) if a.size]
-    news = [b for b in (_finite(x) for x in new) if b.size]
+    def runs(side: Sequence[Sequence[float]], takers: Any) -> list[tuple[np.ndarray, Any]]:
+        takers = takers or [None] * len(side)
+        out = []
+        for x, t in zip(side, takers, strict=True):
+            if _finite(x).size:
+                out.append((np.asarray(x, dtype=float).ravel(), t))
+        return out
+
+    olds, news = runs(old, old_takers), runs(new, new_takers)
     if not olds or not news:
         return None
     if len(olds) < 2 or len(news) < 2:
-        unit = None if len(olds) == len(news) == 1 else f"samples of {len(olds)} vs {len(news)} runs"
-        if unit and metric in ("solve", "grad", "epoch", "iteration"):
-            unit += " (one process on a side)"
-        return compare_samples(metric, np.concatenate(olds), np.concatenate(news), alpha, floor,
-                               unit)  # fmt: skip
-    mo_runs = np.array([np.median(a) for a in olds])
-    mn_runs = np.array([np.median(b) for b in news])
+        return compare_samples(metric, np.concatenate([a for a, _ in olds]),
+                               np.concatenate([b for b, _ in news]), alpha, floor,
+                               _pooled_unit(metric, olds, news))  # fmt: skip
+    mo_runs = np.array([run_center(a, t) for a, t in olds])
+    mn_runs = np.array([run_center(b, t) for b, t in news])
     mo, mn = float(np.median(mo_runs)), float(np.median(mn_runs))
     ratio = mn / mo if mo > 0 else math.inf
     if np.all(mo_runs > 0) and np.all(mn_runs > 0):
@@ -406,8 +444,10 @@ def compare_many(
         o, r = olds[0], news[0]
         cc = CaseComparison(ukey[0], o, r, old_runs=olds, new_runs=news)
         for metric, key in METRICS:
+            who = key.replace("_samples", "_sample_process")
             ch = compare_runs(metric, [x.get(key) or [] for x in olds],
-                              [x.get(key) or [] for x in news], alpha, floor)  # fmt: skip
+                              [x.get(key) or [] for x in news], alpha, floor,
+                              [x.get(who) for x in olds], [x.get(who) for x in news])  # fmt: skip
             if ch is not None:
                 cc.changes.append(judge_load(ch, olds, news, load_limit))
         cc.status_changes, cc.regressed = _status_changes(o, r)
@@ -493,7 +533,8 @@ def rule(comp: Comparison) -> list[str]:
     ]
     if not several:
         out.append(
-            "One run on a side: a steady timing's samples share one process, and fresh "
+            "One run on a side: a steady timing's samples come from that run's few "
+            "processes (one with --cold 1), and fresh "
             "processes of identical code were measured to differ by up to 2.03x, so a steady "
             f"timing is reported only beyond {max(comp.floor, PROCESS_FLOOR):g}x (time to first "
             "gradient, whose samples are fresh processes, keeps the floor above). To judge "

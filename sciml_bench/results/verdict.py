@@ -10,7 +10,7 @@ lost accuracy), each criterion names its fastest row by the median of its sample
 
 Each winner comes with the ratio ``r = t_runner_up / t_fastest >= 1`` and whether ``r``
 clears the noise floor (:func:`sciml_bench.measure.noise.clears_noise`); inside it the
-two are a tie. Steady criteria (each row's samples from one process) must clear
+two are a tie. Steady criteria (each row's samples from one run's few processes) must clear
 :data:`~sciml_bench.measure.noise.PROCESS_FLOOR` (2.1x), since fresh processes of the
 same code differ by up to 2x; first-process criteria, the run-to-run floor (1.1x). A comparison is one set of rows that answer the same question: one
 ``size`` (an ensemble's rung, a size ladder's size), one ``rtol``, one results file in a

@@ -249,7 +249,7 @@ def work(job: dict[str, Any], events: Events) -> None:
     kind = "gradient" if backend.differentiable else "solve"
     events.emit(ttfg_s=clock() - t_spawn - probe_s, ttfg_kind=kind)
 
-    if full and not _steady(job, case, theta, backend.differentiable, events):
+    if not _steady(job, case, theta, backend.differentiable, events):
         return
     vram_report(meter, case, events)
     events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason="")
@@ -268,7 +268,8 @@ def _nonfinite_grad(name: str, loss: float, grad: Any) -> str | None:
 
 
 def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Events) -> bool:
-    """Warm-ups, then timed repeats, each kind bounded by a time budget
+    """Warm-ups, then this process's share of the case's timed repeats
+    (:func:`sciml_bench.run.steady.share`), each kind bounded by a time budget
     (:func:`sciml_bench.run.steady.take`).
 
     The clock holds the library's call only (``case.timed_*``), taken back to back; the
@@ -278,7 +279,7 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
     reported).
     """
     from sciml_bench.measure.status import SolverFailure, Status
-    from sciml_bench.run.steady import MIN_SAMPLES, Plan, take
+    from sciml_bench.run.steady import Plan, share, take
 
     def check_grad(raw: Any) -> None:
         loss, g = case.check_grad(raw)
@@ -295,10 +296,10 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
     kinds = [("solve", case.timed_solve, case.check_solve)]
     if grad:
         kinds.append(("grad", case.timed_grad, check_grad))
+    repeats, budget_s, least = share(job)
     for kind, timed, check in kinds:
-        plan = Plan(repeats=int(job.get("repeats", 10)), warmups=int(job.get("warmups", 1)),
-                    budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=MIN_SAMPLES,
-                    sample_bytes=sizes[kind])  # fmt: skip
+        plan = Plan(repeats=repeats, warmups=int(job.get("warmups", 1)), budget_s=budget_s,
+                    min_samples=least, sample_bytes=sizes[kind])  # fmt: skip
         try:
             samples = take(timed, check, params, plan)
         except Exception as e:
@@ -415,6 +416,20 @@ def _cold(processes: Sequence[Process]) -> tuple[Any, list[float], dict[str, flo
     return phases, ttfg, detail
 
 
+def _samples(processes: Sequence[Process]) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """Every process's steady samples per kind (``solve``, ``grad``), in process order, and
+    beside them the index of the process that took each (the unit ``compare`` averages
+    over within a run)."""
+    values: dict[str, list[float]] = {}
+    takers: dict[str, list[int]] = {}
+    for k, proc in enumerate(processes):
+        for e in proc.events:
+            if "samples" in e:
+                values.setdefault(e["samples"], []).extend(e["values"])
+                takers.setdefault(e["samples"], []).extend([k] * len(e["values"]))
+    return values, takers
+
+
 def _scores(problem: Any, ref: Any, ev: dict[str, Any], ok: bool) -> dict[str, Any]:
     """The solution and, for an ``ok`` case, the gradient, scored against the reference
     (nothing scored where it has no solution or no gradient)."""
@@ -466,7 +481,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     for e in full.events:
         ev.update(e)
     phases, ttfg, detail = _cold(processes)
-    samples = {e["samples"]: e["values"] for e in full.events if "samples" in e}
+    samples, takers = _samples(processes)
     stats = ev.get("stats", {})
     rec: dict[str, Any] = {
         "kind": "ode",
@@ -500,6 +515,8 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "cold_processes": len(processes),
         "solve_samples": samples.get("solve", []),
         "grad_samples": samples.get("grad", []),
+        "solve_sample_process": takers.get("solve"),
+        "grad_sample_process": takers.get("grad"),
         "steps": stats.get("steps"),
         "rejected_steps": stats.get("rejected_steps"),
         "rhs_evals": stats.get("rhs_evals"),

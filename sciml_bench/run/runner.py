@@ -2,8 +2,10 @@
 
 A case is problem × backend × solver × gradient method × tolerance. Each runs
 in fresh worker processes through an :class:`~sciml_bench.run.executor.Executor`:
-one *full* process (cold phases, then steady state) and ``cold - 1`` further
-cold-only processes for the spread of time-to-first-gradient. A case whose
+one *full* process (cold phases, the solution and gradient scored, then its share
+of the steady samples) and ``cold - 1`` further processes (cold phases and their
+shares: :func:`~sciml_bench.run.steady.share`), for the spread of
+time-to-first-gradient and of steady state across processes. A case whose
 first process fails is not repeated: solver failures are deterministic.
 Every case ends as a record, whatever happened, and is on disk before the
 next case starts.
@@ -228,6 +230,8 @@ def case_job(
         "repeats": settings.repeats,
         "warmups": settings.warmups,
         "steady_budget_s": settings.steady_budget_s,
+        # the steady samples are spread over the case's processes (run.steady.share)
+        "steady_processes": max(1, settings.cold),
         "reference": ref.to_json(),
     }
 
@@ -927,7 +931,7 @@ def run_sized(
     executor = executor or LocalExecutor(threads=settings.threads)
     available = available if available is not None else psutil.virtual_memory().available
     rungs = Rungs(problem, refresh, progress)
-    steady = replace(settings, warmups=0)
+    steady = replace(settings, warmups=0, cold=1)  # one process a rung: it takes every sample
     done: list[dict[str, Any]] = []
     seen: dict[str, Any] = {}
     with _saved_on_interrupt(writer, done):

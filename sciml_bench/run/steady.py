@@ -56,6 +56,23 @@ class Plan:
     first_s: float | None = None
 
 
+def share(job: dict[str, Any]) -> tuple[int, float, int]:
+    """One process's share of a case's steady samples: ``(repeats, budget_s, min_samples)``.
+
+    A case's ``P = steady_processes`` fresh processes each take ``⌈repeats / P⌉`` samples
+    (at least ``⌈MIN_SAMPLES / P⌉``) within ``steady_budget_s / P``, as pyperf spreads its
+    values over worker processes: fresh processes of identical code differ by more than
+    one process's samples do (a Diffrax gradient: 3.0 ms in one, 5.7-6.1 ms in others), so
+    a run's samples from several processes average that out instead of inheriting one
+    process's luck. ``--quick``, sweeps and ladder rungs run one process: it takes all."""
+    import math
+
+    n = max(1, int(job.get("steady_processes", 1)))
+    repeats = math.ceil(int(job.get("repeats", 10)) / n)
+    budget = float(job.get("steady_budget_s", 20.0)) / n
+    return repeats, budget, max(1, math.ceil(MIN_SAMPLES / n))
+
+
 def take(
     timed: Callable[[Any], Any],
     check: Callable[[Any], Any],
