@@ -245,6 +245,9 @@ def test_false_alarm_benchmark_runs_and_the_slowed_run_says_so(tmp_path: Path) -
     assert re.search(r"runs as the unit, 2 identical vs 2 slowed: caught solve \d/1", r.stdout)
     slowed = sorted((tmp_path / "slowed").glob("*.h5"))
     assert len(slowed) == 2
+    # the slowed runs interleaved with the identical ones, not after them (the drift)
+    every = sorted(tmp_path.glob("*/*.h5"), key=lambda p: p.stat().st_mtime)
+    assert [p.parent.name for p in every] == ["identical", "slowed", "identical", "slowed"]
     for path in slowed:
         run = read(path)
         assert run.environment["test_slowdown"] == "1.3"

@@ -58,14 +58,17 @@ def test_the_reason_says_the_bound_the_budget_and_the_way_round() -> None:
     assert f is not None
     why = f.reason(300.0)
     assert why.startswith(f"not run: forecast to need at least {f.seconds:.3g} s at 3000 states")
-    assert "over the 300 s budget" in why and "--budget S runs it" in why
+    assert "over 1.5 x the 300 s budget" in why and "--budget S runs it" in why
+    assert f.beyond(f.seconds / 1.6) and not f.beyond(f.seconds / 1.4)
     assert "at 30 and 300 states" in why
 
 
 @pytest.mark.parametrize("problem", ["stiff-robertson-groups", "stiff-brusselator-2d"])
 def test_on_the_published_ladders_the_bound_never_exceeds_a_completed_rung(problem: str) -> None:
-    """Replayed on the measured ladders: every rung that completed took longer than its
-    forecast (a lower bound), and some dense rung is forecast past the 300 s budget."""
+    """Replayed on the measured ladders: no rung that completed was forecast past MARGIN
+    times its own wall time (so none could have been skipped at a budget it met; the model
+    is a lower bound where cost is a sum of powers of the size, and the margin covers the
+    libraries that are not), and some dense rung is forecast past the 300 s budget."""
     (path,) = sorted((ROOT / "results" / "published").glob(f"{problem}-*.h5"))[-1:]
     ladders: dict[tuple, list[dict]] = {}
     for r in store.read(path).records:
@@ -79,10 +82,10 @@ def test_on_the_published_ladders_the_bound_never_exceeds_a_completed_rung(probl
             f = forecast.least_seconds(done, n) if n else None
             if r["status"] == "ok":
                 if f is not None:
-                    assert f.seconds < r["worker_wall_s"], (key, n, f.seconds)
+                    assert f.seconds < forecast.MARGIN * r["worker_wall_s"], (key, n, f.seconds)
                     checked += 1
                 done.append(r)
-            elif f is not None and f.seconds > 300:
+            elif f is not None and f.beyond(300):
                 over.append(key)
     assert checked >= 8
     assert any(k[2] == "dense" for k in over), "no dense rung was forecast past the budget"
@@ -92,7 +95,7 @@ def test_a_rung_forecast_past_the_budget_is_skipped_before_its_reference(
     tmp_path: Path,
 ) -> None:
     """diffsol's dense LU on ROBER groups: 30 and 300 states run; 30,000 states is forecast
-    far past a 60 s budget, so it is a skipped row with the bound, and no reference is made
+    far past 1.5 x a 60 s budget, so it is a skipped row with the bound, and no reference is made
     for it (only two are)."""
     pytest.importorskip("pydiffsol", reason="pydiffsol is not installed: pip install '.[diffsol]'")
     problem = spec.load("stiff-robertson-groups")
@@ -114,7 +117,7 @@ def test_a_rung_forecast_past_the_budget_is_skipped_before_its_reference(
         (10, "ok"), (100, "ok"), (10_000, "skipped")
     ], [r["reason"] for r in rows]
     last = rows[-1]
-    assert last["n_state"] == 30_000 and last["forecast_least_s"] > 60
+    assert last["n_state"] == 30_000 and last["forecast_least_s"] > 1.5 * 60
     assert last["reason"].startswith("not run: forecast to need at least")
     assert last["largest_ok_size"] == 100
     assert rungs_made == [10, 100]

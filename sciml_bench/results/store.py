@@ -150,7 +150,7 @@ class ResultsWriter:
     def flush(self) -> None:
         # Ctrl-C (and SIGTERM/SIGHUP) is held back until the new file is in place:
         # a flush is never half-done, and the interruption arrives right after it.
-        with _signals_deferred():
+        with signals_deferred():
             self._flush()
 
     def _flush(self) -> None:
@@ -178,9 +178,10 @@ class ResultsWriter:
 
 
 @contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
+def signals_deferred() -> Iterator[None]:
     """Block SIGINT, SIGTERM and SIGHUP in this thread (main thread only); a pending
-    one fires on exit."""
+    one fires on exit. For work an interruption must not cut in half: a results file's
+    flush, a worker's temporary folder's removal."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

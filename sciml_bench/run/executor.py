@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -42,6 +43,7 @@ from sciml_bench.measure.environment import (
     THREADS_SOURCE_VAR,
     THREADS_VAR,
 )
+from sciml_bench.results.store import signals_deferred
 from sciml_bench.run.signals import signal_of
 
 
@@ -435,7 +437,7 @@ class LocalExecutor:
     def run(
         self, job: dict[str, Any], budget_s: float, on_event: Callable[[dict[str, Any]], None]
     ) -> Outcome:
-        with tempfile.TemporaryDirectory(prefix="sciml-bench-") as scratch:
+        with scratch_dir() as scratch:
             job_path = Path(scratch) / "job.json"
             events_path = Path(scratch) / "events.jsonl"
             stderr_path = Path(scratch) / "stderr.txt"
@@ -518,6 +520,21 @@ class LocalExecutor:
         if interrupted is not None:
             raise Interrupted(outcome, signal_of(interrupted))
         return outcome
+
+
+@contextlib.contextmanager
+def scratch_dir() -> Iterator[str]:
+    """A worker's temporary folder, removed with Ctrl-C held back until it is gone: an
+    interrupt inside ``shutil.rmtree`` can land between its ``os.close`` of a folder and
+    its note of that, so that its ``finally`` closes the descriptor again and raises EBADF
+    in place of the interrupt (seen once in the suite: ``Error: Bad file descriptor``
+    where a Ctrl-C'd run should have exited 130)."""
+    path = tempfile.mkdtemp(prefix="sciml-bench-")
+    try:
+        yield path
+    finally:
+        with signals_deferred():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 class EngineLost(RuntimeError):

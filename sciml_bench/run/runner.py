@@ -969,7 +969,7 @@ def _rung(
         n_state = rungs.at(size).n_state
         # before the reference at this size is made: a skipped rung costs nothing
         least = forecast.least_seconds(state.completed, n_state)
-        if least is not None and least.seconds > settings.budget_s:
+        if least is not None and least.beyond(settings.budget_s):
             why = least.reason(settings.budget_s)
             progress(f"{title}: {why}")
             return _sized_row(name, ladder, size, Status.SKIPPED.value, why, n_state=n_state,
