@@ -181,30 +181,6 @@ def _fd_gradient(
     loss: Callable[[np.ndarray], float], theta: np.ndarray, log: np.ndarray, h: float
 ) -> np.ndarray:
     """Central differences; returns ∂L/∂θ in natural units."""
-    return _central(loss, theta, log, h)
-
-
-def richardson(
-    loss: Callable[[np.ndarray], float], theta: np.ndarray, log: np.ndarray, h: float
-) -> tuple[np.ndarray, float]:
-    """Central differences at ``h`` and ``h/2``, extrapolated: ``g = (4 g(h/2) − g(h)) / 3``
-    cancels the ``h²`` term of their error. Returns ``(g, spread)``, ``spread`` the largest
-    relative difference between ``g(h)`` and ``g(h/2)``: what extrapolation removed.
-
-    An array problem's reference takes a large step (``rtol^(1/3)`` at a loosened rtol), and
-    its ``h²`` term can be large: on the 2-D Brusselator at 512 states, ``h = 4.6e-4`` put
-    the gradient 5.6e-4 (relative) off the converged one, three times the libraries' own
-    error at rtol 1e-6; extrapolated, it agrees with a 1e-12 solve at ``h = 1e-4`` to 1e-5."""
-    coarse = _central(loss, theta, log, h)
-    fine = _central(loss, theta, log, h / 2)
-    scale = max(float(np.max(np.abs(fine))), 1e-300)
-    spread = float(np.max(np.abs(fine - coarse) / np.maximum(np.abs(fine), 1e-8 * scale)))
-    return (4 * fine - coarse) / 3, spread
-
-
-def _central(
-    loss: Callable[[np.ndarray], float], theta: np.ndarray, log: np.ndarray, h: float
-) -> np.ndarray:
     g = np.empty_like(theta)
     for i in range(theta.size):
         up, down = theta.copy(), theta.copy()
@@ -218,6 +194,24 @@ def _central(
             down[i] -= step
             g[i] = (loss(up) - loss(down)) / (2 * step)
     return g
+
+
+def richardson(
+    loss: Callable[[np.ndarray], float], theta: np.ndarray, log: np.ndarray, h: float
+) -> tuple[np.ndarray, float]:
+    """Central differences at ``h`` and ``h/2``, extrapolated: ``g = (4 g(h/2) − g(h)) / 3``
+    cancels the ``h²`` term of their error. Returns ``(g, spread)``, ``spread`` the largest
+    relative difference between ``g(h)`` and ``g(h/2)``: what extrapolation removed.
+
+    An array problem's reference takes a large step (``rtol^(1/3)`` at a loosened rtol), and
+    its ``h²`` term can be large: on the 2-D Brusselator at 512 states, ``h = 4.6e-4`` put
+    the gradient 5.6e-4 (relative) off the converged one, three times the libraries' own
+    error at rtol 1e-6; extrapolated, it agrees with a 1e-12 solve at ``h = 1e-4`` to 1e-5."""
+    coarse = _fd_gradient(loss, theta, log, h)
+    fine = _fd_gradient(loss, theta, log, h / 2)
+    scale = max(float(np.max(np.abs(fine))), 1e-300)
+    spread = float(np.max(np.abs(fine - coarse) / np.maximum(np.abs(fine), 1e-8 * scale)))
+    return (4 * fine - coarse) / 3, spread
 
 
 def _directions(n: int, content_hash: str) -> list[np.ndarray]:

@@ -22,6 +22,7 @@ Budgets, checked before a call starts, never during one:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,8 +66,6 @@ def share(job: dict[str, Any]) -> tuple[int, float, int]:
     one process's samples do (a Diffrax gradient: 3.0 ms in one, 5.7-6.1 ms in others), so
     a run's samples from several processes average that out instead of inheriting one
     process's luck. ``--quick``, sweeps and ladder rungs run one process: it takes all."""
-    import math
-
     n = max(1, int(job.get("steady_processes", 1)))
     repeats = math.ceil(int(job.get("repeats", 10)) / n)
     budget = float(job.get("steady_budget_s", 20.0)) / n
