@@ -317,3 +317,15 @@ def test_rows_measured_under_load_are_not_judged(tmp_path: Path, timings: np.nda
     assert data["not_judged_loaded"] == 1 and data["load_limit"] == 0.5
     # a quick run's TTFG (1 vs 1) stays "n too small": it could not be judged anyway
     assert [t["verdict"] for t in data["cases"][0]["timings"]] == [cmp.LOADED, cmp.TOO_FEW]
+
+
+def test_runs_not_interleaved_in_time_get_a_note() -> None:
+    """Several runs a side made in two sessions also measure the machine's drift between
+    them: compare says so, and not for interleaved runs or one run a side."""
+    a = ["2026-11-26T10:00:00+00:00", "2026-11-26T10:02:00+00:00"]
+    b = ["2026-11-26T10:05:00+00:00", "2026-11-26T10:07:00+00:00"]
+    note = cmp.order_note(a, b)
+    assert note is not None and "interleave them" in note
+    assert cmp.order_note(b, a) == note  # NEW made first: the same drift
+    assert cmp.order_note([a[0], b[0]], [a[1], b[1]]) is None  # interleaved
+    assert cmp.order_note(a[:1], b) is None  # one run a side: the process floor covers it

@@ -17,7 +17,7 @@ from sciml_bench.backends.scipy import ScipyCase
 from sciml_bench.measure.clock import clock
 from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem import reference, spec
-from sciml_bench.run import ode, steady
+from sciml_bench.run import ode, runner, steady
 from sciml_bench.run.events import Events
 
 CHECK_S = 0.2
@@ -52,18 +52,26 @@ def _case(**kw: Any) -> tuple[Logged, Any]:
     return Logged(cp, CaseOptions("DOP853", "none", cp.rtol, cp.atol, cp.max_steps), **kw), cp
 
 
-def _steady(tmp_path: Path, fail_at: int | None) -> tuple[bool, list[dict], Logged]:
-    case, cp = _case(fail_at=fail_at)
+def _steady(
+    tmp_path: Path, fail_at: int | None, case: Logged | None = None, **job: Any
+) -> tuple[bool, list[dict], Logged]:
+    """``ode._steady`` of a SciPy case (no gradient), its events, and the case; ``job``
+    adds to the job (a ``budget_s`` and ``t_spawn`` give it a deadline)."""
+    if case is None:
+        case, _ = _case(fail_at=fail_at)
     log = tmp_path / "events.jsonl"
-    job = {"backend": "scipy", "repeats": 5, "warmups": 1, "problem": cp.to_json()}
-    ok = ode._steady(job, case, np.asarray(cp.theta0), False, Events(str(log)))
-    return ok, [json.loads(ln) for ln in log.read_text().splitlines()], case
+    job = {"backend": "scipy", "repeats": 5, "warmups": 1, "problem": case.p.to_json(),
+           **job}  # fmt: skip
+    note = ode._steady(job, case, np.asarray(case.p.theta0), {"solve": 0.01},
+                       Events(str(log)))  # fmt: skip
+    case.note = note  # type: ignore[attr-defined]
+    return note is not None, [json.loads(ln) for ln in log.read_text().splitlines()], case
 
 
 def test_samples_run_back_to_back_and_every_one_is_checked_after(tmp_path: Path) -> None:
     ok, events, case = _steady(tmp_path, fail_at=None)
     (samples,) = [e["values"] for e in events if e.get("samples") == "solve"]
-    assert ok and len(samples) == 5
+    assert ok and len(samples) == 5 and case.note == ""  # type: ignore[attr-defined]
     # the warm-up and the five samples, with nothing between them; then six checks
     assert case.log == ["call"] * 6 + ["check"] * 6
     # a timed sample holds the solve (a few ms), never a check's CHECK_S
@@ -113,6 +121,59 @@ def test_a_slow_case_reports_each_sample_and_starts_none_past_its_deadline(
     assert 2 <= len(samples) <= 3 and case.log.count("call") == len(samples) + 1
     assert reported == [samples[:k] for k in range(1, len(samples) + 1)]
     assert min(samples) >= call_s
+
+
+class Slow(Logged):
+    """A real SciPy case whose timed call takes ``call_s`` more: a large problem's solve."""
+
+    call_s = 0.4
+
+    def timed_solve(self, params: Any, y0: Any = None) -> Any:
+        time.sleep(self.call_s)
+        return super().timed_solve(params, y0)
+
+
+def test_a_case_near_its_budget_ends_with_the_samples_that_fit_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """A worker's steady samples end before its case budget (less 2 %, at least 1 s), with
+    a note on the row, instead of a kill that loses them."""
+    case, _ = _case(check_s=0.0)
+    slow = Slow(case.p, case.o, check_s=0.0)
+    # the deadline 1.0 s from now: the warm-up (0.4 s) and one sample (0.4 s) fit, not two
+    ok, events, slow = _steady(tmp_path, None, slow, budget_s=10.0, t_spawn=clock() - 8.0)
+    (samples,) = [e["values"] for e in events if e.get("samples") == "solve"]
+    assert ok and len(samples) == 1 and slow.log.count("call") == 2
+    assert slow.note == (  # type: ignore[attr-defined]
+        "steady samples cut short by the 10 s budget: 1 of 5 solve samples (--budget S gives "
+        "each case more)"
+    )
+
+
+def test_a_case_with_no_time_for_one_sample_stops_and_says_why(tmp_path: Path) -> None:
+    case, _ = _case(check_s=0.0)
+    slow = Slow(case.p, case.o, check_s=0.0)
+    ok, events, slow = _steady(tmp_path, None, slow, budget_s=10.0, t_spawn=clock() - 9.5)
+    assert not ok and "call" not in slow.log  # nothing started that could not end in time
+    (stop,) = [e for e in events if "status" in e]
+    assert stop["status"] == "budget_exceeded" and stop["during"] == "steady-state solve"
+    assert stop["reason"].startswith("stopped before the steady solve samples: one (0.01 s, as")
+
+
+def test_a_worker_out_of_time_keeps_its_first_calls_in_the_row() -> None:
+    """Through a real worker: a budget the first solve uses up (the job's ``budget_s`` is
+    what the worker sees; the executor's kill is far later) gives a ``budget_exceeded``
+    row that stopped in the steady state, its phases and solution kept."""
+    problem = spec.load("nonstiff-lotka-volterra")
+    ref = reference.get(problem)
+    cp = reference.compile_problem(problem, ref)
+    (case,) = runner.plan(cp, ["scipy"])
+    job = {**runner.case_job(case, cp, ref, runner.Settings(cold=1)), "budget_s": 0.5}
+    rec = runner.run_job_once(job, budget_s=120.0)
+    assert rec["status"] == "budget_exceeded", rec["reason"]
+    assert rec["failed_phase"] == "steady state" and rec["ttfg_reached"]
+    assert np.isfinite(rec["phases"][0]).sum() == 3 and rec["solution_error"] < 1e-3
+    assert rec["worker_wall_s"] < 60
 
 
 def test_torchdiffeq_reads_its_progress_in_the_first_calls_only() -> None:

@@ -242,7 +242,7 @@ def job_for(cp: Any, backend: str, training: Training, curve: list[float] | None
 def test_a_budget_kill_keeps_the_partial_curve(tiny: Any) -> None:
     problem, _, cp = tiny
     endless = replace(problem.training, iterations=10**6, record_every=2)
-    rec = run_job_once(job_for(cp, "torchdiffeq", endless), budget_s=30)
+    rec = run_job_once(job_for(cp, "torchdiffeq", endless), budget_s=12)
     assert rec["status"] == "budget_exceeded", rec["reason"]
     done, its = rec["iterations_done"], rec["curve_iteration"]
     assert done > 2 and its[0] == 0 and its[-1] <= done - 1 and its == sorted(set(its))

@@ -160,10 +160,15 @@ def compare(
             f"{cc.label}: {one} vs {other}; compare runs from "
             "the same hardware, or pass --allow-mixed-hardware"
         )
+    order = cmp.order_note([str(r.meta.get("created", "")) for r in olds],
+                           [str(r.meta.get("created", "")) for r in news])  # fmt: skip
     if as_json:
-        click.echo(json.dumps(cmp.to_json(comp, fail_above), indent=2, default=str))
+        doc = cmp.to_json(comp, fail_above)
+        if order:
+            doc["order_note"] = order
+        click.echo(json.dumps(doc, indent=2, default=str))
     else:
-        click.echo(cmp.render(comp, fail_above))
+        click.echo(cmp.render(comp, fail_above) + (f"\n{order}" if order else ""))
     if fail_above is None:
         return
     slow = comp.slowdowns(fail_above)

@@ -475,6 +475,23 @@ def hardware_pair(cc: CaseComparison) -> tuple[str, str]:
     return labels[0], next((x for x in labels if x != labels[0]), labels[0])
 
 
+def order_note(old_created: Sequence[str], new_created: Sequence[str]) -> str | None:
+    """A note when several runs a side were not interleaved in time (every run of one side
+    made before every run of the other; ``created``: each run's ISO 8601 UTC time), else
+    None. The run as the unit then measures the machine's drift between the two sessions
+    too, which Welch's t can report as a change: between the first and second halves of
+    20 identical runs, 15 minutes apart, this project's machine drifted 1.13x (median),
+    and one timing of 8 was reported, where odd against even runs reported none."""
+    if len(old_created) < 2 or len(new_created) < 2:
+        return None
+    if max(old_created) < min(new_created) or max(new_created) < min(old_created):
+        return ("note: every OLD run was made before every NEW run (or after): the runs as "
+                "the unit also measure the machine's drift between the two sessions (1.13x "
+                "over 15 minutes here, benchmarks/README.md); interleave them (OLD, NEW, "
+                "OLD, NEW, ...) to judge the code alone")  # fmt: skip
+    return None
+
+
 def fmt_time(s: float) -> str:
     """Seconds in the unit that gives three readable digits."""
     if not math.isfinite(s):

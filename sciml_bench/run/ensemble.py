@@ -184,12 +184,9 @@ def _steady(job: dict[str, Any], case: Any, first: dict[str, Any], events: Event
     output is checked and copied after them, in bounded batches, and each batch's samples
     are reported as it is checked, so a rung killed at its budget keeps them. No call
     starts that the case's budget cannot hold, keeping time for the gradient check."""
-    from sciml_bench.run.steady import MIN_SAMPLES, Plan, take
+    from sciml_bench.run.steady import MIN_SAMPLES, Plan, deadline_of, take
 
-    deadline = None
-    if job.get("budget_s") is not None:
-        budget = float(job["budget_s"])
-        deadline = float(job["t_spawn"]) + budget - max(1.0, 0.02 * budget)
+    deadline = deadline_of(job)
     # What must still fit after a kind's samples, from the first calls' durations (their
     # compilation included): after the solves, a gradient sample and the gradient check,
     # each about the last solve times first_grad/first_solve; after the gradients, the

@@ -215,7 +215,8 @@ def work(job: dict[str, Any], events: Events) -> None:
     finally:
         stop.set()
         watcher.join(timeout=2.0)  # never leave it inside the library while we move on
-    events.emit(phase="first_solve", s=clock() - start)
+    first = {"solve": clock() - start}
+    events.emit(phase="first_solve", s=first["solve"])
     if not placed(case, wanted, name, events, "first solve"):
         return
     full = job.get("mode", "full") == "full"
@@ -234,7 +235,8 @@ def work(job: dict[str, Any], events: Events) -> None:
             ram.stop()
             report_failure(events, e, "first gradient", "first_grad", clock() - start)
             return
-        events.emit(phase="first_grad", s=clock() - start)
+        first["grad"] = clock() - start
+        events.emit(phase="first_grad", s=first["grad"])
         grad_rss_mb, grad_rss_source = ram.stop()
         probe_s = ram.own_s
         events.emit(grad_rss_mb=grad_rss_mb, grad_rss_source=grad_rss_source)
@@ -249,10 +251,11 @@ def work(job: dict[str, Any], events: Events) -> None:
     kind = "gradient" if backend.differentiable else "solve"
     events.emit(ttfg_s=clock() - t_spawn - probe_s, ttfg_kind=kind)
 
-    if not _steady(job, case, theta, backend.differentiable, events):
+    note = _steady(job, case, theta, first, events)
+    if note is None:
         return
     vram_report(meter, case, events)
-    events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason="")
+    events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason=note)
 
 
 def _nonfinite_grad(name: str, loss: float, grad: Any) -> str | None:
@@ -267,19 +270,23 @@ def _nonfinite_grad(name: str, loss: float, grad: Any) -> str | None:
     )
 
 
-def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Events) -> bool:
+def _steady(
+    job: dict[str, Any], case: Any, theta: Any, first: dict[str, float], events: Events
+) -> str | None:
     """Warm-ups, then this process's share of the case's timed repeats
-    (:func:`sciml_bench.run.steady.share`), each kind bounded by a time budget
-    (:func:`sciml_bench.run.steady.take`).
+    (:func:`sciml_bench.run.steady.share`), each kind bounded by a time budget and by the
+    case's deadline (:func:`sciml_bench.run.steady.take`); ``first`` holds the first
+    calls' seconds (``solve``, and ``grad`` for a differentiable backend).
 
     The clock holds the library's call only (``case.timed_*``), taken back to back; the
     checks (``case.check_*``: status, step statistics, finiteness, conversion to NumPy)
     run after the loop on every sample, warm-ups' included, so a failed sample is
-    reported, never counted. Returns False when a sample failed (its status is already
-    reported).
+    reported, never counted. The solves keep time for one gradient as long as the first
+    took. Returns None when a sample failed or a kind got no sample before the deadline
+    (its status is reported), else the row's note: what the deadline cut, or "".
     """
     from sciml_bench.measure.status import SolverFailure, Status
-    from sciml_bench.run.steady import Plan, share, take
+    from sciml_bench.run.steady import Plan, deadline_of, share, take
 
     def check_grad(raw: Any) -> None:
         loss, g = case.check_grad(raw)
@@ -293,20 +300,51 @@ def _steady(job: dict[str, Any], case: Any, theta: Any, grad: bool, events: Even
     sizes = {"solve": width * len(p.get("t_save", ())) * len(p.get("y0", ())),
              "grad": width * (len(p.get("theta0", ())) + 1)}  # fmt: skip
     params = case.prepare(theta)  # once, as a user holds parameters between calls
-    kinds = [("solve", case.timed_solve, case.check_solve)]
-    if grad:
-        kinds.append(("grad", case.timed_grad, check_grad))
+    kinds = [("solve", case.timed_solve, case.check_solve, first.get("grad", 0.0))]
+    if "grad" in first:
+        kinds.append(("grad", case.timed_grad, check_grad, 0.0))
     repeats, budget_s, least = share(job)
-    for kind, timed, check in kinds:
+    cut: list[str] = []
+    for kind, timed, check, reserve_s in kinds:
         plan = Plan(repeats=repeats, warmups=int(job.get("warmups", 1)), budget_s=budget_s,
-                    min_samples=least, sample_bytes=sizes[kind])  # fmt: skip
+                    min_samples=least, sample_bytes=sizes[kind], deadline=deadline_of(job),
+                    reserve_s=reserve_s, first_s=first[kind], at_least_one=False)  # fmt: skip
         try:
             samples = take(timed, check, params, plan)
         except Exception as e:
             report_failure(events, e, f"steady-state {kind}")
-            return False
+            return None
         events.emit(samples=kind, values=samples)
-    return True
+        if not samples:
+            events.emit(**_no_time(job, kind, first[kind], reserve_s))
+            return None
+        if len(samples) < repeats and not plan.fits(samples[-1]):  # the deadline ended it
+            cut.append(f"{len(samples)} of {repeats} {_KIND_WORDS[kind]}")
+    if not cut:
+        return ""
+    return (f"steady samples cut short by the {float(job['budget_s']):g} s budget: "
+            f"{' and '.join(cut)} samples (--budget S gives each case more)")  # fmt: skip
+
+
+#: a steady kind, as a row's reason names its samples
+_KIND_WORDS = {"solve": "solve", "grad": "gradient"}
+
+
+def _no_time(job: dict[str, Any], kind: str, call_s: float, reserve_s: float) -> dict[str, Any]:
+    """The ``budget_exceeded`` event of a worker that stopped before a steady kind: not
+    one sample (about as long as the first call) fits before the case's deadline."""
+    from sciml_bench.measure.status import Status
+
+    then = f", then a gradient ({reserve_s:.3g} s)" if reserve_s else ""
+    return {
+        "status": Status.BUDGET_EXCEEDED.value,
+        "reason": (
+            f"stopped before the steady {_KIND_WORDS[kind]} samples: one ({call_s:.3g} s, as "
+            f"the first){then} would end past the {float(job['budget_s']):g} s budget "
+            "(--budget S gives each case more)"
+        ),
+        "during": f"steady-state {kind}",
+    }
 
 
 def running_phase(events: Sequence[dict[str, Any]]) -> str:

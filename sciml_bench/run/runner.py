@@ -232,6 +232,8 @@ def case_job(
         "steady_budget_s": settings.steady_budget_s,
         # the steady samples are spread over the case's processes (run.steady.share)
         "steady_processes": max(1, settings.cold),
+        # each process's steady samples end before it (run.steady.deadline_of)
+        "budget_s": settings.budget_s,
         "reference": ref.to_json(),
     }
 

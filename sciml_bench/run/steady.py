@@ -15,9 +15,11 @@ Budgets, checked before a call starts, never during one:
 
 - the steady budget: after ``min_samples``, another sample is taken only while
   ``elapsed + last`` fits ``budget_s``;
-- the case's deadline (ensembles): after the first sample, a call that would end after
-  it (keeping ``reserve_s`` for what follows, e.g. the gradient check) is not started, so
-  a slow rung ends with the samples it has instead of being killed with none.
+- the case's deadline (:func:`deadline_of`): a call that would end after it (keeping
+  ``reserve_s`` for what follows, e.g. the gradient) is not started, so a slow case ends
+  with the samples it has instead of being killed with none. An ensemble rung takes its
+  first sample regardless (``at_least_one``); a single trajectory's worker, which has
+  its first calls' times already, takes none that cannot fit and says so.
 """
 
 from __future__ import annotations
@@ -55,6 +57,26 @@ class Plan:
     reserve_per_call: float = 0.0
     #: the first call's duration (compilation included): the estimate before any warm-up
     first_s: float | None = None
+    #: take the first sample even when it may end past the deadline
+    at_least_one: bool = True
+
+    def fits(self, next_s: float | None) -> bool:
+        """Whether a call of about ``next_s`` seconds started now ends before the
+        deadline, keeping the reserve (True without a deadline or an estimate)."""
+        if next_s is None or self.deadline is None:
+            return True
+        kept = self.reserve_s + self.reserve_per_call * next_s
+        return clock() + next_s + kept <= self.deadline
+
+
+def deadline_of(job: dict[str, Any]) -> float | None:
+    """The ``clock()`` instant by which a worker's samples must end: its case budget
+    (``job["budget_s"]``) from its spawn, less 2 % of it (at least 1 s) to report them;
+    None for a job without a budget."""
+    if job.get("budget_s") is None:
+        return None
+    budget = float(job["budget_s"])
+    return float(job["t_spawn"]) + budget - max(1.0, 0.02 * budget)
 
 
 def share(job: dict[str, Any]) -> tuple[int, float, int]:
@@ -97,15 +119,9 @@ def take(
         if on_batch is not None and len(samples) > before:
             on_batch(list(samples))
 
-    def before_deadline(next_s: float | None) -> bool:
-        if next_s is None or plan.deadline is None:
-            return True
-        kept = plan.reserve_s + plan.reserve_per_call * next_s
-        return clock() + next_s + kept <= plan.deadline
-
     last = plan.first_s
     for _ in range(plan.warmups):
-        if not before_deadline(last):
+        if not plan.fits(last):
             break  # the first call, already taken, compiled it: no time for another
         start = perf()
         pending.append((None, timed(params)))
@@ -115,7 +131,7 @@ def take(
     t_begin = batch_start = perf()
     taken = 0
     while taken < plan.repeats:
-        if taken and not before_deadline(last):
+        if (taken or not plan.at_least_one) and not plan.fits(last):
             break  # the samples taken are kept; another call would be killed with them
         if taken >= plan.min_samples and perf() - t_begin + (last or 0.0) > plan.budget_s:
             break
