@@ -178,8 +178,9 @@ def _dask_options(f: Any) -> Any:
               help="Timed steady-state repeats of solve and of gradient, shared by the "
               "case's --cold processes [10; quick: 3].")
 @click.option("--budget", type=click.FloatRange(1, None), default=None,
-              help="Wall-clock seconds per worker process before its group is killed "
-              "[300; --train 900; quick 120].")
+              help="Wall-clock seconds per worker process: its steady samples end before "
+              "it (the row notes a cut), and a process still running then is killed with "
+              "its group [300; --train 900; quick 120].")
 @click.option("--max-steps", type=click.IntRange(10, 10**9), default=None,
               help="Override the problem's shared step bound.")
 @click.option("--threads", type=click.IntRange(1, 1024), default=None,
