@@ -12,11 +12,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    # The session's own cache: tests never read a user's, and workers inherit it.
+    """One reference cache per test session: tests never read a user's, worker processes
+    inherit it, and under pytest-xdist every test process of the session shares it (a
+    reference is built once, not once per process; the cache's writes are atomic)."""
     if "SCIML_BENCH_TEST_CACHE" in os.environ:
         os.environ["SCIML_BENCH_CACHE"] = os.environ["SCIML_BENCH_TEST_CACHE"]
-    else:
-        os.environ["SCIML_BENCH_CACHE"] = str(tmp_path_factory.mktemp("reference-cache"))
+        return
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's folder, above each xdist process's own
+    cache = base / "reference-cache"
+    cache.mkdir(exist_ok=True)
+    os.environ["SCIML_BENCH_CACHE"] = str(cache)
 
 
 #: marker -> the variable that turns its skips into failures, on a machine that has the
@@ -46,3 +53,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
             rep.outcome = "failed"
             rep.longrepr = f"{var}=1, but this {marker} test would skip: {why}"
             return
+

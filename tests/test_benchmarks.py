@@ -303,3 +303,20 @@ def test_scaling_exponents_and_dense_over_sparse() -> None:
     assert "sciml-bench run stiff-robertson-groups --sizes 1,2 -bscipy --quick" in out, out
     assert re.search(r"scipy BDF sparse: solve p = -?[\d.]+ \(3→6 states\)", out), out
     assert out.rstrip().endswith("where each line stopped:\n  (none)"), out
+
+
+COVERED["store_growth.py"] = "test_store_growth_small_sweep"
+
+
+@pytest.mark.slow
+def test_store_growth_small_sweep() -> None:
+    """200 cases: the figure lines, and an exit status that agrees with the ratio printed
+    (the goal itself is measured on a quiet machine: a shared disk's fsyncs are noisy)."""
+    r = bench("store_growth.py", "--cases", "200", timeout=300)
+    assert r.returncode in (0, 1), (r.returncode, r.stderr[-3000:])
+    assert "200 cases" in r.stdout, r.stdout
+    assert re.search(r"^mean add, first 100: [\d.]+ ms; last 100: [\d.]+ ms$", r.stdout, re.M)
+    assert re.search(r"^CPU time last/first: [\d.]+$", r.stdout, re.M), r.stdout
+    m = re.search(r"^last/first: ([\d.]+) \(goal <= 1.5\); total [\d.]+ s$", r.stdout, re.M)
+    assert m, r.stdout
+    assert (r.returncode == 1) == (float(m[1]) > 1.5) == ("FAIL" in r.stdout), r.stdout

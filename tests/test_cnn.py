@@ -475,6 +475,7 @@ def test_host_data_wait_counts_starting_the_epoch():
     assert out["data_wait_s"] <= out["train_s"]
 
 
+@pytest.mark.slow
 def test_tf_host_pipeline_is_one_iterator_in_the_shared_order(monkeypatch):
     """TensorFlow's host pipeline is one tf.data iterator across warm-up and measured
     epochs, in the shared order of every pass. A new pipeline and iterator per pass tore

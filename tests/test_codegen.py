@@ -184,3 +184,70 @@ def test_torch_batch_broadcasts_only_components_that_read_no_state() -> None:
     for name in ("stiff-robertson", "stiff-hires", "stiff-pollution"):
         src = codegen.generate(spec.load(name), "torch")
         assert "zeros_like" not in src[src.index("def rhs_batch"):], name
+
+
+def test_an_array_problem_carries_its_state_layout_as_data() -> None:
+    """``(S, n)`` comes from the problem, never from generated text: the compiled problem
+    a worker receives holds it, and a scalar problem has none."""
+    from sciml_bench.problem import reference
+
+    groups = spec.at_size(spec.load("stiff-robertson-groups"), 4)
+    assert codegen.state_layout(groups) == groups.array.state_layout == (3, 4)
+    assert codegen.state_layout(spec.load("stiff-robertson")) is None
+    n = len(groups.t_save) * groups.n_state
+    obs = np.linspace(0.1, 0.9, n).reshape(len(groups.t_save), groups.n_state)
+    assert reference.compile_problem(groups, None, obs).layout == [3, 4]
+
+
+#: an array problem with every operator kind, on a 2-D grid
+OPERATORS_TOML = """
+name = "every-operator"
+stiff = false
+[sizes]
+n = { default = 4, ladder = [4, 5] }
+m = 3
+[state]
+names = ["u", "v"]
+shape = ["n", "m"]
+initial = ["sin(i + j)", "1 + i"]
+[parameters]
+k = 0.5
+[equations]
+u = "k*lap(u, periodic) + shift(v, 1, 0, neumann) + shift(u, 0, -2, dirichlet) + sum(v)"
+v = "mean(u, 0) + lap(v, neumann) + sum(u, 1) + mean(v)"
+[time]
+span = [0.0, 1.0]
+save = { linspace = [0.1, 1.0, 5] }
+[loss]
+kind = "final"
+weights = [1.0, 1.0]
+"""
+
+
+@pytest.mark.parametrize(("name", "size"), [("stiff-brusselator-2d", 5), ("heat-1d", 6),
+                                            ("every-operator", 5)])  # fmt: skip
+def test_operator_matrices_match_the_numpy_rhs(name: str, size: int) -> None:
+    """:func:`~sciml_bench.problem.codegen.operators.operator_matrix` (what DiffSL writes
+    out) applied to a state equals the NumPy target's operator on the grid."""
+    from pathlib import Path
+
+    from sciml_bench.problem.codegen.grid import op_source
+    from sciml_bench.problem.codegen.operators import SHIFT_PY, operator_matrix
+
+    path = Path(__file__).parent / "data" / f"{name}.toml"
+    if name == "every-operator":
+        p = spec.at_size(spec.loads(OPERATORS_TOML), size)
+    else:
+        p = spec.at_size(spec.load(path if path.exists() else name), size)
+    m = p.array
+    ns: dict = {"np": np}
+    exec(SHIFT_PY.format(xp="np"), ns)  # noqa: S102 (our own template)
+    x = np.random.default_rng(0).uniform(size=m.shape)
+    for op in m.operators:
+        entries = operator_matrix(op, m.shape)
+        M = np.zeros((m.n_elements, m.n_elements))
+        for (r, c), v in entries.items():
+            M[r, c] = v
+        want = np.broadcast_to(eval(op_source(op, m, "numpy"), {**ns, f"s_{m.states[op.state]}": x}),
+                               m.shape)  # fmt: skip
+        np.testing.assert_allclose(M @ x.ravel(), want.ravel(), rtol=1e-14, atol=1e-14)

@@ -135,6 +135,7 @@ def test_reference_gradient_is_that_of_the_mean_sample_loss(tmp_path: Path) -> N
     assert er.get(problem, cache=tmp_path).cached
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not all(HAVE.values()), reason="needs jax, torchdiffeq and torchode installed")
 def test_every_backend_and_semantics_at_a_small_size(tmp_path: Path) -> None:
     problem, compiled, obs_path, ref = _prepare(LV, tmp_path, [4])
@@ -173,6 +174,7 @@ def test_every_backend_and_semantics_at_a_small_size(tmp_path: Path) -> None:
         "grad_s"] is None  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE["jax"], reason="needs jax (diffrax) installed")
 def test_a_diverging_member_fails_its_rung_and_larger_rungs_are_skipped(tmp_path: Path) -> None:
     problem, compiled, obs_path, ref = _prepare(BLOWUP, tmp_path, [16])
@@ -187,6 +189,7 @@ def test_a_diverging_member_fails_its_rung_and_larger_rungs_are_skipped(tmp_path
     assert recs[1]["largest_ok_size"] == recs[2]["largest_ok_size"] == 2
 
 
+@pytest.mark.slow
 def test_a_rung_over_the_budget_is_a_status_and_the_rest_are_skipped(tmp_path: Path) -> None:
     problem, compiled, obs_path, ref = _prepare(LV, tmp_path, [4])
     ladders = runner.plan_ensemble(compiled, ("independent",), [50_000, 100_000], ["scipy"])
@@ -200,7 +203,8 @@ def test_a_rung_over_the_budget_is_a_status_and_the_rest_are_skipped(tmp_path: P
 def test_cli_sizes_are_checked_before_anything_runs() -> None:
     from click.testing import CliRunner
 
-    from sciml_bench.cli.main import ensemble_sizes, main
+    from sciml_bench.cli.main import main
+    from sciml_bench.cli.run_plan import ensemble_sizes
 
     bad = CliRunner().invoke(main, ["run", "ensemble-lorenz", "--sizes", "16,4"])
     assert bad.exit_code == 2 and "strictly increasing" in bad.output

@@ -91,6 +91,7 @@ def test_on_the_published_ladders_the_bound_never_exceeds_a_completed_rung(probl
     assert any(k[2] == "dense" for k in over), "no dense rung was forecast past the budget"
 
 
+@pytest.mark.slow
 def test_a_rung_forecast_past_the_budget_is_skipped_before_its_reference(
     tmp_path: Path,
 ) -> None:

@@ -109,17 +109,84 @@ def test_every_module_lives_in_a_layer() -> None:
     assert not loose, f"modules outside the layered packages: {loose}"
 
 
-def test_the_readme_layout_table_names_every_module() -> None:
-    """Each module under a layer's folder is named in its row of the README's Layout
-    table, so a reader finds where a backend, a metric or a schema field lives."""
-    readme = (PKG.parent / "README.md").read_text()
-    rows = {ln.split("|")[1].strip().strip("`"): ln for ln in readme.splitlines()
+def test_the_layout_doc_table_names_every_module() -> None:
+    """Each module under a layer's folder, or a subpackage of one, is named in its folder's
+    row of the layout table in docs/layout.md, so a reader finds where a backend, a metric
+    or a schema field lives."""
+    layout = (PKG.parent / "docs" / "layout.md").read_text()
+    rows = {ln.split("|")[1].strip().strip("`"): ln for ln in layout.splitlines()
             if ln.startswith("| `sciml_bench/")}  # fmt: skip
     missing = []
-    for package in LAYERS:
-        row = rows.get(f"sciml_bench/{package}/")
-        assert row is not None, f"README's Layout table has no row for sciml_bench/{package}/"
-        for path in sorted((PKG / package).glob("*.py")):
+    folders = {path.parent for package in LAYERS for path in (PKG / package).rglob("*.py")}
+    for folder in sorted(folders):
+        name = f"sciml_bench/{folder.relative_to(PKG).as_posix()}/"
+        row = rows.get(name)
+        assert row is not None, f"docs/layout.md's table has no row for {name}"
+        for path in sorted(folder.glob("*.py")):
             if path.name != "__init__.py" and f"`{path.name}`" not in row:
-                missing.append(f"{package}/{path.name}")
-    assert not missing, f"not in the README's Layout table: {missing}"
+                missing.append(f"{name}{path.name}")
+    assert not missing, f"not in docs/layout.md's table: {missing}"
+
+
+#: the longest a function may be, ``def`` line to last line (decorators not counted)
+MAX_FUNCTION_LINES = 60
+
+
+def _long_functions(source: str, where: str) -> list[str]:
+    """Every function in ``source`` longer than MAX_FUNCTION_LINES, as ``where:line name``."""
+    long = []
+    for node in ast.walk(ast.parse(source, where)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            n = node.end_lineno - node.lineno + 1
+            if n > MAX_FUNCTION_LINES:
+                long.append(f"{where}:{node.lineno} {node.name} ({n} lines)")
+    return long
+
+
+def test_no_function_is_longer_than_sixty_lines() -> None:
+    """Short functions, named for what they do: none in the package over 60 lines."""
+    long = [f for path in sorted(PKG.rglob("*.py"))
+            for f in _long_functions(path.read_text(), str(path.relative_to(PKG)))]  # fmt: skip
+    assert not long, "functions over 60 lines:\n" + "\n".join(long)
+
+
+def test_the_function_length_check_counts_nested_and_method_bodies() -> None:
+    body = "\n".join(f"        x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    source = f"class C:\n    def f(self):\n{body}\n\ndef short():\n    return 1\n"
+    assert _long_functions(source, "m.py") == [f"m.py:2 f ({MAX_FUNCTION_LINES + 1} lines)"]
+
+
+CODEGEN = PKG / "problem" / "codegen"
+
+
+def _sibling(module: str | None, level: int) -> bool:
+    """Whether an import inside ``problem/codegen/`` names the package or a sibling."""
+    if level:
+        return level == 1
+    return module is not None and (module + ".").startswith("sciml_bench.problem.codegen.")
+
+
+def test_code_generation_lives_in_one_package() -> None:
+    """Every code generator and printer is a module of ``sciml_bench/problem/codegen/``, and
+    none reaches into a sibling's underscore names (they share only what they publish)."""
+    loose = sorted(p.name for p in (PKG / "problem").glob("*.py")
+                   if p.name.startswith(("codegen", "printing")))  # fmt: skip
+    assert CODEGEN.joinpath("__init__.py").is_file() and not loose, loose
+    private = []
+    for path in sorted(CODEGEN.glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and _sibling(node.module, node.level):
+                private += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
+                aliases |= {a.asname or a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                aliases |= {a.asname or a.name for a in node.names
+                            if a.name.startswith("sciml_bench.problem.codegen.")}  # fmt: skip
+        private += [
+            f"{path.name}: {node.value.id}.{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id in aliases and node.attr.startswith("_")
+        ]  # fmt: skip
+    assert not private, f"private names used across codegen modules: {private}"

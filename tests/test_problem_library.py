@@ -63,6 +63,7 @@ def test_problem_validates_and_reference_settings_are_tight(name: str) -> None:
     assert p.loss.kind == "fit" and p.loss.truth != p.theta0
 
 
+@pytest.mark.slow
 def test_hires_matches_the_published_ivp_test_set_values() -> None:
     # t_end = 321.8122 is the last save point, so this is the suite's own
     # reference solution. Radau at rtol 1e-12 agrees with the published digits
@@ -72,6 +73,7 @@ def test_hires_matches_the_published_ivp_test_set_values() -> None:
     np.testing.assert_allclose(y, HIRES_T_END, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_pollution_matches_the_published_ivp_test_set_values() -> None:
     # t_end = 60 is the last save point: the suite's own reference. Agreement is
     # ~1e-14 relative for every species, y16 ~ 4e-18 included (it is slaved to

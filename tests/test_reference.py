@@ -50,6 +50,7 @@ def test_gradient_is_not_degenerate_and_loss_positive(rober_ref: reference.Refer
     assert scaled.min() > 1e-6 * scaled.max()
 
 
+@pytest.mark.slow
 def test_cache_hit_and_corruption_rebuild(tmp_path: Path) -> None:
     p = spec.load("stiff-robertson")
     first = reference.get(p, cache=tmp_path)

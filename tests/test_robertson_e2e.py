@@ -58,7 +58,7 @@ def test_diffrax_gradient_agrees_with_the_reference(run) -> None:
 def test_compiled_stiff_solvers_solve_and_differentiate(run, backend: str) -> None:
     """CVODES (through CasADi) and diffsol: ok rows with every timing, their BDF's step
     counts, and gradients in the pass tier (diffsol, 7e-5) or warn tier (CVODES' k3
-    component, 2.2e-4: README "cvodes and diffsol" says why)."""
+    component, 2.2e-4: docs/backends.md, "CVODES (through CasADi) and diffsol", says why)."""
     records, _ = run
     r = next(r for r in records if r["backend"] == backend)
     if r["status"] == "unavailable":

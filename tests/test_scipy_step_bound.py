@@ -47,3 +47,19 @@ def test_max_steps_counts_steps_not_rhs_evaluations() -> None:
         short.solve(theta)
     assert e.value.status == Status.MAX_STEPS and "507 steps" in e.value.reason
     assert 0 < e.value.t_reached < 1e5 and "max_steps = 507" in e.value.reason
+
+
+def test_one_step_bound_check_for_every_counting_backend() -> None:
+    """The shared check (``backends/step_bound.py``) that SciPy, torchdiffeq, CVODES and
+    diffsol feed their counts into: within the bound nothing, past it one text."""
+    from sciml_bench.backends.step_bound import check_steps, steps_over
+
+    assert steps_over(10, 8, 2) is None and steps_over(10, 10) is None
+    assert steps_over(10, 9, 2) == ("9 accepted + 2 rejected steps over the whole solve > "
+                                    "the shared max_steps = 10")  # fmt: skip
+    assert steps_over(10, 11) == "11 accepted steps over the whole solve > the shared max_steps = 10"
+    with pytest.raises(SolverFailure) as e:
+        check_steps("lib", 10, 11, t_reached=0.5, note="counted after the solve")
+    assert e.value.status == Status.MAX_STEPS and e.value.t_reached == 0.5
+    assert e.value.reason.startswith("lib: 11 accepted steps") and e.value.reason.endswith(
+        "(counted after the solve)")  # fmt: skip

@@ -114,10 +114,11 @@ def test_plans_offer_each_library_its_kinds(heat: Path) -> None:
     only = runner.plan_sized(
         first, ["scipy", "diffrax"], [4], solvers=["LSODA"], jacobians=["sparse"]
     )
-    # a kind a library does not offer leaves it its own (Diffrax: dense through lineax)
-    assert [(lad.case.solver, lad.jacobian) for lad in only] == [
-        ("LSODA", "sparse"),
-        ("Kvaerno4", "dense"),
+    # a kind a library does not offer is an unavailable ladder, not its own kind run in its
+    # place (Diffrax: dense only, through lineax)
+    assert [(lad.case.solver, lad.jacobian, bool(lad.unavailable)) for lad in only] == [
+        ("LSODA", "sparse", False),
+        ("Kvaerno4", "sparse", True),
     ]
 
 
@@ -157,6 +158,7 @@ def test_exponents_use_the_two_largest_sizes() -> None:
     assert growth.ratio(rows) == ["scipy S: dense / sparse = 10 at 300 states"]
 
 
+@pytest.mark.slow
 def test_cli_ladder_json_table_and_report(heat: Path, tmp_path: Path) -> None:
     """`run --problem-file ... --sizes --jacobian` prints rows with the ladder's keys (JSON),
     `show` the table with the exponents, `report` the growth figure. CVODES (where CasADi
@@ -239,3 +241,27 @@ def test_diffsol_ladder_in_real_workers(heat: Path, tmp_path: Path) -> None:
         assert r["gradient_tier"] == "pass", r["gradient_error"]
         want = "faer_sparse" if kind == "sparse" else "nalgebra_dense"
         assert r["case_info"]["matrix_type"] == want
+
+
+def test_sparse_asked_of_a_dense_only_library_is_an_unavailable_row(
+    heat: Path, tmp_path: Path
+) -> None:
+    """`--jacobian sparse` on Diffrax (lineax solves dense) gives an ``unavailable`` row that
+    says why and what runs sparse, never a dense row in the sparse ladder; SciPy's sparse
+    ladder beside it runs. Real run: the CLI, real workers, the results file read back."""
+    r = subprocess.run(
+        [sys.executable, "-m", "sciml_bench.cli.main", "run", "--problem-file", str(heat),
+         "-b", "diffrax", "-b", "scipy", "--sizes", "4", "--jacobian", "sparse", "--json",
+         "--out", str(tmp_path), "--threads", "2"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    (path,) = tmp_path.glob("*.h5")
+    rows = [x for x in store.read(path).records if x.get("kind") == "ode"]
+    diffrax = [x for x in rows if x["backend"] == "diffrax"]
+    assert [(x["jacobian"], x["status"]) for x in diffrax] == [("sparse", "unavailable")]
+    reason = diffrax[0]["reason"]
+    assert reason.startswith("diffrax has no sparse Jacobian path: ") and "lineax" in reason
+    assert "run --jacobian dense, or choose scipy, cvodes, diffsol, julia" in reason
+    scipy_rows = [x for x in rows if x["backend"] == "scipy"]
+    assert [(x["jacobian"], x["size"], x["status"]) for x in scipy_rows] == [("sparse", 4, "ok")]

@@ -166,6 +166,7 @@ def replay_error(steps: list[tuple[Any, Any, Any]], adam: Adam) -> float:
     return worst
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["torchdiffeq", "torchode", "diffrax"])
 def test_adam_constants_reach_the_framework(name: str, tiny: Any) -> None:
     b = backends.get(name)

@@ -3,6 +3,10 @@
 A backend module imports its library only inside ``build`` (and helpers it
 calls), never at module import, so that ``sciml-bench list`` stays instant and
 the import phase of time-to-first-gradient is measured where it happens.
+
+A backend's single case is a :class:`Case`; its ensembles and training loops are
+:mod:`~sciml_bench.backends.ensemble`'s and :mod:`~sciml_bench.backends.training`'s
+(``EnsembleNotOffered`` and ``TrainingNotOffered`` are importable from here too).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from sciml_bench.backends.ensemble import EnsembleCase, EnsembleNotOffered
+from sciml_bench.backends.training import TrainingCase, TrainingNotOffered
 from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
@@ -149,29 +155,6 @@ class Case(ABC):
         return None
 
 
-@dataclass
-class EnsembleSolution:
-    """States of every member at the save times, shape ``(n, n_save, n_state)``, and the
-    counters the library reports: per member (length ``n``) for independent semantics,
-    one batch-wide value repeated for coupled ones, ``None`` where not reported."""
-
-    y: np.ndarray
-    steps: np.ndarray | None = None
-    rhs_evals: np.ndarray | None = None
-
-
-#: CVODES' and diffsol's guides: forward sensitivities for few parameters, the adjoint for
-#: many. Their default gradient is ``forward`` up to this many parameters, ``adjoint``
-#: above (the crossover and robustness measured in README's "cvodes and diffsol" section;
-#: the reference gradient switches to directional derivatives above the same count)
-FORWARD_SENSITIVITY_LIMIT = 64
-
-
-def forward_or_adjoint(problem: CompiledProblem) -> str:
-    """``forward`` up to :data:`FORWARD_SENSITIVITY_LIMIT` parameters, else ``adjoint``."""
-    return "forward" if problem.n_params <= FORWARD_SENSITIVITY_LIMIT else "adjoint"
-
-
 #: the floating-point types a case can compute in (``--dtype``)
 DTYPES = ("float64", "float32")
 
@@ -213,84 +196,12 @@ def fixed_step_plan(
     return float(options.dt)
 
 
-class EnsembleNotOffered(NotImplementedError):
-    """The backend has no ensemble of these semantics."""
-
-
 class ProblemNotExpressible(SolverFailure):
     """Raised by ``build``: the library's modelling language cannot express the problem
     (the reason names what is missing). The case is an ``unavailable`` row, not an error."""
 
     def __init__(self, reason: str):
         super().__init__(Status.UNAVAILABLE, reason)
-
-
-class EnsembleCase(ABC):
-    """``n`` members solved together, with one semantics:
-
-    - ``independent``: each member has its own adaptive steps;
-    - ``coupled``: the batch is one system under one error norm (one step size).
-
-    The worker times :meth:`solve_raw` and :meth:`grad_raw` alone, on parameters made
-    once by :meth:`prepare` (on the case's device, as for :class:`Case`). They return
-    when the result is computed on the device (JAX: ``block_until_ready``; torch on
-    CUDA: ``torch.cuda.synchronize``), and the worker checks statuses and finiteness and
-    copies to the host outside the timed region with :meth:`check_solve` /
-    :meth:`check_grad`, which raise :class:`~sciml_bench.measure.status.SolverFailure`.
-    The loss is ``L̄ = Σ_m w_m L_m``, the members' losses
-    (:class:`~sciml_bench.problem.ensemble.Batch`) weighted by ``w`` (:meth:`prepare`:
-    ``1/n`` each by default, the mean), differentiated w.r.t. the nominal ``theta``; the
-    gradient check weighs the first ``sample`` members alone, on the timed batch. The device is ``options.device`` (``cpu`` or ``cuda``); the worker reads
-    back where the library put the arrays with :meth:`placement`.
-    """
-
-    semantics: str = ""
-    #: whether :meth:`grad_raw` exists (SciPy: solve only)
-    differentiable: bool = True
-
-    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
-        """The nominal ``theta`` and the member weights ``weights`` (length ``n``; None:
-        ``1/n`` each) in the library's own form on the case's device, made once before the
-        timed calls (default: ``theta`` itself, for a backend with no gradient)."""
-        return theta
-
-    @abstractmethod
-    def solve_raw(self, params: Any) -> Any:
-        """Solve every member at prepared ``params``; returns the library's raw result."""
-
-    @abstractmethod
-    def check_solve(self, raw: Any) -> EnsembleSolution:
-        """The raw solve as arrays; raises ``SolverFailure`` if any member failed."""
-
-    def grad_raw(self, params: Any) -> Any:
-        raise EnsembleNotOffered("this ensemble case has no gradient")
-
-    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
-        """``(L̄, ∂L̄/∂θ)``; raises ``SolverFailure`` if a member's solve failed."""
-        raise EnsembleNotOffered("this ensemble case has no gradient")
-
-    def solve(self, theta: np.ndarray) -> EnsembleSolution:
-        return self.check_solve(self.solve_raw(self.prepare(theta)))
-
-    def loss_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        return self.check_grad(self.grad_raw(self.prepare(theta)))
-
-    def placement(self) -> tuple[str, str | None]:
-        """``(device, name)`` as the library reports it, read back from the last result's
-        arrays (before any, from those made at build); as :meth:`Case.placement`."""
-        from sciml_bench.measure.environment import cpu_model
-
-        return "cpu", cpu_model()
-
-    def alloc_peak_mb(self) -> float | None:
-        """The framework allocator's device-memory peak (MiB) since the build, on a GPU."""
-        return None
-
-
-def failed_members(ok: np.ndarray) -> str:
-    """``"3 of 16 members (first: member 5)"`` for a per-member success mask."""
-    bad = np.flatnonzero(~np.asarray(ok, bool))
-    return f"{bad.size} of {np.size(ok)} members (first: member {int(bad[0])})"
 
 
 class Backend(ABC):
@@ -320,6 +231,9 @@ class Backend(ABC):
     array_missing: str = ""
     #: Jacobian kinds it offers an array problem's implicit solvers (``dense``, ``sparse``)
     jacobians: tuple[str, ...] = ("dense",)
+    #: why an implicit solver here has no sparse Jacobian path (the ``unavailable`` row a
+    #: ``--jacobian sparse`` ladder gets, never a dense row standing in for it)
+    sparse_missing: str = ""
 
     def jacobian_kinds(self, solver: str) -> tuple[str, ...]:
         """The Jacobian kinds ``solver`` can use on an array problem: :attr:`jacobians` for
@@ -350,25 +264,40 @@ class Backend(ABC):
             importlib.import_module(m)
         return {}
 
-    @abstractmethod
     def availability(self) -> Availability:
-        """Cheap: never imports the library, never downloads, never hangs."""
+        """Cheap: never imports the library, never downloads, never hangs. By default,
+        whether the top-level packages of :attr:`modules` are installed (found without
+        importing them), with :attr:`extra` as the fix."""
+        packages = dict.fromkeys(m.partition(".")[0] for m in self.modules)
+        return Availability.of_modules(*packages, extra=self.extra)
 
-    @abstractmethod
+    #: the solvers offered, keyed by the name used on the command line
+    solver_table: Mapping[str, SolverInfo] = {}
+    #: the case :meth:`build` makes, ``case_type(problem, options)``
+    case_type: type[Case]
+
     def solvers(self) -> Mapping[str, SolverInfo]:
         """Solvers offered, keyed by the name used on the command line."""
+        return self.solver_table
 
-    @abstractmethod
+    #: the default solver of stiff problems and of non-stiff ones: the best configuration
+    #: we found for each class
+    stiff_solver: str = ""
+    nonstiff_solver: str = ""
+
     def default_solver(self, stiff: bool) -> str:
         """The best configuration we found for this problem class."""
+        return self.stiff_solver if stiff else self.nonstiff_solver
 
-    @abstractmethod
     def default_gradient(self, problem: CompiledProblem) -> str:
-        """The library's recommended gradient method for this problem."""
+        """The library's recommended gradient method for this problem: by default the
+        first of :attr:`gradient_methods` (each backend lists its recommendation first)."""
+        return next(iter(self.gradient_methods))
 
-    @abstractmethod
     def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
-        """Import the library, compile the problem and return a ready case."""
+        """Import the library, compile the problem and return a ready case (by default a
+        :attr:`case_type`, whose constructor does all three)."""
+        return self.case_type(problem, options)  # type: ignore[call-arg]
 
     #: ensemble semantics offered, in display order (none by default)
     ensemble_semantics: tuple[str, ...] = ()
@@ -442,52 +371,6 @@ def probe_cuda(name: str, timeout_s: float = 300.0) -> tuple[str, str] | None:
     return None if found is None else (str(found[0]), str(found[1]))
 
 
-class TrainingNotOffered(NotImplementedError):
-    """The backend has no training loop; the message says why."""
-
-
-class TrainingCase(ABC):
-    """A problem trained in one library, with that library's optimizer and its idiomatic
-    loop, from the problem's initial parameters θ_0 with the declared Adam constants.
-
-    The worker times :meth:`step` alone: iteration ``k``, the loss and gradient at θ_k and
-    the optimizer's update to θ_{k+1}, returning once the device's work is complete (JAX
-    blocks, torch synchronises). :meth:`check` runs after the clock on every iteration:
-    the solve's status and finiteness, and ``L(θ_k)`` as a float; it raises
-    :class:`~sciml_bench.measure.status.SolverFailure`, so training never goes on from a
-    failed solve. :meth:`parameters` reads θ back (untimed: tests and checks).
-    """
-
-    #: what runs (optimizer, loop), for the result record
-    info: dict[str, Any] = {}
-
-    @abstractmethod
-    def step(self) -> Any:
-        """One iteration: loss and gradient at θ_k, then the update; raw outputs."""
-
-    @abstractmethod
-    def check(self, raw: Any) -> float:
-        """``L(θ_k)`` from :meth:`step`'s output, after checking the solve succeeded."""
-
-    @abstractmethod
-    def parameters(self) -> np.ndarray:
-        """θ now (natural units, declaration order), as a NumPy copy."""
-
-    def progress_t(self) -> float | None:
-        """The latest time the current solve reached, if the library tells (as
-        :meth:`Case.progress_t`)."""
-        return None
-
-    def placement(self) -> tuple[str, str | None]:
-        """Where the training's arrays are (as :meth:`Case.placement`)."""
-        from sciml_bench.measure.environment import cpu_model
-
-        return "cpu", cpu_model()
-
-    def alloc_peak_mb(self) -> float | None:
-        return None
-
-
 class NumpyAdamTraining(TrainingCase):
     """The loop of a library without an optimizer of its own, as its users write it: the
     case's checked loss and gradient (:meth:`Case.loss_and_grad`: the library call and
@@ -504,8 +387,6 @@ class NumpyAdamTraining(TrainingCase):
                      "loop": "numpy-adam"}  # fmt: skip
 
     def step(self) -> Any:
-        from sciml_bench.measure.status import SolverFailure, Status
-
         loss, g = self.case.loss_and_grad(self.theta)
         if not np.all(np.isfinite(g)):  # never step from a NaN gradient
             raise SolverFailure(Status.NONFINITE, "non-finite gradient")

@@ -28,12 +28,12 @@ problem itself:
 
 The default follows CVODES' guide (forward sensitivities for few parameters, the adjoint
 when parameters are many and the outputs few): ``forward`` up to
-:data:`~sciml_bench.backends.base.FORWARD_SENSITIVITY_LIMIT` parameters, ``adjoint``
+:data:`~sciml_bench.backends.compiled.FORWARD_SENSITIVITY_LIMIT` parameters, ``adjoint``
 above. The adjoint's gradient quadrature is under error control (``quad_err_con``), as
 the states are: without it the spiral's adjoint gradient was off by 1.5e-3, with it 5e-5.
 
 Array problems (``[sizes]``): the generated CasADi code is column algebra on the grid with
-its operators as sparse matrix products (see :mod:`sciml_bench.problem.codegen_casadi`),
+its operators as sparse matrix products (see :mod:`sciml_bench.problem.codegen.casadi`),
 always on ``SX``, so CasADi derives the exact sparse Jacobian from the graph. The case's
 ``jacobian`` (``options.extra``) picks CVODES' linear solver in the Newton iteration:
 ``sparse`` is CasADi's ``csparse`` (CSparse's sparse LU; CasADi 3.8 offers no KLU),
@@ -55,21 +55,17 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.backends.base import (
-    Availability,
-    Backend,
-    Case,
-    CaseOptions,
-    EnsembleCase,
-    EnsembleNotOffered,
-    ProblemNotExpressible,
-    Solution,
-    SolverInfo,
-    forward_or_adjoint,
+from sciml_bench.backends.base import CaseOptions, Solution, SolverInfo
+from sciml_bench.backends.checks import finite_solution
+from sciml_bench.backends.compiled import (
+    CompiledBackend,
+    CompiledCase,
+    expressible_source,
+    library_failure,
 )
-from sciml_bench.measure.status import SolverFailure, Status, classify_message
+from sciml_bench.backends.step_bound import check_steps
+from sciml_bench.measure.status import SolverFailure
 from sciml_bench.problem.compiled import CompiledProblem
-from sciml_bench.problem.ensemble import Batch
 
 _SOLVERS = {
     "BDF": SolverInfo("BDF", True, "CVODES variable-order BDF (orders 1-5), Newton iteration"),
@@ -141,12 +137,9 @@ def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, A
 
 def build_integrator(problem: CompiledProblem, options: CaseOptions) -> tuple[Any, str]:
     """CasADi's CVODES integrator for ``problem`` and the symbol type used (``SX``/``MX``)."""
-    from sciml_bench.problem.generated import load_python, not_expressible
+    from sciml_bench.problem.generated import load_python
 
-    source = problem.source["casadi"]
-    why = not_expressible(source)
-    if why is not None:
-        raise ProblemNotExpressible(f"cvodes: {problem.name} is {why}")
+    source = expressible_source("cvodes", problem, "casadi")
     s = case_settings(problem, options)
     F = integrator(load_python(source)["rhs"], s["symbolics"], problem.n_state,
                    problem.n_params, problem.t_span[0], problem.t_save, s["integrator"])  # fmt: skip
@@ -188,7 +181,7 @@ def loss_function(F: Any, y0: Any, n_params: int, loss_arrays: Any, method: str)
     return ca.Function("G", [P], [L, dL])
 
 
-def library_failure(e: RuntimeError, stats: Mapping[str, Any] | None) -> SolverFailure:
+def cvodes_failure(e: RuntimeError, stats: Mapping[str, Any] | None) -> SolverFailure:
     """CasADi's error for a failed CVODES call as a status with CVODES' flag. ``t_reached``
     is CVODES' internal time at the last save point it completed, when it completed one."""
     text = str(e)
@@ -200,7 +193,7 @@ def library_failure(e: RuntimeError, stats: Mapping[str, Any] | None) -> SolverF
     t = None
     if stats and stats.get("nsteps", 0) > 0 and np.isfinite(stats.get("tcur", np.nan)):
         t = float(stats["tcur"])
-    return SolverFailure(classify_message(message), f"cvodes: {message}", t)
+    return library_failure("cvodes", message, t)
 
 
 def linear_solver(options: CaseOptions, array: bool) -> str:
@@ -214,7 +207,7 @@ def linear_solver(options: CaseOptions, array: bool) -> str:
     return "csparse (CSparse sparse LU) on CasADi's exact sparse Jacobian"
 
 
-class CvodesCase(Case):
+class CvodesCase(CompiledCase):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
         import casadi as ca
 
@@ -237,11 +230,8 @@ class CvodesCase(Case):
     def prepare(self, theta: np.ndarray) -> Any:
         return self._ca.DM(theta)  # CasADi's own matrix, made once
 
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except RuntimeError as e:
-            raise library_failure(e, self._stats()) from None
+    def failure(self, e: RuntimeError) -> SolverFailure:
+        return cvodes_failure(e, self._stats())
 
     def _stats(self) -> dict[str, Any] | None:
         try:
@@ -256,16 +246,9 @@ class CvodesCase(Case):
         st = self._stats() or {}
         steps = int(st.get("nsteps", 0))
         rejected = int(st.get("netfails", 0)) + int(st.get("nncfails", 0))
-        if steps + rejected > self.max_steps:
-            raise SolverFailure(
-                Status.MAX_STEPS,
-                f"cvodes: {steps} accepted + {rejected} rejected steps over the whole solve > "
-                f"the shared max_steps = {self.max_steps} (CVODES' own max_num_steps counts "
-                "per save interval)",
-            )
-        y = np.array(raw["xf"]).T
-        if not np.all(np.isfinite(y)):
-            raise SolverFailure(Status.NONFINITE, "cvodes: non-finite values in the solution")
+        check_steps("cvodes", self.max_steps, steps, rejected,
+                    note="CVODES' own max_num_steps counts per save interval")  # fmt: skip
+        y = finite_solution("cvodes", np.array(raw["xf"]).T)
         return Solution(y, {
             "steps": steps, "rejected_steps": rejected, "rhs_evals": int(st.get("nfevals", 0)),
             "jac_evals": int(st.get("n_call_jacF", 0)), "lu_decomps": int(st.get("nlinsetups", 0)),
@@ -274,42 +257,15 @@ class CvodesCase(Case):
     def timed_grad(self, params: Any) -> Any:
         return self._call(self.G, params)
 
-    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
-        value, grad = raw
-        return float(value), np.array(grad).ravel()  # the worker rejects a non-finite one
 
-
-class CvodesBackend(Backend):
+class CvodesBackend(CompiledBackend):
     name = "cvodes"
     packages = ("casadi",)
     extra = "cvodes"
     modules = ("casadi",)
     gradient_methods: Mapping[str, str] = _GRADIENTS
-    #: array problems: CasADi column algebra, sparse (csparse) or dense (lapacklu) Newton
-    array_problems = True
-    jacobians = ("dense", "sparse")
-
-    def availability(self) -> Availability:
-        return Availability.of_modules("casadi", extra="cvodes")
-
-    def solvers(self) -> Mapping[str, SolverInfo]:
-        return _SOLVERS
-
-    def default_solver(self, stiff: bool) -> str:
-        return "BDF" if stiff else "Adams"
-
-    def default_gradient(self, problem: CompiledProblem) -> str:
-        return forward_or_adjoint(problem)
-
-    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
-        return CvodesCase(problem, options)
-
-    ensemble_semantics = ("independent",)
-
-    def build_ensemble(
-        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
-    ) -> EnsembleCase:
-        raise EnsembleNotOffered(
-            "cvodes: no ensemble: a CasADi integrator call solves one trajectory, and "
-            "this suite does not yet map it over members (casadi's Function.map)"
-        )
+    solver_table = _SOLVERS
+    case_type = CvodesCase
+    stiff_solver, nonstiff_solver = "BDF", "Adams"
+    no_ensemble = ("a CasADi integrator call solves one trajectory, and this suite does not "
+                   "yet map it over members (casadi's Function.map)")  # fmt: skip

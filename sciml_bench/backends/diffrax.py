@@ -18,24 +18,16 @@ time would silently make the whole solve float64.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from sciml_bench.backends.base import (
-    Availability,
-    Backend,
-    Case,
-    CaseOptions,
-    EnsembleCase,
-    EnsembleNotOffered,
-    EnsembleSolution,
-    Solution,
-    SolverInfo,
-    TrainingCase,
-    failed_members,
-)
+from sciml_bench.backends.base import Backend, Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.backends.checks import failed_members, finite_solution
+from sciml_bench.backends.ensemble import EnsembleCase, EnsembleNotOffered, EnsembleSolution
+from sciml_bench.backends.training import TrainingCase
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
@@ -141,6 +133,35 @@ def recorded_controller(settings: dict[str, Any]) -> dict[str, Any]:
     return dict(settings["controller"])
 
 
+def diffeqsolve_arguments(
+    rhs: Any, y0: Any, t_span: Any, t_save: Any, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """``diffeqsolve``'s arguments for one case, all but the parameters (``args``): the
+    generated ``rhs(t, y, args)`` as the term, the solver, the step-size control, the
+    adjoint, the step bound, and the times and ``y0`` in the case's dtype."""
+    import diffrax
+    import jax.numpy as jnp
+
+    dtype = jnp.dtype(settings["dtype"])
+    ctrl = settings["controller"]
+    # every time in the case's dtype: Diffrax promotes y0 to the times' dtype, so one
+    # float64 time would run a float32 case in float64
+    t0, t1 = (jnp.asarray(t, dtype=dtype) for t in t_span)
+    return {
+        "terms": diffrax.ODETerm(lambda t, y, args: rhs(t, y, args)),
+        "solver": getattr(diffrax, settings["solver"])(),
+        "t0": t0,
+        "t1": t1,
+        "dt0": None if settings["dt0"] is None else jnp.asarray(settings["dt0"], dtype=dtype),
+        "y0": jnp.asarray(y0, dtype=dtype),
+        "saveat": diffrax.SaveAt(ts=jnp.asarray(t_save, dtype=dtype)),
+        "stepsize_controller": diffrax.ConstantStepSize() if ctrl is None
+        else diffrax.PIDController(**ctrl),
+        "adjoint": getattr(diffrax, settings["adjoint"])(),
+        "max_steps": settings["max_steps"],
+    }  # fmt: skip
+
+
 def compiled_calls(
     rhs: Any, y0: Any, t_span: Any, t_save: Any, loss_arrays: Any, settings: dict[str, Any]
 ) -> dict[str, Any]:
@@ -154,41 +175,26 @@ def compiled_calls(
       ``L = Σ W (ys − O)² + Σ C ys`` (traced, not compiled);
     - ``value_and_grad(theta)``: ``jax.grad`` of ``loss`` with its auxiliary output.
 
-    ``rhs(t, y, args)`` is the generated vector field, the parameters Diffrax's ``args``.
+    ``rhs(t, y, args)`` is the generated vector field, the parameters Diffrax's ``args``
+    (the other arguments: :func:`diffeqsolve_arguments`).
     """
     import diffrax
     import jax
     import jax.numpy as jnp
 
     dtype = jnp.dtype(settings["dtype"])
-    solver = getattr(diffrax, settings["solver"])()
-    ctrl = settings["controller"]
-    controller = diffrax.ConstantStepSize() if ctrl is None else diffrax.PIDController(**ctrl)
-    adjoint = getattr(diffrax, settings["adjoint"])()
-    term = diffrax.ODETerm(lambda t, y, args: rhs(t, y, args))
-    # every time in the case's dtype: Diffrax promotes y0 to the times' dtype, so one
-    # float64 time would run a float32 case in float64
-    t0, t1 = (jnp.asarray(t, dtype=dtype) for t in t_span)
-    dt0 = None if settings["dt0"] is None else jnp.asarray(settings["dt0"], dtype=dtype)
-    y0 = jnp.asarray(y0, dtype=dtype)
-    saveat = diffrax.SaveAt(ts=jnp.asarray(t_save, dtype=dtype))
+    solve_args = diffeqsolve_arguments(rhs, y0, t_span, t_save, settings)
     W, O, C = (jnp.asarray(a, dtype=dtype) for a in loss_arrays)
 
     def _solve(theta: Any) -> Any:
-        sol = diffrax.diffeqsolve(
-            term, solver, t0, t1, dt0, y0, args=theta, saveat=saveat,
-            stepsize_controller=controller, max_steps=settings["max_steps"],
-            adjoint=adjoint, throw=False,
-        )  # fmt: skip
-        return sol.ys, _status(sol)
-
-    def _status(sol: Any) -> Any:
+        sol = diffrax.diffeqsolve(**solve_args, args=theta, throw=False)
         # [result code, accepted, rejected steps] in one small array: each extra output
         # of a compiled call costs microseconds of dispatch
-        return jnp.stack(
+        status = jnp.stack(
             [sol.result._value, sol.stats["num_accepted_steps"],
              sol.stats["num_rejected_steps"]]
         ).astype(dtype)  # fmt: skip
+        return sol.ys, status
 
     def _solve_full(theta: Any) -> Any:
         ys, status = _solve(theta)
@@ -218,6 +224,17 @@ def compiled_failure(e: Exception) -> SolverFailure:
               if "JAX has removed its internal frames" not in ln and not ln.startswith("----")]  # fmt: skip
     message = " ".join(useful[:3]) or type(e).__name__
     return SolverFailure(classify_message(message), f"diffrax: {message}")
+
+
+def blocked(block: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
+    """``block(fn(*args))``: a compiled call, waited for until its outputs are ready on the
+    device; a runtime error inside it (an XLA ``RuntimeError`` type) is a solver failure."""
+    try:
+        return block(fn(*args))
+    except Exception as e:
+        if "RuntimeError" not in type(e).__name__:
+            raise
+        raise compiled_failure(e) from None
 
 
 class DiffraxCase(Case):
@@ -285,13 +302,8 @@ class DiffraxCase(Case):
         raise SolverFailure(status, f"diffrax: {message}", t_reached)
 
     def _run(self, fn: Any, theta: Any) -> Any:
-        try:
-            # the call ends when every output is ready on the device, before the clock is read
-            out = self._block(fn(theta))
-        except Exception as e:
-            if "RuntimeError" not in type(e).__name__:
-                raise
-            raise compiled_failure(e) from None
+        # the call ends when every output is ready on the device, before the clock is read
+        out = blocked(self._block, fn, theta)
         self._last = out  # what the device read-back inspects
         return out
 
@@ -310,23 +322,15 @@ class DiffraxCase(Case):
         ys = flat[:n].reshape(self._shape)
         code, accepted, rejected = flat[n:]
         self._check(code, ys)
-        if not np.all(np.isfinite(ys)):
-            raise SolverFailure(Status.NONFINITE, "diffrax: non-finite values in the solution")
-        return Solution(ys, {"steps": int(accepted), "rejected_steps": int(rejected)})
+        stats = {"steps": int(accepted), "rejected_steps": int(rejected)}
+        return Solution(finite_solution("diffrax", ys), stats)
 
     def solve(self, theta: np.ndarray) -> Solution:
         """The checked solve with its step counts (the first solve of a case)."""
         return self._checked_full(np.asarray(self._run(self._solve_full, self.prepare(theta))))
 
     def timed_solve(self, params: Any) -> Any:
-        try:
-            out = self._block(self._solve_ys(params))
-        except Exception as e:
-            if "RuntimeError" not in type(e).__name__:
-                raise
-            raise compiled_failure(e) from None
-        self._last = out
-        return (params, out)
+        return (params, self._run(self._solve_ys, params))
 
     def check_solve(self, raw: Any) -> Solution:
         """A steady sample's ``ys``, checked: its result code is that of the same compiled
@@ -339,8 +343,7 @@ class DiffraxCase(Case):
         if self._status_of is None or self._status_of[0] is not params:
             self._status_of = (params, self._checked_full(np.asarray(
                 self._run(self._solve_full, params))).y)  # fmt: skip
-        if not np.all(np.isfinite(ys)):
-            raise SolverFailure(Status.NONFINITE, "diffrax: non-finite values in the solution")
+        finite_solution("diffrax", ys)
         ref = self._status_of[1]
         scale = np.maximum(np.max(np.abs(ref), axis=0), np.finfo(float).tiny)
         # two compiled programs may round differently: 1e-12 in float64, 1e-5 in float32
@@ -384,6 +387,52 @@ def jax_alloc_peak(dev: Any) -> float | None:
     return jax_alloc_peak_mb(dev) if dev.platform != "cpu" else None
 
 
+def ensemble_solve(
+    rhs: Any, problem: CompiledProblem, options: CaseOptions, ctrl: dict[str, float],
+    semantics: str, per_member: bool, n: int,
+) -> Callable[..., Any]:  # fmt: skip
+    """The batch's solve ``(θ, Y0, S, A) -> (ys, result codes, accepted steps)``, one of each
+    per member, at parameters ``θ ⊙ S + A`` (``θ`` itself when every member shares it):
+    ``independent``, ``jax.vmap`` over one member's ``diffeqsolve``; ``coupled``, one
+    ``diffeqsolve`` of the stacked state, its code and counts broadcast to every member."""
+    import diffrax
+    import jax
+    import jax.numpy as jnp
+
+    p_axis = 0 if per_member else None
+    solve = partial(
+        diffrax.diffeqsolve, solver=getattr(diffrax, options.solver)(), t0=problem.t_span[0],
+        t1=problem.t_span[1], dt0=None, saveat=diffrax.SaveAt(ts=jnp.asarray(problem.t_save)),
+        stepsize_controller=diffrax.PIDController(rtol=options.rtol, atol=options.atol, **ctrl),
+        max_steps=options.max_steps, adjoint=getattr(diffrax, options.gradient_method)(),
+        throw=False,
+    )  # fmt: skip
+
+    def params(theta: Any, S: Any, A: Any) -> Any:
+        return theta * S + A if per_member else theta
+
+    def one(y0: Any, th: Any) -> Any:
+        sol = solve(diffrax.ODETerm(lambda t, y, args: rhs(t, y, args)), y0=y0, args=th)
+        return sol.ys, sol.result._value, sol.stats["num_accepted_steps"]
+
+    if semantics == "independent":
+
+        def _solve(theta: Any, Y0: Any, S: Any, A: Any) -> Any:
+            return jax.vmap(one, in_axes=(0, p_axis))(Y0, params(theta, S, A))
+
+        return _solve
+    batched = jax.vmap(rhs, in_axes=(None, 0, p_axis))
+
+    def _coupled(theta: Any, Y0: Any, S: Any, A: Any) -> Any:
+        sol = solve(diffrax.ODETerm(lambda t, y, args: batched(t, y, args)), y0=Y0,
+                    args=params(theta, S, A))  # fmt: skip
+        code = jnp.broadcast_to(sol.result._value, (n,))
+        steps = jnp.broadcast_to(sol.stats["num_accepted_steps"], (n,))
+        return jnp.swapaxes(sol.ys, 0, 1), code, steps
+
+    return _coupled
+
+
 class DiffraxEnsembleCase(EnsembleCase):
     """An ensemble in Diffrax, float64.
 
@@ -417,14 +466,8 @@ class DiffraxEnsembleCase(EnsembleCase):
         jax.config.update("jax_enable_x64", True)
         self.semantics = semantics
         rhs = load_python(problem.source["jax"])["rhs"]
-        solver = getattr(diffrax, options.solver)()
         ctrl = controller_options(_SOLVERS[options.solver].stiff, options.extra)
-        controller = diffrax.PIDController(rtol=options.rtol, atol=options.atol, **ctrl)
-        adjoint = getattr(diffrax, options.gradient_method)()
-        t0, t1 = problem.t_span
-        saveat = diffrax.SaveAt(ts=jnp.asarray(problem.t_save))
         per_member = batch.varies_parameters  # else every member shares θ (no batched weights)
-        p_axis = 0 if per_member else None
         W, C = jnp.asarray(problem.loss_W), jnp.asarray(problem.loss_C)
         n = batch.n
         # the batch, on the device once: arguments of every call, never constants
@@ -432,36 +475,7 @@ class DiffraxEnsembleCase(EnsembleCase):
         self._O = jnp.asarray(
             batch.observations if batch.observations is not None else problem.loss_O
         )
-
-        def params(theta: Any, S: Any, A: Any) -> Any:
-            return theta * S + A if per_member else theta
-
-        def one(y0: Any, th: Any) -> Any:
-            sol = diffrax.diffeqsolve(
-                diffrax.ODETerm(lambda t, y, args: rhs(t, y, args)), solver, t0, t1, None,
-                y0, args=th, saveat=saveat, stepsize_controller=controller,
-                max_steps=options.max_steps, adjoint=adjoint, throw=False,
-            )  # fmt: skip
-            return sol.ys, sol.result._value, sol.stats["num_accepted_steps"]
-
-        if semantics == "independent":
-
-            def _solve(theta: Any, Y0: Any, S: Any, A: Any) -> Any:
-                return jax.vmap(one, in_axes=(0, p_axis))(Y0, params(theta, S, A))
-
-        else:
-            batched = jax.vmap(rhs, in_axes=(None, 0, p_axis))
-
-            def _solve(theta: Any, Y0: Any, S: Any, A: Any) -> Any:
-                sol = diffrax.diffeqsolve(
-                    diffrax.ODETerm(lambda t, y, args: batched(t, y, args)), solver, t0, t1,
-                    None, Y0, args=params(theta, S, A), saveat=saveat,
-                    stepsize_controller=controller, max_steps=options.max_steps,
-                    adjoint=adjoint, throw=False,
-                )  # fmt: skip
-                code = jnp.broadcast_to(sol.result._value, (n,))
-                steps = jnp.broadcast_to(sol.stats["num_accepted_steps"], (n,))
-                return jnp.swapaxes(sol.ys, 0, 1), code, steps
+        _solve = ensemble_solve(rhs, problem, options, ctrl, semantics, per_member, n)
 
         def _loss(theta: Any, w: Any, Y0: Any, S: Any, A: Any, O: Any) -> Any:
             ys, code, steps = _solve(theta, Y0, S, A)
@@ -501,12 +515,7 @@ class DiffraxEnsembleCase(EnsembleCase):
         return jnp.asarray(theta), jnp.asarray(w, dtype=jnp.float64)
 
     def _run(self, fn: Any, *args: Any) -> Any:
-        try:
-            return self._block(fn(*args))  # ends when the device's work is done
-        except Exception as e:
-            if "RuntimeError" not in type(e).__name__:
-                raise
-            raise compiled_failure(e) from None
+        return blocked(self._block, fn, *args)  # ends when the device's work is done
 
     def solve_raw(self, params: Any) -> Any:
         return self._run(self._solve, params[0], *self._batch)
@@ -515,10 +524,7 @@ class DiffraxEnsembleCase(EnsembleCase):
         ys, code, steps = raw
         self._device = jax_device(ys)
         self._check(code)
-        ys = np.asarray(ys)
-        if not np.all(np.isfinite(ys)):
-            raise SolverFailure(Status.NONFINITE, "diffrax: non-finite values in the solution")
-        return EnsembleSolution(ys, steps=np.asarray(steps))
+        return EnsembleSolution(finite_solution("diffrax", np.asarray(ys)), steps=np.asarray(steps))
 
     def grad_raw(self, params: Any) -> Any:
         return self._run(self._value_and_grad, *params, *self._batch, self._O)
@@ -541,12 +547,20 @@ class DiffraxBackend(Backend):
     packages = ("diffrax", "jax", "jaxlib", "equinox")
     extra = "jax"
     modules = ("jax", "diffrax")
-    gradient_methods: Mapping[str, str] = _ADJOINTS
+    gradient_methods: Mapping[str, str] = _ADJOINTS  # RecursiveCheckpointAdjoint first
+    solver_table = _SOLVERS
+    case_type = DiffraxCase
+    stiff_solver, nonstiff_solver = "Kvaerno4", "Tsit5"
     devices = ("cpu", "cuda")
     dtypes = ("float64", "float32")
     #: array problems run on the generated jnp code; Kvaerno's Newton iterations solve with
     #: lineax's AutoLinearSolver on the dense jax.jacfwd Jacobian: dense is its only kind
     array_problems = True
+    sparse_missing = (
+        "diffrax has no sparse Jacobian path: its implicit solvers' Newton iterations solve "
+        "with lineax (AutoLinearSolver, dense LU on the dense jax.jacfwd Jacobian), which "
+        "has no sparse factorisation"
+    )
 
     def cuda_missing(self) -> tuple[str, str] | None:
         import jax
@@ -561,9 +575,6 @@ class DiffraxBackend(Backend):
             return _no_gpu(jax.__version__, dev), fix
         return None
 
-    def availability(self) -> Availability:
-        return Availability.of_modules("jax", "diffrax", extra="jax")
-
     def load(self) -> dict[str, float]:
         import jax
 
@@ -571,18 +582,6 @@ class DiffraxBackend(Backend):
         import diffrax  # noqa: F401
 
         return {}
-
-    def solvers(self) -> Mapping[str, SolverInfo]:
-        return _SOLVERS
-
-    def default_solver(self, stiff: bool) -> str:
-        return "Kvaerno4" if stiff else "Tsit5"
-
-    def default_gradient(self, problem: CompiledProblem) -> str:
-        return "RecursiveCheckpointAdjoint"
-
-    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
-        return DiffraxCase(problem, options)
 
     ensemble_semantics = ("independent", "coupled")
 

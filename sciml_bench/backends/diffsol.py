@@ -9,7 +9,7 @@ times from diffsol's interpolant, in one call into Rust.
 Solvers: ``bdf`` (stiff default), ``esdirk34``, ``tr_bdf2`` and ``tsit45`` (non-stiff
 default). Matrices: ``nalgebra_dense`` below :data:`SPARSE_FROM` states, ``faer_sparse``
 from there (the switch diffsol's own benchmarks make); recorded per row. An array problem
-(``[sizes]``) runs DiffSL's array form (:mod:`sciml_bench.problem.codegen_diffsl_arrays`:
+(``[sizes]``) runs DiffSL's array form (:mod:`sciml_bench.problem.codegen.diffsl_arrays`:
 indexed tensors, operators as sparse matrices), and the case's ``jacobian``
 (``options.extra``, the ``--jacobian`` axis) picks the matrices: ``dense`` is
 ``nalgebra_dense`` (dense LU), ``sparse`` ``faer_sparse`` (faer's sparse LU); diffsol finds
@@ -25,7 +25,7 @@ Gradients, the loss's chain rule written in NumPy as a pydiffsol user writes it:
   ``solve_adjoint_bkwd`` with ``∂L/∂Y`` at the save times: diffsol's discrete adjoint.
 
 The default, as for CVODES, is ``forward`` up to
-:data:`~sciml_bench.backends.base.FORWARD_SENSITIVITY_LIMIT` parameters and ``adjoint``
+:data:`~sciml_bench.backends.compiled.FORWARD_SENSITIVITY_LIMIT` parameters and ``adjoint``
 above. The sensitivity equations and the adjoint's gradient are put under error control
 at the problem's tolerances (pydiffsol leaves them out by default, which gave a 13% error
 in ROBER's ``∂L/∂k2``; with them, 7e-5). One absolute tolerance serves every parameter
@@ -48,21 +48,17 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.backends.base import (
-    Availability,
-    Backend,
-    Case,
-    CaseOptions,
-    EnsembleCase,
-    EnsembleNotOffered,
-    ProblemNotExpressible,
-    Solution,
-    SolverInfo,
-    forward_or_adjoint,
+from sciml_bench.backends.base import CaseOptions, Solution, SolverInfo
+from sciml_bench.backends.checks import finite_solution
+from sciml_bench.backends.compiled import (
+    CompiledBackend,
+    CompiledCase,
+    expressible_source,
+    library_failure,
 )
-from sciml_bench.measure.status import SolverFailure, Status, classify_message
+from sciml_bench.backends.step_bound import check_steps
+from sciml_bench.measure.status import SolverFailure
 from sciml_bench.problem.compiled import CompiledProblem
-from sciml_bench.problem.ensemble import Batch
 
 _SOLVERS = {
     "bdf": SolverInfo("bdf", True, "variable-order BDF (NDF variant)"),
@@ -109,10 +105,8 @@ def sens_tolerances(problem: CompiledProblem, rtol: float, atol: float) -> tuple
 def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
     """The plain settings of one case (``sciml-bench codegen`` prints them): the solver,
     matrix type, tolerances (the sensitivities' too), gradient method and step bound."""
-    from sciml_bench.problem.codegen_diffsl_arrays import layout
-
     sr, sa = sens_tolerances(problem, options.rtol, options.atol)
-    found = layout(problem.source.get("diffsl", ""))
+    found = problem.layout
     return {"solver": options.solver, "rtol": options.rtol, "atol": options.atol,
             "matrix_type": matrix_type(problem.n_state, options.extra.get("jacobian")),
             "sens_rtol": sr, "sens_atol": sa, "t0": float(problem.t_span[0]),
@@ -179,22 +173,16 @@ def gradient(
     return value, np.einsum("ij,kij->k", g, np.asarray(sol.sens))
 
 
-def library_failure(e: Exception) -> SolverFailure:
+def diffsol_failure(e: Exception) -> SolverFailure:
     """pydiffsol's error (a RuntimeError with diffsol's message) as a status."""
     message = " ".join(str(e).split())
     m = _AT_TIME.search(message)
-    return SolverFailure(classify_message(message), f"diffsol: {message}",
-                         float(m.group(1)) if m else None)  # fmt: skip
+    return library_failure("diffsol", message, float(m.group(1)) if m else None)
 
 
-class DiffsolCase(Case):
+class DiffsolCase(CompiledCase):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
-        from sciml_bench.problem.generated import not_expressible
-
-        code = problem.source["diffsl"]
-        why = not_expressible(code)
-        if why is not None:
-            raise ProblemNotExpressible(f"diffsol: {problem.name} is {why}")
+        code = expressible_source("diffsol", problem, "diffsl")
         st = case_settings(problem, options)
         mtype, sr, sa = st["matrix_type"], st["sens_rtol"], st["sens_atol"]
         self.ode = make_ode(code, st)
@@ -214,82 +202,44 @@ class DiffsolCase(Case):
     def prepare(self, theta: np.ndarray) -> Any:
         return np.ascontiguousarray(theta, dtype=np.float64)
 
+    def failure(self, e: RuntimeError) -> SolverFailure:
+        return diffsol_failure(e)
+
     def timed_solve(self, params: np.ndarray) -> Any:
-        try:
-            return self.ode.solve_dense(params, self.t_save), params
-        except RuntimeError as e:
-            raise library_failure(e) from None
+        return self._call(self.ode.solve_dense, params, self.t_save), params
 
     def _step_times(self, params: np.ndarray) -> np.ndarray:
         """The time of every accepted step (the same steps ``solve_dense`` takes)."""
         key = params.tobytes()
         if key not in self._steps:
-            try:
-                self._steps[key] = np.asarray(self.ode.solve(params, self.t_end).ts)
-            except RuntimeError as e:
-                raise library_failure(e) from None
+            self._steps[key] = np.asarray(self._call(self.ode.solve, params, self.t_end).ts)
         return self._steps[key]
 
     def check_solve(self, raw: Any) -> Solution:
         sol, params = raw
         ts = self._step_times(params)
         steps = len(ts) - 1
-        if steps > self.max_steps:
-            raise SolverFailure(
-                Status.MAX_STEPS,
-                f"diffsol: {steps} accepted steps > the shared max_steps = {self.max_steps} "
-                "(diffsol has no step bound; counted after the solve)",
-                float(ts[self.max_steps]),
-            )
+        # past the bound, the time of the step that went past it is how far it got
+        reached = float(ts[min(steps, self.max_steps)])
+        check_steps("diffsol", self.max_steps, steps, t_reached=reached,
+                    note="diffsol has no step bound; counted after the solve")  # fmt: skip
         ys = np.asarray(sol.ys)
-        y = (ys if self.order is None else ys[self.order]).T
-        if not np.all(np.isfinite(y)):
-            raise SolverFailure(Status.NONFINITE, "diffsol: non-finite values in the solution")
+        y = finite_solution("diffsol", (ys if self.order is None else ys[self.order]).T)
         return Solution(y, {"steps": steps})
 
     def timed_grad(self, params: np.ndarray) -> Any:
-        try:
-            return gradient(self.ode, params, self.t_save, self.adjoint,
-                            (self.W, self.O, self.C), self.order)  # fmt: skip
-        except RuntimeError as e:
-            raise library_failure(e) from None
-
-    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
-        value, grad = raw
-        return value, np.asarray(grad, dtype=np.float64).ravel()
+        return self._call(gradient, self.ode, params, self.t_save, self.adjoint,
+                          (self.W, self.O, self.C), self.order)  # fmt: skip
 
 
-class DiffsolBackend(Backend):
+class DiffsolBackend(CompiledBackend):
     name = "diffsol"
     packages = ("pydiffsol",)
     extra = "diffsol"
     modules = ("pydiffsol",)
     gradient_methods: Mapping[str, str] = _GRADIENTS
-    #: array problems: DiffSL's array form, dense (nalgebra_dense) or sparse (faer_sparse)
-    array_problems = True
-    jacobians = ("dense", "sparse")
-
-    def availability(self) -> Availability:
-        return Availability.of_modules("pydiffsol", extra="diffsol")
-
-    def solvers(self) -> Mapping[str, SolverInfo]:
-        return _SOLVERS
-
-    def default_solver(self, stiff: bool) -> str:
-        return "bdf" if stiff else "tsit45"
-
-    def default_gradient(self, problem: CompiledProblem) -> str:
-        return forward_or_adjoint(problem)
-
-    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
-        return DiffsolCase(problem, options)
-
-    ensemble_semantics = ("independent",)
-
-    def build_ensemble(
-        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
-    ) -> EnsembleCase:
-        raise EnsembleNotOffered(
-            "diffsol: no ensemble: pydiffsol solves one trajectory per call (a Python loop "
-            "over members is what SciPy's independent row already measures)"
-        )
+    solver_table = _SOLVERS
+    case_type = DiffsolCase
+    stiff_solver, nonstiff_solver = "bdf", "tsit45"
+    no_ensemble = ("pydiffsol solves one trajectory per call (a Python loop over members is "
+                   "what SciPy's independent row already measures)")  # fmt: skip

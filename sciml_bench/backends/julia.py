@@ -30,24 +30,15 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from sciml_bench.backends import julia_env
-from sciml_bench.backends.base import (
-    Availability,
-    Backend,
-    Case,
-    CaseOptions,
-    EnsembleCase,
-    EnsembleNotOffered,
-    EnsembleSolution,
-    Solution,
-    SolverInfo,
-    TrainingCase,
-)
+from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.backends.ensemble import EnsembleCase, EnsembleNotOffered, EnsembleSolution
+from sciml_bench.backends.training import TrainingCase
 from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
@@ -255,17 +246,26 @@ class JuliaCase(Case):
         value, grad, retcode, t, message = self._call(self._mod.check_grad_case, self._case, raw)
         if str(retcode) not in SUCCESS_CODES:
             raise failure(str(retcode), float(t), self._t_end, self._solver, str(message))
-        g = np.array(grad, dtype=np.float64)
-        value = float(value)
-        if not (np.isfinite(value) and np.all(np.isfinite(g))):
-            # The forward solve succeeded, so the adjoint (backward) solve did not.
-            raise SolverFailure(
-                Status.NONFINITE,
-                f"non-finite loss or gradient after a successful forward solve "
-                f"(loss={value}, {int(np.sum(~np.isfinite(g)))} bad gradient entries); "
-                "the adjoint solve most likely failed, see Julia's warnings on stderr",
-            )
-        return value, g
+        # the forward solve succeeded, so a non-finite value means the adjoint (backward) did not
+        return finite_gradient(value, grad, "loss", "a successful forward solve",
+                               "; the adjoint solve most likely failed, see Julia's warnings "
+                               "on stderr")  # fmt: skip
+
+
+def finite_gradient(
+    value: Any, grad: Any, loss: str, after: str, hint: str = ""
+) -> tuple[float, np.ndarray]:
+    """``(L, dL/dθ)`` from Julia as a float and a float64 array, or a ``nonfinite`` failure
+    naming the ``loss``, the solves it came ``after`` and how many gradient entries are bad."""
+    g = np.array(grad, dtype=np.float64)
+    value = float(value)
+    if not (np.isfinite(value) and np.all(np.isfinite(g))):
+        raise SolverFailure(
+            Status.NONFINITE,
+            f"non-finite {loss} or gradient after {after} "
+            f"(loss={value}, {int(np.sum(~np.isfinite(g)))} bad gradient entries){hint}",
+        )
+    return value, g
 
 
 def _counters(values: Any) -> np.ndarray | None:
@@ -362,15 +362,55 @@ class JuliaEnsembleCase(EnsembleCase):
         out = self._call(self._mod.check_ensemble_grad, self._case, raw)
         value, grad, failed, first, retcode, t, message = out
         self._check(int(failed), int(first), str(retcode), float(t), str(message))
-        g = np.array(grad, dtype=np.float64)
-        value = float(value)
-        if not (np.isfinite(value) and np.all(np.isfinite(g))):
-            raise SolverFailure(
-                Status.NONFINITE,
-                f"non-finite mean loss or gradient after successful member solves "
-                f"(loss={value}, {int(np.sum(~np.isfinite(g)))} bad gradient entries)",
-            )
-        return value, g
+        return finite_gradient(value, grad, "mean loss", "successful member solves")
+
+
+def _pkgimage_facts(jl: Any) -> tuple[dict[str, Any], bool]:
+    """The package image files found for the running Julia, and Julia's own answer on
+    whether ``SciMLBenchJL``'s cache exists and is valid for this environment (never built
+    here: precompiling is a setup step)."""
+    version = julia_env.parse_version("julia version " + str(jl.seval("string(VERSION)")))
+    files = julia_env.pkgimage_state(version or (0, 0, 0), julia_env.worker_device() == "cuda")
+    valid = bool(
+        jl.seval(
+            f'let id = Base.identify_package("{julia_env.PACKAGE}"); '
+            "id !== nothing && Base.isprecompiled(id) end"
+        )
+    )
+    return files, valid
+
+
+def _load_gpu_packages(jl: Any, julia_error: type[BaseException]) -> str:
+    """Load the GPU extension's triggers in a cuda worker (it runs in ``julia/gpu``, where
+    they load ``SciMLBenchJLGPUExt``); why that failed, or ``""``. A failure is reported by
+    ``build_ensemble`` (``gpu_status``), as an unavailable row."""
+    triggers = ", ".join(julia_env.GPU_TRIGGERS)
+    try:
+        jl.seval(f"using {triggers}")
+    except julia_error as e:
+        return f"loading {triggers} failed: {e}"
+    return ""
+
+
+def _case_args(
+    problem: CompiledProblem, options: CaseOptions, observations: Any
+) -> tuple[Any, ...]:
+    """The arguments ``build_case`` and ``build_ensemble_case`` share, in their order: the
+    span and save times, tolerances, step bound, the loss arrays (``observations`` as
+    ``O``), the solver and the gradient method."""
+    return (
+        float(problem.t_span[0]),
+        float(problem.t_span[1]),
+        _f64(problem.t_save),
+        float(options.rtol),
+        float(options.atol),
+        int(options.max_steps),
+        _f64(problem.loss_W),
+        _f64(observations),
+        _f64(problem.loss_C),
+        options.solver,
+        options.gradient_method,
+    )
 
 
 def _f64(a: Any) -> np.ndarray:
@@ -491,6 +531,8 @@ class JuliaBackend(Backend):
     packages = ("juliacall", "juliapkg")
     extra = "julia"
     gradient_methods = GRADIENT_METHODS
+    solver_table = SOLVERS
+    stiff_solver, nonstiff_solver = "Rodas5P", "Tsit5"
     modules = ("juliacall",)
     #: Float32 arrays throughout (``SciMLBenchJL.build_case``'s ``dtype``)
     dtypes = ("float64", "float32")
@@ -510,12 +552,6 @@ class JuliaBackend(Backend):
     def availability(self) -> Availability:
         found = julia_env.cached_probe()
         return Availability(found.ok, found.reason, found.fix)
-
-    def solvers(self) -> Mapping[str, SolverInfo]:
-        return SOLVERS
-
-    def default_solver(self, stiff: bool) -> str:
-        return "Rodas5P" if stiff else "Tsit5"
 
     #: independent: EnsembleThreads (CPU) or EnsembleGPUKernel (cuda); coupled:
     #: EnsembleGPUArray (cuda only), whose fused system has one step size for every member
@@ -543,27 +579,10 @@ class JuliaBackend(Backend):
         if self._module is not None:
             return {}
         phases: dict[str, float] = {}
-        t0 = time.perf_counter()
-        if "juliacall" not in sys.modules:
-            # Only before juliacall starts does it matter which Julia and project it gets.
-            julia_env.configure_juliacall(julia_env.cached_probe())
-            phases["julia_probe"] = time.perf_counter() - t0
-        juliacall = julia_env.import_juliacall()
-        if julia_env.JULIACALL_IMPORT_S is not None:
-            phases["juliacall_init"] = julia_env.JULIACALL_IMPORT_S
+        juliacall = self._start_julia(phases)
         jl = juliacall.Main
-        self._julia_error = juliacall.JuliaError
-
         t1 = time.perf_counter()
-        version = julia_env.parse_version("julia version " + str(jl.seval("string(VERSION)")))
-        files = julia_env.pkgimage_state(version or (0, 0, 0), julia_env.worker_device() == "cuda")
-        # Julia's own answer: a cache that exists and is valid for this environment.
-        valid = bool(
-            jl.seval(
-                f'let id = Base.identify_package("{julia_env.PACKAGE}"); '
-                "id !== nothing && Base.isprecompiled(id) end"
-            )
-        )
+        files, valid = _pkgimage_facts(jl)
         t2 = time.perf_counter()
         try:
             jl.seval(f"using {julia_env.PACKAGE}")
@@ -576,13 +595,8 @@ class JuliaBackend(Backend):
         phases["package_load"] = t3 - t2
         self._module = getattr(jl, julia_env.PACKAGE)
         if julia_env.worker_device() == "cuda":
-            # A cuda worker runs in julia/gpu: loading these loads SciMLBenchJLGPUExt. A
-            # failure is reported by build_ensemble (gpu_status), as an unavailable row.
             t4 = time.perf_counter()
-            try:
-                jl.seval(f"using {', '.join(julia_env.GPU_TRIGGERS)}")
-            except juliacall.JuliaError as e:
-                self.gpu_load_error = f"loading {', '.join(julia_env.GPU_TRIGGERS)} failed: {e}"
+            self.gpu_load_error = _load_gpu_packages(jl, juliacall.JuliaError)
             phases["gpu_package_load"] = time.perf_counter() - t4
         self.load_info = {
             "julia_bindir": str(jl.seval("Sys.BINDIR")),
@@ -594,6 +608,20 @@ class JuliaBackend(Backend):
             "threads": int(jl.seval("Threads.nthreads()")),
         }
         return phases
+
+    def _start_julia(self, phases: dict[str, float]) -> Any:
+        """Import juliacall (starting Julia), timing ``julia_probe`` and ``juliacall_init``
+        into ``phases`` where they happen here; returns the juliacall module."""
+        t0 = time.perf_counter()
+        if "juliacall" not in sys.modules:
+            # Only before juliacall starts does it matter which Julia and project it gets.
+            julia_env.configure_juliacall(julia_env.cached_probe())
+            phases["julia_probe"] = time.perf_counter() - t0
+        juliacall = julia_env.import_juliacall()
+        if julia_env.JULIACALL_IMPORT_S is not None:
+            phases["juliacall_init"] = julia_env.JULIACALL_IMPORT_S
+        self._julia_error = juliacall.JuliaError
+        return juliacall
 
     def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
         from sciml_bench.backends.base import fixed_step_plan
@@ -608,17 +636,7 @@ class JuliaBackend(Backend):
                 src,
                 _f64(problem.y0),
                 _f64(problem.theta0),
-                float(problem.t_span[0]),
-                float(problem.t_span[1]),
-                _f64(problem.t_save),
-                float(options.rtol),
-                float(options.atol),
-                int(options.max_steps),
-                _f64(problem.loss_W),
-                _f64(problem.loss_O),
-                _f64(problem.loss_C),
-                options.solver,
-                options.gradient_method,
+                *_case_args(problem, options, problem.loss_O),
                 options.dtype,
                 float(step or 0.0),  # 0: adaptive
                 *sparsity_args(problem, options),
@@ -653,17 +671,7 @@ class JuliaBackend(Backend):
                 _f64(batch.scale),
                 _f64(batch.shift),
                 _f64(problem.theta0),
-                float(problem.t_span[0]),
-                float(problem.t_span[1]),
-                _f64(problem.t_save),
-                float(options.rtol),
-                float(options.atol),
-                int(options.max_steps),
-                _f64(problem.loss_W),
-                _f64(obs),
-                _f64(problem.loss_C),
-                options.solver,
-                options.gradient_method,
+                *_case_args(problem, options, obs),
                 device,
                 semantics,
             )

@@ -251,45 +251,50 @@ def probe(
     except JuliaNotFound as e:
         return JuliaProbe(False, str(e), INSTALL_FIX, exe=path, source=source, project=proj)
     base = {"exe": path, "source": source, "version": version, "project": proj}
-    dotted = ".".join(map(str, version))
+    bad = _version_problem(version, path)
+    if bad is not None:
+        return JuliaProbe(False, *bad, **base)
+    why, fix, details = _project_state(proj, version)
+    return JuliaProbe(not why, why, fix if why else "", details=details, **base)
+
+
+def _version_problem(version: tuple[int, int, int], path: str) -> tuple[str, str] | None:
+    """``(why, fix)`` when this Julia cannot host juliacall, else ``None``."""
     if version < MIN_JULIA:
-        why = f"Julia {dotted} at {path} is older than juliacall's minimum 1.10.3"
-        return JuliaProbe(False, why, INSTALL_FIX, **base)
+        dotted = ".".join(map(str, version))
+        return f"Julia {dotted} at {path} is older than juliacall's minimum 1.10.3", INSTALL_FIX
     conflict = openssl_conflict(version)
     if conflict:
-        return JuliaProbe(
-            False,
-            conflict,
-            "juliaup add 1.11 && juliaup default 1.11, or "
-            "set PYTHON_JULIACALL_EXE to a Julia 1.10/1.11",
-            **base,
-        )
+        return conflict, ("juliaup add 1.11 && juliaup default 1.11, or "
+                          "set PYTHON_JULIACALL_EXE to a Julia 1.10/1.11")  # fmt: skip
+    return None
+
+
+def _project_state(proj: Path, version: tuple[int, int, int]) -> tuple[str, str, dict[str, Any]]:
+    """``(why, fix, details)`` for the suite's Julia project under this Julia: why it is not
+    set up (missing, not instantiated, without package images; ``""`` when it is), how to
+    fix that, and the probe's details (the package images found, once looked for)."""
     if not (proj / "Project.toml").is_file():
         why = f"no Julia project at {proj} (expected the suite's julia/ folder)"
-        return JuliaProbe(
-            False,
-            why,
-            "Set SCIML_BENCH_JULIA_PROJECT to the julia/ folder of a sciml-bench checkout.",
-            **base,
-        )
+        fix = "Set SCIML_BENCH_JULIA_PROJECT to the julia/ folder of a sciml-bench checkout."
+        return why, fix, {}
     # Pkg writes Manifest.toml, or Manifest-vX.Y.toml where one already exists.
     gpu = is_gpu_project(proj)
     fix = GPU_SETUP_FIX if gpu else SETUP_FIX
     if not any(proj.glob("Manifest*.toml")):
-        why = f"the Julia project {proj} is not instantiated (no Manifest.toml)"
-        return JuliaProbe(False, why, fix, **base)
+        return f"the Julia project {proj} is not instantiated (no Manifest.toml)", fix, {}
     images = pkgimage_state(version, gpu)
     missing = [
         name for name in (PACKAGE, *(GPU_PACKAGES if gpu else ())) if not images["present"][name]
     ]
-    if missing:
-        why = (
-            f"{', '.join(missing)} {'has' if len(missing) == 1 else 'have'} no package image "
-            f"for Julia {dotted} in {images['compiled_dir']}; "
-            "precompiling is a setup step, not part of a measured cold start"
-        )
-        return JuliaProbe(False, why, fix, details={"pkgimages": images}, **base)
-    return JuliaProbe(True, details={"pkgimages": images}, **base)
+    if not missing:
+        return "", fix, {"pkgimages": images}
+    why = (
+        f"{', '.join(missing)} {'has' if len(missing) == 1 else 'have'} no package image "
+        f"for Julia {'.'.join(map(str, version))} in {images['compiled_dir']}; "
+        "precompiling is a setup step, not part of a measured cold start"
+    )
+    return why, fix, {"pkgimages": images}
 
 
 @functools.cache

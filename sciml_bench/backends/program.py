@@ -9,7 +9,7 @@ assembled from the very source the worker runs, never from a template of it:
 2. ``inspect.getsource`` of the backend module's functions the case itself calls to build
    and run its solve, loss and gradient (e.g. :func:`~sciml_bench.backends.diffrax.compiled_calls`);
 3. a header binding the concrete values those functions take for this case: the settings
-   from the backend's own ``case_settings(options)`` for the options the runner's plan
+   from the backend's own ``case_settings(problem, options)`` for the options the runner's plan
    picks, and the problem's ``y0``, time span, save points, parameters and loss arrays
    (Python floats printed by ``repr``, which round-trips every bit);
 4. a ``__main__`` that calls them once and prints, with :func:`print_result`, the solution
@@ -23,9 +23,10 @@ program is not available for it yet.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import pprint
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,44 +78,50 @@ def parse_output(text: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Recipe:
-    """How one backend's case becomes a program: its import lines, the backend functions
-    the case calls (their source is printed), its settings for a case, and the lines of
-    its ``__main__`` (which call those functions on the header's names)."""
+    """How one backend's case becomes a program: its import lines, the functions of the
+    backend's module the case calls (``name``, or ``module.name`` in another backend
+    module), whose source is printed, and the lines of its ``__main__`` (which call those
+    functions on the header's names). The settings are the module's own
+    ``case_settings(problem, options)``."""
 
-    imports: tuple[str, ...]
-    functions: Callable[[], Sequence[Callable[..., Any]]]
-    settings: Callable[[CompiledProblem, CaseOptions], dict[str, Any]]
+    module: str
+    imports: str
+    functions: tuple[str, ...]
     main: tuple[str, ...]
     #: the generated model as program text: Python source as it is; a model in another
     #: language (DiffSL) bound to a name as a string
     embed: Callable[[str], str] = lambda source: source
 
+    def sources(self) -> list[Callable[..., Any]]:
+        """The functions whose source the program prints, in order."""
+        found = []
+        for name in self.functions:
+            module, _, attr = name.rpartition(".")
+            found.append(getattr(_backend_module(module or self.module), attr))
+        return found
 
-def _diffrax_functions() -> list[Callable[..., Any]]:
-    from sciml_bench.backends import diffrax
+    def settings(self, problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
+        """The case's settings, from the backend's own ``case_settings``."""
+        settings: dict[str, Any] = _backend_module(self.module).case_settings(problem, options)
+        return settings
 
-    return [diffrax.compiled_calls]
 
-
-def _diffrax_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
-    from sciml_bench.backends import diffrax
-
-    return diffrax.case_settings(problem, options)
+def _backend_module(name: str) -> Any:
+    return importlib.import_module(f"sciml_bench.backends.{name}")
 
 
 DIFFRAX = Recipe(
-    imports=(
-        "from typing import Any",
-        "",
-        "import jax",
-        "import jax.numpy as jnp",
-        "import numpy as np",
-        "",
-        "# float64 before any array is made, as the worker does",
-        'jax.config.update("jax_enable_x64", True)',
-    ),
-    functions=_diffrax_functions,
-    settings=_diffrax_settings,
+    module="diffrax",
+    imports="""\
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# float64 before any array is made, as the worker does
+jax.config.update("jax_enable_x64", True)""",
+    functions=("diffeqsolve_arguments", "compiled_calls"),
     main=(
         "calls = compiled_calls(rhs, Y0, T_SPAN, T_SAVE, (LOSS_W, LOSS_O, LOSS_C), SETTINGS)",
         "theta = jnp.asarray(THETA)  # the parameters as the case holds them (prepare)",
@@ -130,30 +137,17 @@ DIFFRAX = Recipe(
 )
 
 
-def _scipy_functions() -> list[Callable[..., Any]]:
-    from sciml_bench.backends import scipy
-
-    return [scipy.ScipyRun, scipy.integrate]
-
-
-def _scipy_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
-    from sciml_bench.backends import scipy
-
-    return scipy.case_settings(options)
-
-
 SCIPY = Recipe(
-    imports=(
-        "from collections.abc import Callable",
-        "from dataclasses import dataclass, field",
-        "from functools import partial",
-        "from typing import Any",
-        "",
-        "import numpy as np",
-        "import scipy.integrate",
-    ),
-    functions=_scipy_functions,
-    settings=_scipy_settings,
+    module="scipy",
+    imports="""\
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+import scipy.integrate""",
+    functions=("ScipyRun", "step_bound.steps_over", "integrate"),
     main=(
         "theta = np.asarray(THETA)",
         "# the parameters bound once per solve, in C (functools.partial), as the case does",
@@ -170,35 +164,23 @@ SCIPY = Recipe(
 )
 
 
-def _torchdiffeq_functions() -> list[Callable[..., Any]]:
-    from sciml_bench.backends import torchdiffeq as td
-
-    return [
-        td.StepBound,
-        td._Steps,
-        td.attach_steps,
-        td.case_parts,
-        td._odeint_keywords,
-        td.loss_and_grads,
-    ]
-
-
-def _torchdiffeq_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
-    from sciml_bench.backends import torchdiffeq
-
-    return torchdiffeq.case_settings(problem, options)
-
-
 TORCHDIFFEQ = Recipe(
-    imports=(
-        "from typing import Any",
-        "",
-        "import numpy as np",
-        "import torch",
-        "import torchdiffeq  # noqa: F401  (case_parts imports it too)",
+    module="torchdiffeq",
+    imports="""\
+from typing import Any
+
+import numpy as np
+import torch
+import torchdiffeq  # noqa: F401  (case_parts imports it too)""",
+    functions=(
+        "step_bound.steps_over",
+        "StepBound",
+        "_Steps",
+        "attach_steps",
+        "case_parts",
+        "_odeint_keywords",
+        "loss_and_grads",
     ),
-    functions=_torchdiffeq_functions,
-    settings=_torchdiffeq_settings,
     main=(
         "parts = case_parts(RHS, Y0, THETA, T_SPAN, T_SAVE, (LOSS_W, LOSS_O, LOSS_C), SETTINGS)",
         "odeint, steps, first = parts['odeint'], parts['steps'], int(parts['skip_first'])",
@@ -214,22 +196,14 @@ TORCHDIFFEQ = Recipe(
 )
 
 
-def _cvodes_functions() -> list[Callable[..., Any]]:
-    from sciml_bench.backends import cvodes
-
-    return [cvodes.integrator, cvodes.loss_function]
-
-
-def _cvodes_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
-    from sciml_bench.backends import cvodes
-
-    return cvodes.case_settings(problem, options)
-
-
 CVODES = Recipe(
-    imports=("from typing import Any", "", "import casadi as ca", "import numpy as np"),
-    functions=_cvodes_functions,
-    settings=_cvodes_settings,
+    module="cvodes",
+    imports="""\
+from typing import Any
+
+import casadi as ca
+import numpy as np""",
+    functions=("integrator", "loss_function"),
     main=(
         "F = integrator(rhs, SETTINGS['symbolics'], len(Y0), len(THETA), T_SPAN[0], T_SAVE,",
         "               SETTINGS['integrator'])",
@@ -247,18 +221,6 @@ CVODES = Recipe(
 )
 
 
-def _diffsol_functions() -> list[Callable[..., Any]]:
-    from sciml_bench.backends import diffsol
-
-    return [diffsol.make_ode, diffsol.suite_order, diffsol.loss_and_dL_dY, diffsol.gradient]
-
-
-def _diffsol_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
-    from sciml_bench.backends import diffsol
-
-    return diffsol.case_settings(problem, options)
-
-
 def _diffsl_text(source: str) -> str:
     """The DiffSL model bound to ``DIFFSL``, verbatim (a raw triple-quoted string where
     the text allows one)."""
@@ -268,14 +230,13 @@ def _diffsl_text(source: str) -> str:
 
 
 DIFFSOL = Recipe(
-    imports=(
-        "from typing import Any",
-        "",
-        "import numpy as np",
-        "import pydiffsol as ds  # noqa: F401",
-    ),
-    functions=_diffsol_functions,
-    settings=_diffsol_settings,
+    module="diffsol",
+    imports="""\
+from typing import Any
+
+import numpy as np
+import pydiffsol as ds  # noqa: F401""",
+    functions=("make_ode", "suite_order", "loss_and_dL_dY", "gradient"),
     main=(
         "ode = make_ode(DIFFSL, SETTINGS)  # JIT-compiled here",
         "order = suite_order(SETTINGS)  # an array model's state by state -> the suite's layout",
@@ -352,10 +313,10 @@ def program(problem: CompiledProblem, backend: str, options: CaseOptions, comman
     ]
     parts = [
         "\n".join(doc),
-        "\n".join(recipe.imports),
+        recipe.imports,
         f"\n# -- the vector field --\n{recipe.embed(rhs)}",
     ]
-    for fn in [*recipe.functions(), print_result]:
+    for fn in [*recipe.sources(), print_result]:
         where = fn.__module__.replace(".", "/") + ".py"
         parts.append(f"\n# -- from {where} --\n{inspect.getsource(fn)}")
     parts.append("\n" + "\n".join(header(problem, recipe.settings(problem, options))) + "\n")

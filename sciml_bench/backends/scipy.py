@@ -28,19 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.backends.base import (
-    Availability,
-    Backend,
-    Case,
-    CaseOptions,
-    EnsembleCase,
-    EnsembleNotOffered,
-    EnsembleSolution,
-    Solution,
-    SolverInfo,
-    failed_members,
-)
-from sciml_bench.measure.status import SolverFailure, Status, classify_message
+from sciml_bench.backends.base import Backend, Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.backends.checks import failed_members, finite_solution
+from sciml_bench.backends.ensemble import EnsembleCase, EnsembleNotOffered, EnsembleSolution
+from sciml_bench.backends.step_bound import steps_over, stopped_at_bound
+from sciml_bench.measure.status import SolverFailure, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
 
@@ -87,9 +79,10 @@ class ScipyRun:
     nlu: int = 0
 
 
-def case_settings(options: CaseOptions) -> dict[str, Any]:
+def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
     """The plain settings of one case (``sciml-bench codegen`` prints them): the method,
-    whether it gets the exact Jacobian (the implicit ones do), tolerances, step bound."""
+    whether it gets the exact Jacobian (the implicit ones do), tolerances, step bound
+    (the same for every problem: ``problem`` is taken as every backend's is)."""
     return {"solver": options.solver, "exact_jacobian": options.solver in IMPLICIT,
             "rtol": options.rtol, "atol": options.atol, "max_steps": options.max_steps,
             "dtype": options.dtype}  # fmt: skip
@@ -113,7 +106,7 @@ def integrate(
     run = ScipyRun()
     i = 0  # the next save point
     while True:
-        if run.steps == max_steps:
+        if steps_over(max_steps, run.steps + 1) is not None:  # the next step would be past it
             run.status = "max_steps"
             break
         message = solver.step()
@@ -140,7 +133,7 @@ class ScipyCase(Case):
 
         ns = load_python(problem.source["numpy"])
         self.rhs = ns["rhs"]
-        self.settings = case_settings(options)
+        self.settings = case_settings(problem, options)
         #: the Jacobian the implicit methods get (``jac(t, y, p)``), chosen once, here
         self.jac: Callable[..., Any] | None = ns["jac"] if self.settings["exact_jacobian"] else None
         self.method = getattr(scipy.integrate, options.solver)
@@ -172,18 +165,12 @@ class ScipyCase(Case):
         run: ScipyRun = raw
         o = self.o
         if run.status == "max_steps":
-            raise SolverFailure(
-                Status.MAX_STEPS,
-                f"scipy {o.solver}: {run.steps} steps reached t={run.t:.6g} of "
-                f"{self.p.t_span[1]:.6g}, the shared max_steps = {o.max_steps}",
-                float(run.t),
-            )
+            raise stopped_at_bound(f"scipy {o.solver}", o.max_steps, run.steps, run.t,
+                                   self.p.t_span[1])  # fmt: skip
         if run.status == "failed":
             raise SolverFailure(classify_message(run.message), f"scipy: {run.message}",
                                 float(run.t))  # fmt: skip
-        y = np.hstack(run.blocks).T
-        if not np.all(np.isfinite(y)):
-            raise SolverFailure(Status.NONFINITE, "scipy: non-finite values in the solution")
+        y = finite_solution("scipy", np.hstack(run.blocks).T)
         return Solution(y, {"steps": run.steps, "rhs_evals": run.nfev, "jac_evals": run.njev,
                             "lu_decomps": run.nlu})  # fmt: skip
 
@@ -242,28 +229,16 @@ class ScipyBackend(Backend):
     differentiable = False
     modules = ("scipy.integrate",)
     gradient_methods: Mapping[str, str] = {"none": "solve only (the reference backend)"}
+    solver_table = _SOLVERS
+    case_type = ScipyCase
     array_problems = True
     jacobians = ("dense", "sparse")
+    # LSODA was fastest on ROBER at rtol 1e-6 (benchmarks/best_config.py).
+    stiff_solver, nonstiff_solver = "LSODA", "DOP853"
 
     def array_solver(self, stiff: bool) -> str:
         # BDF takes the exact sparse Jacobian (SuperLU); LSODA only a band
         return "BDF" if stiff else self.default_solver(stiff)
-
-    def availability(self) -> Availability:
-        return Availability.of_modules("scipy", extra="")
-
-    def solvers(self) -> Mapping[str, SolverInfo]:
-        return _SOLVERS
-
-    def default_solver(self, stiff: bool) -> str:
-        # LSODA was fastest on ROBER at rtol 1e-6 (benchmarks/best_config.py).
-        return "LSODA" if stiff else "DOP853"
-
-    def default_gradient(self, problem: CompiledProblem) -> str:
-        return "none"
-
-    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
-        return ScipyCase(problem, options)
 
     ensemble_semantics = ("independent",)
 

@@ -9,7 +9,8 @@ torch``): its parameter tensors are the problem's parameters, as a torch user ho
 them, so nothing is sliced per evaluation. Steps are counted by torchdiffeq's own step
 callbacks (``callback_accept_step`` / ``callback_reject_step``, once per step, not per
 RHS evaluation), which also enforce the step bound: the problem's shared ``max_steps``
-over the whole solve, accepted plus rejected (as Diffrax counts them). torchdiffeq's own
+over the whole solve, accepted plus rejected (as Diffrax counts them), checked by
+:func:`~sciml_bench.backends.step_bound.steps_over`. torchdiffeq's own
 ``max_num_steps`` restarts at every save time (it would allow ``n_save × max_steps``).
 So a hopeless stiff solve ends as a quick ``max_steps`` row with how far in t it got,
 never a hang.
@@ -24,25 +25,23 @@ so a save time off the grid carries that O(dt²) error too: the row shows it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from sciml_bench.backends.base import (
-    Availability,
-    Backend,
-    Case,
-    CaseOptions,
-    EnsembleCase,
-    EnsembleNotOffered,
-    EnsembleSolution,
-    Solution,
-    SolverInfo,
-    TrainingCase,
+from sciml_bench.backends.base import Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.backends.checks import finite_solution
+from sciml_bench.backends.ensemble import EnsembleCase, EnsembleSolution
+from sciml_bench.backends.step_bound import steps_over
+from sciml_bench.backends.torch_common import (
+    TorchBackend,
+    TorchMembers,
+    TorchTraining,
+    batched_rhs,
 )
-from sciml_bench.backends.torch_device import TorchPlaced, torch_cuda_missing
-from sciml_bench.measure.status import SolverFailure, Status, classify_message
+from sciml_bench.backends.torch_device import TorchPlaced
+from sciml_bench.measure.status import SolverFailure, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
 from sciml_bench.problem.training import Adam
@@ -94,11 +93,9 @@ class _Steps:
         self.accepted = self.rejected = 0
 
     def _bound(self) -> None:
-        if self.accepted + self.rejected > self.max_steps:
-            raise StepBound(
-                f"max_num_steps exceeded over the whole solve: {self.accepted} accepted + "
-                f"{self.rejected} rejected steps > the shared max_steps = {self.max_steps}"
-            )
+        over = steps_over(self.max_steps, self.accepted, self.rejected)
+        if over is not None:
+            raise StepBound(f"max_num_steps exceeded: {over}")
 
     def accept(self, t0: Any, y0: Any, dt: Any) -> None:
         self.accepted += 1
@@ -286,9 +283,7 @@ class TorchdiffeqCase(TorchPlaced, Case):
 
     def check_solve(self, raw: Any) -> Solution:
         ys, accepted, rejected = raw
-        y = ys.cpu().numpy()
-        if not np.all(np.isfinite(y)):
-            raise SolverFailure(Status.NONFINITE, "torchdiffeq: non-finite values in the solution")
+        y = finite_solution("torchdiffeq", ys.cpu().numpy())
         return Solution(y, {"steps": accepted, "rejected_steps": rejected})
 
     def timed_grad(self, params: Any) -> Any:
@@ -310,20 +305,9 @@ class TorchdiffeqCase(TorchPlaced, Case):
         return float(loss.detach()), g.cpu().numpy()  # the worker rejects a non-finite one
 
 
-def batched_rhs(source: str) -> Callable[..., Any]:
-    """The generated batched torch RHS, ``f(t, Y, P)`` with ``Y`` of shape ``(n, n_state)``
-    and ``P`` either ``(n, n_params)`` or one shared ``θ``; ``t`` a scalar or one time per
-    member. Written on columns, as a torch user writes a batched vector field:
-    ``torch.func.vmap`` over the one-member RHS cost up to 2x on small systems
-    (``benchmarks/ensemble_overhead.py``). Shared by torchdiffeq and torchode."""
-    from sciml_bench.problem.generated import load_python
-
-    return load_python(source)["rhs_batch"]  # type: ignore[no-any-return]
-
-
-class TorchdiffeqEnsembleCase(EnsembleCase):
+class TorchdiffeqEnsembleCase(TorchMembers, EnsembleCase):
     """``coupled``: odeint on the stacked ``(n, n_state)`` state, the batched RHS
-    (:func:`batched_rhs`): one error norm and one step size for the whole batch
+    (:func:`~sciml_bench.backends.torch_common.batched_rhs`): one error norm and one step size for the whole batch
     (torchdiffeq has no per-member steps). The shared step bound counts the batch's steps.
 
     Every tensor is made on ``options.device`` (the single case's rule); the timed calls
@@ -336,7 +320,8 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
 
         self.base = b = TorchdiffeqCase(problem, options)
         self.torch = torch
-        dt = b.dtype
+        self.dtype = dt = b.dtype
+        self.device = b.device
         self.per_member = batch.varies_parameters
         fn = batched_rhs(problem.source["torch"])
 
@@ -362,16 +347,6 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
         self.n = batch.n
         self.info = {"semantics": "coupled", "members": self.n, "shared_theta": not self.per_member}
 
-    def _params(self, th: Any) -> Any:
-        return th * self.S + self.A if self.per_member else th
-
-    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
-        """θ and the member weights (``1/n`` each by default) as tensors on the device."""
-        torch = self.torch
-        w = np.full(self.n, 1.0 / self.n) if weights is None else weights
-        on = {"dtype": self.base.dtype, "device": self.base.device}
-        return torch.as_tensor(theta, **on), torch.as_tensor(w, **on)
-
     def solve_raw(self, params: Any) -> Any:
         torch, b = self.torch, self.base
         with torch.no_grad():
@@ -382,9 +357,7 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
 
     def check_solve(self, raw: Any) -> EnsembleSolution:
         ys, accepted, _ = raw
-        y = ys.permute(1, 0, 2).cpu().numpy()
-        if not np.all(np.isfinite(y)):
-            raise SolverFailure(Status.NONFINITE, "torchdiffeq: non-finite values in the solution")
+        y = finite_solution("torchdiffeq", ys.permute(1, 0, 2).cpu().numpy())
         return EnsembleSolution(y, steps=np.full(self.n, accepted))
 
     def grad_raw(self, params: Any) -> Any:
@@ -393,10 +366,7 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
         th = theta.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
         self.func.p = self._params(th)
         ys = b.integrate(self.func, **({"adjoint_params": (th,)} if self.adjoint else {}))
-        ys = ys.permute(1, 0, 2)
-        d = ys - b.O
-        # Σ_m w_m L_m: the members' mean with the default weights
-        loss = torch.dot(w, torch.sum(b.W * d * d + b.C * ys, dim=(1, 2)))
+        loss = self.weighted_loss(w, ys.permute(1, 0, 2), b.W, b.O, b.C)
         b.steps.reset()  # the adjoint's backward solve gets the same bound
         try:
             (grad,) = torch.autograd.grad(loss, th)
@@ -416,69 +386,10 @@ class TorchdiffeqEnsembleCase(EnsembleCase):
         return self.base.alloc_peak_mb()
 
 
-class TorchdiffeqBackend(Backend):
-    name = "torchdiffeq"
-    packages = ("torchdiffeq", "torch")
-    extra = "torch"
-    modules = ("torch", "torchdiffeq")
-    gradient_methods: Mapping[str, str] = _GRADIENTS
-    devices = ("cpu", "cuda")
-    dtypes = ("float64", "float32")
-    #: array problems run on the generated torch code; its solvers are explicit (no Jacobian)
-    array_problems = True
-
-    def cuda_missing(self) -> tuple[str, str] | None:
-        return torch_cuda_missing()
-
-    def availability(self) -> Availability:
-        return Availability.of_modules("torch", "torchdiffeq", extra="torch")
-
-    def solvers(self) -> Mapping[str, SolverInfo]:
-        return _SOLVERS
-
-    def default_solver(self, stiff: bool) -> str:
-        return "dopri5"  # it has no stiff solver; implicit_adams is fixed-step and NaNs on ROBER
-
-    def default_gradient(self, problem: CompiledProblem) -> str:
-        return "backprop"
-
-    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
-        return TorchdiffeqCase(problem, options)
-
-    ensemble_semantics = ("coupled",)
-
-    def build_ensemble(
-        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
-    ) -> EnsembleCase:
-        if semantics != "coupled":
-            raise EnsembleNotOffered(f"torchdiffeq: no {semantics} ensemble (coupled only)")
-        return TorchdiffeqEnsembleCase(problem, options, batch)
-
-    def build_training(
-        self, problem: CompiledProblem, options: CaseOptions, adam: Adam
-    ) -> TrainingCase:
-        return TorchdiffeqTrainingCase(problem, options, adam)
-
-
 # -- training (sciml-bench run NAME --train) -------------------------------------------------
 
 
-def torch_adam(torch: Any, params: Any, adam: Adam) -> Any:
-    """``torch.optim.Adam`` with every constant given (no default left to torch); shared by
-    torchdiffeq and torchode."""
-    return torch.optim.Adam(params, lr=adam.learning_rate, betas=(adam.beta1, adam.beta2),
-                            eps=adam.eps)  # fmt: skip
-
-
-def torch_optimizer_info(optimizer: Any) -> dict[str, Any]:
-    """The optimizer as torch holds it (read back from its parameter group)."""
-    group = optimizer.param_groups[0]
-    return {"optimizer": f"torch.optim.Adam(lr={group['lr']!r}, betas={tuple(group['betas'])!r}, "
-                         f"eps={group['eps']!r}, foreach={group['foreach']}, "
-                         f"fused={group['fused']})"}  # fmt: skip
-
-
-class TorchdiffeqTrainingCase(TrainingCase):
+class TorchdiffeqTrainingCase(TorchTraining):
     """torchdiffeq's training loop as its ``examples/ode_demo.py`` writes it, one iteration
     per step: ``optimizer.zero_grad()``, ``odeint`` of the RHS module, the loss,
     ``loss.backward()``, ``optimizer.step()``; with ``torch.optim.Adam`` and the declared
@@ -486,12 +397,13 @@ class TorchdiffeqTrainingCase(TrainingCase):
     ``Σ W (y − O)² + Σ C y``. The RHS module, save grid and step bound are
     :class:`TorchdiffeqCase`'s (``odeint_adjoint`` for gradient method ``adjoint``)."""
 
+    library = "torchdiffeq"
+
     def __init__(self, problem: CompiledProblem, options: CaseOptions, adam: Adam):
-        self.case = c = TorchdiffeqCase(problem, options)
+        self.case = self.placed = c = TorchdiffeqCase(problem, options)
         self.torch = c.torch
-        self.optimizer = torch_adam(c.torch, c.module.parameters(), adam)
-        self.info = {**c.info, **torch_optimizer_info(self.optimizer),
-                     "loop": "optimizer.zero_grad(); odeint; loss.backward(); optimizer.step()"}
+        self._adam(c.module.parameters(), adam, c.info,
+                   "optimizer.zero_grad(); odeint; loss.backward(); optimizer.step()")
 
     def step(self) -> Any:
         c = self.case
@@ -508,7 +420,7 @@ class TorchdiffeqTrainingCase(TrainingCase):
         return loss.detach()
 
     def check(self, raw: Any) -> float:
-        return checked_loss("torchdiffeq", raw, self.case.params)
+        return self.checked_loss(raw, self.case.params)
 
     def parameters(self) -> np.ndarray:
         vec = self.torch.nn.utils.parameters_to_vector(self.case.params)
@@ -516,12 +428,6 @@ class TorchdiffeqTrainingCase(TrainingCase):
 
     def progress_t(self) -> float | None:
         return self.case.progress_t()
-
-    def placement(self) -> tuple[str, str | None]:
-        return self.case.placement()
-
-    def alloc_peak_mb(self) -> float | None:
-        return self.case.alloc_peak_mb()
 
 
 def torch_fit_loss(c: TorchdiffeqCase, ys: Any) -> Any:
@@ -534,15 +440,13 @@ def torch_fit_loss(c: TorchdiffeqCase, ys: Any) -> Any:
     return loss + torch.sum(c.C * ys) if c._has_linear else loss
 
 
-def checked_loss(name: str, loss: Any, params: Any) -> float:
-    """A training iteration's loss as a float, after the clock: a non-finite loss, or a
-    non-finite gradient left in the parameters' ``.grad``, is a ``nonfinite`` failure
-    (the optimizer would carry it into every later iteration)."""
-    import math
-
-    value = float(loss)
-    bad = sum(int((~p.grad.isfinite()).sum()) for p in params if p.grad is not None)
-    if not math.isfinite(value) or bad:
-        raise SolverFailure(Status.NONFINITE, f"{name}: non-finite loss or gradient "
-                            f"(loss={value:.6g}, {bad} non-finite gradient component(s))")
-    return value
+class TorchdiffeqBackend(TorchBackend):
+    name = "torchdiffeq"
+    packages = ("torchdiffeq", "torch")
+    modules = ("torch", "torchdiffeq")
+    gradient_methods: Mapping[str, str] = _GRADIENTS  # backprop first: the default
+    solver_table = _SOLVERS
+    ensemble_semantics = ("coupled",)
+    case_type = TorchdiffeqCase
+    ensemble_type = TorchdiffeqEnsembleCase
+    training_type = TorchdiffeqTrainingCase

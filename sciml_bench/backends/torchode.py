@@ -29,20 +29,16 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.backends.base import (
-    Availability,
-    Backend,
-    Case,
-    CaseOptions,
-    EnsembleCase,
-    EnsembleNotOffered,
-    EnsembleSolution,
-    Solution,
-    SolverInfo,
-    TrainingCase,
-    failed_members,
+from sciml_bench.backends.base import Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.backends.checks import failed_members, finite_solution
+from sciml_bench.backends.ensemble import EnsembleCase, EnsembleSolution
+from sciml_bench.backends.torch_common import (
+    TorchBackend,
+    TorchMembers,
+    TorchTraining,
+    batched_rhs,
 )
-from sciml_bench.backends.torch_device import TorchPlaced, torch_cuda_missing
+from sciml_bench.backends.torch_device import TorchPlaced
 from sciml_bench.measure.status import SolverFailure, Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
@@ -51,8 +47,8 @@ from sciml_bench.problem.training import Adam
 _SOLVERS = {
     "dopri5": SolverInfo("dopri5", False, "Dormand-Prince 5(4), per-member steps"),
     "tsit5": SolverInfo("tsit5", False, "Tsitouras 5(4), per-member steps"),
-    "dopri5-compile": SolverInfo("dopri5-compile", False, "dopri5 under torch.compile"),
-    "tsit5-compile": SolverInfo("tsit5-compile", False, "tsit5 under torch.compile"),
+    **{f"{m}-compile": SolverInfo(f"{m}-compile", False, f"{m} under torch.compile")
+       for m in ("dopri5", "tsit5")},
     "euler": SolverInfo("euler", False, "explicit Euler, FixedStepController (--dt)",
                         fixed_step=True),
     "tsit5-fixed": SolverInfo("tsit5-fixed", False, "tsit5 with FixedStepController (--dt)",
@@ -63,7 +59,7 @@ _GRADIENTS = {"AutoDiffAdjoint": "backpropagation through the solver's operation
 _STATUS = {2: Status.DT_UNDERFLOW, 3: Status.MAX_STEPS, 4: Status.NONFINITE}
 
 
-class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
+class TorchodeEnsembleCase(TorchMembers, TorchPlaced, EnsembleCase):
     """``independent``: one torchode solve of the whole batch, per-member step sizes."""
 
     semantics = "independent"
@@ -74,7 +70,6 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
 
         from sciml_bench.backends.base import fixed_step_plan
         from sciml_bench.backends.torch_device import torch_dtype
-        from sciml_bench.backends.torchdiffeq import batched_rhs
 
         step = fixed_step_plan(problem, options, _SOLVERS[options.solver])
         self.torch = torch
@@ -126,9 +121,6 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
         if step is not None:
             self.info["fixed_step"] = f"FixedStepController(), dt0={step!r} for every member"
 
-    def _params(self, th: Any) -> Any:
-        return th * self.S + self.A if self.per_member else th
-
     def _solve(self, th: Any) -> Any:
         return self.solve_fn(self.ivp, args=self._params(th), dt0=self.dt0)
 
@@ -140,13 +132,6 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
         st = _STATUS.get(int(code[~ok][0]), Status.SOLVER_FAILURE)
         raise SolverFailure(st, f"torchode: {st.value} in {failed_members(ok)}")
 
-    def prepare(self, theta: np.ndarray, weights: np.ndarray | None = None) -> Any:
-        """θ and the member weights (``1/n`` each by default) as tensors on the device."""
-        torch = self.torch
-        w = np.full(self.n, 1.0 / self.n) if weights is None else weights
-        on = {"dtype": self.dtype, "device": self.device}
-        return torch.as_tensor(theta, **on), torch.as_tensor(w, **on)
-
     def solve_raw(self, params: Any) -> Any:
         with self.torch.no_grad():
             sol = self._solve(params[0])
@@ -156,9 +141,7 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
     def check_solve(self, raw: Any) -> EnsembleSolution:
         self.last_device = raw.ys.device
         self._check(raw.status)
-        y = raw.ys.cpu().numpy()
-        if not np.all(np.isfinite(y)):
-            raise SolverFailure(Status.NONFINITE, "torchode: non-finite values in the solution")
+        y = finite_solution("torchode", raw.ys.cpu().numpy())
         return EnsembleSolution(y, steps=raw.stats["n_accepted"].cpu().numpy(),
                                 rhs_evals=raw.stats["n_f_evals"].cpu().numpy())  # fmt: skip
 
@@ -167,9 +150,7 @@ class TorchodeEnsembleCase(TorchPlaced, EnsembleCase):
         theta, w = params
         th = theta.detach().requires_grad_()  # a leaf sharing the prepared tensor's storage
         sol = self._solve(th)
-        d = sol.ys - self.O
-        # Σ_m w_m L_m: the members' mean with the default weights
-        loss = torch.dot(w, torch.sum(self.W * d * d + self.C * sol.ys, dim=(1, 2)))
+        loss = self.weighted_loss(w, sol.ys, self.W, self.O, self.C)
         (grad,) = torch.autograd.grad(loss, th)
         self.sync()
         return loss.detach(), grad, sol.status
@@ -219,70 +200,26 @@ class TorchodeCase(Case):
         return self.ens.alloc_peak_mb()
 
 
-class TorchodeBackend(Backend):
-    name = "torchode"
-    packages = ("torchode", "torch")
-    extra = "torch"
-    modules = ("torch", "torchode")
-    gradient_methods: Mapping[str, str] = _GRADIENTS
-    ensemble_semantics = ("independent",)
-    devices = ("cpu", "cuda")
-    dtypes = ("float64", "float32")
-    #: array problems run on the generated torch code; its solvers are explicit (no Jacobian)
-    array_problems = True
-
-    def cuda_missing(self) -> tuple[str, str] | None:
-        return torch_cuda_missing()
-
-    def availability(self) -> Availability:
-        return Availability.of_modules("torch", "torchode", extra="torch")
-
-    def solvers(self) -> Mapping[str, SolverInfo]:
-        return _SOLVERS
-
-    def default_solver(self, stiff: bool) -> str:
-        return "dopri5"  # explicit only, like torchdiffeq: same method, comparable rows
-
-    def default_gradient(self, problem: CompiledProblem) -> str:
-        return "AutoDiffAdjoint"
-
-    def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
-        return TorchodeCase(problem, options)
-
-    def build_ensemble(
-        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
-    ) -> EnsembleCase:
-        if semantics != "independent":
-            raise EnsembleNotOffered(f"torchode: no {semantics} ensemble (independent only)")
-        return TorchodeEnsembleCase(problem, options, batch)
-
-    def build_training(
-        self, problem: CompiledProblem, options: CaseOptions, adam: Adam
-    ) -> TrainingCase:
-        return TorchodeTrainingCase(problem, options, adam)
-
-
 # -- training (sciml-bench run NAME --train) -------------------------------------------------
 
 
-class TorchodeTrainingCase(TrainingCase):
+class TorchodeTrainingCase(TorchTraining):
     """torchode's training loop: θ is one ``torch.nn.Parameter``, passed as the batched
     RHS's ``args`` of the :class:`TorchodeCase` solve (a batch of one member); per
     iteration ``optimizer.zero_grad()``, the ``AutoDiffAdjoint`` solve, the loss,
     ``loss.backward()``, ``optimizer.step()`` with ``torch.optim.Adam`` and the declared
     constants. The solve's status is checked after the clock."""
 
-    def __init__(self, problem: CompiledProblem, options: CaseOptions, adam: Adam):
-        from sciml_bench.backends.torchdiffeq import torch_adam, torch_optimizer_info
+    library = "torchode"
 
-        self.ens = e = TorchodeCase(problem, options).ens
+    def __init__(self, problem: CompiledProblem, options: CaseOptions, adam: Adam):
+        self.ens = self.placed = e = TorchodeCase(problem, options).ens
         torch = self.torch = e.torch
         # a copy: the optimizer updates it in place, and as_tensor would share θ0's memory
         theta = torch.tensor(problem.theta0, dtype=e.dtype, device=e.device)
         self.theta = torch.nn.Parameter(theta)
-        self.optimizer = torch_adam(torch, [self.theta], adam)
-        self.info = {**e.info, **torch_optimizer_info(self.optimizer),
-                     "loop": "optimizer.zero_grad(); solve; loss.backward(); optimizer.step()"}
+        self._adam([self.theta], adam, e.info,
+                   "optimizer.zero_grad(); solve; loss.backward(); optimizer.step()")
 
     def step(self) -> Any:
         e, torch = self.ens, self.torch
@@ -296,17 +233,21 @@ class TorchodeTrainingCase(TrainingCase):
         return loss.detach(), sol.status
 
     def check(self, raw: Any) -> float:
-        from sciml_bench.backends.torchdiffeq import checked_loss
-
         loss, status = raw
         self.ens._check(status)
-        return checked_loss("torchode", loss, [self.theta])
+        return self.checked_loss(loss, [self.theta])
 
     def parameters(self) -> np.ndarray:
         return self.theta.detach().cpu().numpy().copy()
 
-    def placement(self) -> tuple[str, str | None]:
-        return self.ens.placement()
 
-    def alloc_peak_mb(self) -> float | None:
-        return self.ens.alloc_peak_mb()
+class TorchodeBackend(TorchBackend):
+    name = "torchode"
+    packages = ("torchode", "torch")
+    modules = ("torch", "torchode")
+    gradient_methods: Mapping[str, str] = _GRADIENTS
+    solver_table = _SOLVERS
+    ensemble_semantics = ("independent",)
+    case_type = TorchodeCase
+    ensemble_type = TorchodeEnsembleCase
+    training_type = TorchodeTrainingCase

@@ -150,11 +150,8 @@ class CNNConfig:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CNNConfig:
-        d = dict(d)  # fields missing from an older record take their defaults
-        for name in TUPLE_FIELDS:
-            if name in d:
-                d[name] = tuple(int(c) for c in d[name])
-        return cls(**d)
+        # fields missing from an older record take their defaults
+        return cls(**_with_tuples(d))
 
     def with_overrides(self, overrides: dict[str, Any] | None) -> CNNConfig:
         """A copy with ``overrides`` applied; unknown names are an error, not ignored."""
@@ -164,11 +161,7 @@ class CNNConfig:
         unknown = sorted(set(overrides) - names)
         if unknown:
             raise ValueError(f"unknown CNN config field(s): {unknown}; known: {sorted(names)}")
-        d = dict(overrides)
-        for name in TUPLE_FIELDS:
-            if name in d:
-                d[name] = tuple(int(c) for c in d[name])
-        return replace(self, **d)
+        return replace(self, **_with_tuples(overrides))
 
 
 INITS = ("he_uniform", "he_normal", "glorot_uniform")
@@ -186,6 +179,15 @@ QUICK_RESNET18: dict[str, Any] = {
     "image_size": RESNET_IMAGE_SIZE, "batch_size": 16, "steps_per_epoch": 4, "epochs": 1,
     "eval_size": 64, "inference_calls": 5, "inference_batch": 16,
 }  # fmt: skip
+
+
+def _with_tuples(d: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``d`` with the :data:`TUPLE_FIELDS` it has as tuples of ints (JSON gives lists)."""
+    out = dict(d)
+    for name in TUPLE_FIELDS:
+        if name in out:
+            out[name] = tuple(int(c) for c in out[name])
+    return out
 
 
 def for_model(cfg: CNNConfig, preset: str, overrides: dict[str, Any] | None) -> CNNConfig:
@@ -214,6 +216,12 @@ def has_shortcut_conv(c_in: int, c_out: int, stride: int) -> bool:
     return stride != 1 or c_in != c_out
 
 
+def _rgb_preset(image_size: int, steps_per_epoch: int, epochs: int) -> CNNConfig:
+    """A full-size preset: RGB images, batches of 32, 512 held-out images."""
+    return CNNConfig(image_size=image_size, channels=3, batch_size=32,
+                     steps_per_epoch=steps_per_epoch, epochs=epochs, eval_size=512)  # fmt: skip
+
+
 #: Named sizes. ``gpu`` mirrors ApX's comparison (224x224x3, batch 32, 5 measured epochs
 #: of 100 steps plus one warm-up epoch); ``cpu`` finishes in minutes on two cores;
 #: ``quick`` is for tests and CI (seconds per variant, except torch.compile's compile).
@@ -233,20 +241,6 @@ PRESETS: dict[str, CNNConfig] = {
         inference_calls=10,
         inference_batch=64,
     ),
-    "cpu": CNNConfig(
-        image_size=64,
-        channels=3,
-        batch_size=32,
-        steps_per_epoch=50,
-        epochs=3,
-        eval_size=512,
-    ),
-    "gpu": CNNConfig(
-        image_size=224,
-        channels=3,
-        batch_size=32,
-        steps_per_epoch=100,
-        epochs=5,
-        eval_size=512,
-    ),
+    "cpu": _rgb_preset(image_size=64, steps_per_epoch=50, epochs=3),
+    "gpu": _rgb_preset(image_size=224, steps_per_epoch=100, epochs=5),
 }

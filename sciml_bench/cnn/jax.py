@@ -15,7 +15,7 @@ import numpy as np
 
 from sciml_bench.cnn.config import CNNConfig, has_shortcut_conv, resnet_blocks
 from sciml_bench.cnn.data import Dataset, epoch_order, inference_images, init_params
-from sciml_bench.cnn.train_loop import Trainer, device_from_name, policy_text, resolve_device
+from sciml_bench.cnn.train_loop import Trainer, device_from_name, resolve_device
 from sciml_bench.measure.memory import jax_alloc_peak_mb
 
 GPU_FIX = "pip install -U 'jax[cuda12]' (a CUDA build of jaxlib)"
@@ -50,19 +50,57 @@ def cnn_class() -> type:
     return CNN
 
 
+def _conv(x: Any, w: Any, stride: int) -> Any:
+    """The bias-free convolution of NCHW ``x`` with OIHW ``w``, padded by half the kernel."""
+    import jax
+
+    pad = w.shape[-1] // 2
+    return jax.lax.conv_general_dilated(
+        x, w, (stride, stride), [(pad, pad), (pad, pad)],
+        dimension_numbers=("NCHW", "OIHW", "NCHW"),
+    )  # fmt: skip
+
+
+def batch_norm(
+    y: Any, gamma: Any, beta: Any, running: Any, train: bool, momentum: float, eps: float
+) -> tuple[Any, Any]:
+    """Torch's ``BatchNorm2d`` on NCHW ``y``: the normalised ``y`` and the new running
+    ``(mean, var)``.
+
+    ``out = gamma * (y - mean) / sqrt(var + eps) + beta`` per channel, in float32 and cast
+    back to ``y``'s dtype. Training takes ``mean`` and the biased ``var`` over the batch and
+    space (``n`` values) and updates ``running = (1 - m) * running + m * (mean, var * n /
+    (n - 1))``; evaluation takes the running statistics and leaves them.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    y32 = y.astype(jnp.float32)
+    mean_r, var_r = running
+    if train:
+        mean, var = y32.mean(axis=(0, 2, 3)), y32.var(axis=(0, 2, 3))
+        n = y.shape[0] * y.shape[2] * y.shape[3]
+        m = momentum
+        running = jax.lax.stop_gradient(
+            ((1 - m) * mean_r + m * mean, (1 - m) * var_r + m * var * n / (n - 1))
+        )
+    else:
+        mean, var = mean_r, var_r
+    scale = gamma.astype(jnp.float32) * jax.lax.rsqrt(var + eps)
+    shift = beta.astype(jnp.float32) - mean * scale
+    return (y32 * scale[:, None, None] + shift[:, None, None]).astype(y.dtype), running
+
+
 @functools.cache
 def resnet_class() -> type:
     """The ResNet-18 as an Equinox module on a batch ``(N, C, H, W)`` (batch norm needs the
     batch); the running statistics are state passed in and returned, as JAX wants.
 
-    Batch norm as torch's ``BatchNorm2d`` computes it: in training, normalise by the batch's
-    mean and biased variance and update ``running = (1 - m) * running + m * batch`` with the
-    unbiased variance; in evaluation, normalise by the running statistics. Statistics are
-    computed in float32 whatever the compute precision (as torch and Keras do).
+    Batch norm as torch's ``BatchNorm2d`` computes it (:func:`batch_norm`), its statistics
+    in float32 whatever the compute precision (as torch and Keras do).
     """
     import equinox as eqx
     import jax
-    import jax.numpy as jnp
 
     class ResNet(eqx.Module):
         convs: list
@@ -78,27 +116,12 @@ def resnet_class() -> type:
             new_state: list[Any] = []
 
             def conv_bn(x: Any, i: int, stride: int) -> Any:
-                w = self.convs[i]
-                pad = w.shape[-1] // 2
-                y = jax.lax.conv_general_dilated(
-                    x, w, (stride, stride), [(pad, pad), (pad, pad)],
-                    dimension_numbers=("NCHW", "OIHW", "NCHW"),
+                y, running = batch_norm(
+                    _conv(x, self.convs[i], stride), self.gammas[i], self.betas[i], state[i],
+                    train, self.momentum, self.eps,
                 )  # fmt: skip
-                y32 = y.astype(jnp.float32)
-                mean_r, var_r = state[i]
-                if train:
-                    mean, var = y32.mean(axis=(0, 2, 3)), y32.var(axis=(0, 2, 3))
-                    n = y.shape[0] * y.shape[2] * y.shape[3]
-                    m = self.momentum
-                    new_state.append(jax.lax.stop_gradient(
-                        ((1 - m) * mean_r + m * mean, (1 - m) * var_r + m * var * n / (n - 1))
-                    ))  # fmt: skip
-                else:
-                    mean, var = mean_r, var_r
-                    new_state.append(state[i])
-                scale = self.gammas[i].astype(jnp.float32) * jax.lax.rsqrt(var + self.eps)
-                shift = self.betas[i].astype(jnp.float32) - mean * scale
-                return (y32 * scale[:, None, None] + shift[:, None, None]).astype(y.dtype)
+                new_state.append(running)
+                return y
 
             x = jax.nn.relu(conv_bn(x, 0, 1))
             i = 1
@@ -191,26 +214,70 @@ def load_model(cfg: CNNConfig) -> Any:
     return model
 
 
+def training_functions(cfg: CNNConfig, static: Any, optim: Any) -> tuple[Any, Any, Any]:
+    """The training step, the batch evaluation and the prediction, for ``jax.jit``.
+
+    ``step((params, opt_state, bn), x, y)`` is one Adam update on the mean softmax
+    cross-entropy of the batch; ``evaluate(params, bn, x, y)`` gives the batch's summed
+    cross-entropy and its number of correct predictions; ``predict(params, bn, x)`` the
+    logits. ``static`` is the model's non-array part (``eqx.partition``).
+    """
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    bf16 = cfg.precision == "bf16"
+
+    def compute(tree: Any) -> Any:
+        """bf16 copies of the float arrays for ``precision="bf16"`` (the float32 masters
+        stay in the state; the gradient flows back through the cast)."""
+        if not bf16:
+            return tree
+        return jax.tree.map(
+            lambda a: a.astype(jnp.bfloat16) if jnp.issubdtype(a.dtype, jnp.floating) else a,
+            tree,
+        )
+
+    def forward(params: Any, bn: Any, x: Any, train: bool) -> tuple[Any, Any]:
+        model = eqx.combine(compute(params), static)
+        if cfg.model == "resnet18":
+            logits, bn = model(compute(x), bn, train)
+        else:
+            logits = jax.vmap(model)(compute(x))
+        return logits.astype(jnp.float32), bn
+
+    def loss_fn(params: Any, bn: Any, x: Any, y: Any) -> Any:
+        logits, bn = forward(params, bn, x, True)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), bn
+
+    def step(state: Any, x: Any, y: Any) -> Any:
+        params, opt_state, bn = state
+        grads, bn = jax.grad(loss_fn, has_aux=True)(params, bn, x, y)
+        updates, opt_state = optim.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, bn
+
+    def evaluate(params: Any, bn: Any, x: Any, y: Any) -> Any:
+        logits, _ = forward(params, bn, x, False)
+        loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).sum()
+        return loss, jnp.sum(jnp.argmax(logits, axis=1) == y)
+
+    def predict(params: Any, bn: Any, x: Any) -> Any:
+        return forward(params, bn, x, False)[0]
+
+    return step, evaluate, predict
+
+
 class JaxTrainer(Trainer):
+    bf16_how = "bfloat16 compute (parameters and inputs cast inside the jitted step)"
+
     def __init__(self, cfg: CNNConfig, data: Dataset, request: str):
         import equinox as eqx
         import jax
-        import jax.numpy as jnp
         import optax
 
         self._jax = jax
-        try:
-            gpus = jax.devices("gpu")
-        except RuntimeError:
-            gpus = []
-        self.device, self.device_note = resolve_device(
-            request, bool(gpus), f"jax {jax.__version__}", GPU_FIX
-        )
-        dev = gpus[0] if self.device == "cuda" else jax.devices("cpu")[0]
-        self._dev = dev
-        precision = "tensorfloat32" if cfg.tf32 else "highest"
-        jax.config.update("jax_default_matmul_precision", precision)
-
+        self._dev = self._pick_device(request, cfg)
         self._cfg, self._data = cfg, data
         model, bn_state = load_model_and_state(cfg)
         params, static = eqx.partition(model, eqx.is_array)
@@ -218,60 +285,46 @@ class JaxTrainer(Trainer):
         optim = optax.adam(cfg.learning_rate, b1=cfg.beta1, b2=cfg.beta2, eps=cfg.eps, eps_root=0.0)
         # all of the state committed to the device: the step's outputs are, and a mismatch
         # between first and later inputs would compile the step twice
-        self.state = jax.device_put((params, optim.init(params), bn_state), dev)
-        bf16 = cfg.precision == "bf16"
+        self.state = jax.device_put((params, optim.init(params), bn_state), self._dev)
 
-        def compute(tree: Any) -> Any:
-            """bf16 copies of the float arrays for ``precision="bf16"`` (the float32 masters
-            stay in the state; the gradient flows back through the cast)."""
-            if not bf16:
-                return tree
-            return jax.tree.map(
-                lambda a: a.astype(jnp.bfloat16) if jnp.issubdtype(a.dtype, jnp.floating) else a,
-                tree,
-            )
-
-        def forward(params: Any, bn: Any, x: Any, train: bool) -> tuple[Any, Any]:
-            model = eqx.combine(compute(params), static)
-            if cfg.model == "resnet18":
-                logits, bn = model(compute(x), bn, train)
-            else:
-                logits = jax.vmap(model)(compute(x))
-            return logits.astype(jnp.float32), bn
-
-        def loss_fn(params: Any, bn: Any, x: Any, y: Any) -> Any:
-            logits, bn = forward(params, bn, x, True)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), bn
-
-        def step(state: Any, x: Any, y: Any) -> Any:
-            params, opt_state, bn = state
-            grads, bn = jax.grad(loss_fn, has_aux=True)(params, bn, x, y)
-            updates, opt_state = optim.update(grads, opt_state, params)
-            return optax.apply_updates(params, updates), opt_state, bn
-
-        def evaluate(params: Any, bn: Any, x: Any, y: Any) -> Any:
-            logits, _ = forward(params, bn, x, False)
-            loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).sum()
-            return loss, jnp.sum(jnp.argmax(logits, axis=1) == y)
-
+        step, evaluate, predict = training_functions(cfg, static, optim)
         # donating the old state lets XLA update in place, as torch does (CPU ignores it)
         self._step = jax.jit(step, donate_argnums=(0,) if self.device == "cuda" else ())
         self._eval = jax.jit(evaluate)
-        self._predict = jax.jit(lambda params, bn, x: forward(params, bn, x, False)[0])
+        self._predict = jax.jit(predict)
+        self._place_batches(cfg, data)
 
-        def put(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
-            x_nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))  # torch's layout, as Equinox
-            return jax.device_put(x_nchw, dev), jax.device_put(y, dev)
+    def _pick_device(self, request: str, cfg: CNNConfig) -> Any:
+        """Set ``device`` (and the note when it is not the GPU asked for) and the matmul
+        precision; return the JAX device to put everything on."""
+        jax = self._jax
+        try:
+            gpus = jax.devices("gpu")
+        except RuntimeError:
+            gpus = []
+        self.device, self.device_note = resolve_device(
+            request, bool(gpus), f"jax {jax.__version__}", GPU_FIX
+        )
+        precision = "tensorfloat32" if cfg.tf32 else "highest"
+        jax.config.update("jax_default_matmul_precision", precision)
+        return gpus[0] if self.device == "cuda" else jax.devices("cpu")[0]
 
-        self._put = put
+    def _put(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+        """Images (in torch's NCHW layout, as Equinox takes them) and labels on the device."""
+        x_nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+        return self._jax.device_put(x_nchw, self._dev), self._jax.device_put(y, self._dev)
+
+    def _place_batches(self, cfg: CNNConfig, data: Dataset) -> None:
+        """The held-out batches on the device; the training batches too, unless the host
+        pipeline batches them by hand from host memory, one batch ahead."""
         bs = cfg.batch_size
-        self.eval = [put(x, y) for x, y in data.batches(bs, "eval")]
+        self.eval = [self._put(x, y) for x, y in data.batches(bs, "eval")]
         self.host = cfg.pipeline == "host"
-        if self.host:  # batching by hand from host memory, one batch ahead
+        if self.host:
             self._order = epoch_order(cfg, 0)
             self._ahead: Any = None
         else:
-            self.train = [put(x, y) for x, y in data.batches(bs, "train")]
+            self.train = [self._put(x, y) for x, y in data.batches(bs, "train")]
 
     def _host_batch(self, i: int) -> Any:
         """Gather batch ``i`` of this epoch's order on the host and start its copy (async)."""
@@ -330,17 +383,11 @@ class JaxTrainer(Trainer):
     def param_count(self) -> int | None:
         return sum(int(a.size) for a in self._jax.tree.leaves(self.state[0]))
 
-    def precision_policy(self) -> str:
-        how = "bfloat16 compute (parameters and inputs cast inside the jitted step)"
-        return policy_text(self._cfg.precision, self.device, how)
-
-    def alloc_peak_mb(self) -> float | None:
-        if self.device != "cuda":
-            return None
+    def gpu_alloc_peak_mb(self) -> float | None:
         return jax_alloc_peak_mb(self._dev)
 
-    def device_name(self) -> str | None:
-        return self._dev.device_kind if self.device == "cuda" else None
+    def gpu_name(self) -> str | None:
+        return self._dev.device_kind
 
     def read_device(self) -> str:
         leaves = self._jax.tree.leaves(self.state[0])

@@ -23,7 +23,6 @@ from sciml_bench.cnn.train_loop import (
     Trainer,
     device_from_name,
     passes,
-    policy_text,
     resolve_device,
 )
 
@@ -122,6 +121,8 @@ def loss_of(logits: Any, y: Any) -> Any:
 
 
 class TensorFlowTrainer(Trainer):
+    bf16_how = "Keras mixed_precision policy mixed_bfloat16"
+
     def __init__(self, cfg: CNNConfig, data: Dataset, request: str):
         import keras
         import tensorflow as tf
@@ -270,18 +271,10 @@ class TensorFlowTrainer(Trainer):
     def param_count(self) -> int | None:
         return sum(int(np.prod(v.shape)) for v in self.model.trainable_variables)
 
-    def precision_policy(self) -> str:
-        how = "Keras mixed_precision policy mixed_bfloat16"
-        return policy_text(self._cfg.precision, self.device, how)
-
-    def alloc_peak_mb(self) -> float | None:
-        if self.device != "cuda":
-            return None
+    def gpu_alloc_peak_mb(self) -> float | None:
         return self._tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
 
-    def device_name(self) -> str | None:
-        if self.device != "cuda":
-            return None
+    def gpu_name(self) -> str | None:
         gpu = self._tf.config.list_physical_devices("GPU")[0]
         return self._tf.config.experimental.get_device_details(gpu).get("device_name")
 

@@ -19,7 +19,6 @@ from sciml_bench.cnn.train_loop import (
     Trainer,
     Unavailable,
     device_from_name,
-    policy_text,
     resolve_device,
 )
 from sciml_bench.measure.memory import torch_alloc_peak_mb
@@ -144,6 +143,8 @@ def build_model(cfg: CNNConfig) -> Any:
 
 
 class TorchTrainer(Trainer):
+    bf16_how = "torch.autocast bfloat16"
+
     def __init__(self, cfg: CNNConfig, data: Dataset, request: str, compile: bool):
         import torch
         import torch.nn.functional as F
@@ -151,26 +152,17 @@ class TorchTrainer(Trainer):
         self.device, self.device_note = resolve_device(
             request, torch.cuda.is_available(), f"torch {torch.__version__}", GPU_FIX
         )
-        if (
-            compile
-            and self.device == "cpu"
-            and shutil.which("g++") is None
-            and shutil.which("c++") is None
-        ):
+        if compile and self.device == "cpu" and not has_cxx_compiler():
             raise Unavailable(
                 "torch.compile on CPU needs a C++ compiler (g++/c++), none on PATH",
                 "apt-get install g++",
             )
         self._torch, self._cfg = torch, cfg
-        self._dev = dev = torch.device(self.device)
+        self._dev = torch.device(self.device)
         if self.device == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = cfg.tf32
-            torch.backends.cudnn.allow_tf32 = cfg.tf32
-            # XLA (JAX, TF) autotunes convolutions; without this cuDNN uses heuristics only
-            torch.backends.cudnn.benchmark = True
-            torch.cuda.reset_peak_memory_stats()
+            self._configure_cuda(cfg)
 
-        self.model = build_model(cfg).to(dev)
+        self.model = build_model(cfg).to(self._dev)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=cfg.learning_rate,
@@ -183,33 +175,51 @@ class TorchTrainer(Trainer):
         self.loss_fn = F.cross_entropy
         self._data, self._infer = data, None
         self.model.train()
+        self._place_batches(cfg, data)
 
-        def put(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
-            xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).to(dev)
-            return xt, torch.from_numpy(y.astype(np.int64)).to(dev)
+    def _configure_cuda(self, cfg: CNNConfig) -> None:
+        """TF32 as the config says, cuDNN autotuning, and a fresh allocator peak."""
+        torch = self._torch
+        torch.backends.cuda.matmul.allow_tf32 = cfg.tf32
+        torch.backends.cudnn.allow_tf32 = cfg.tf32
+        # XLA (JAX, TF) autotunes convolutions; without this cuDNN uses heuristics only
+        torch.backends.cudnn.benchmark = True
+        torch.cuda.reset_peak_memory_stats()
 
-        bs = cfg.batch_size
-        self.eval = [put(x, y) for x, y in data.batches(bs, "eval")]
+    def _put(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+        """Images (NCHW) and int64 labels on the device."""
+        torch = self._torch
+        xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).to(self._dev)
+        return xt, torch.from_numpy(y.astype(np.int64)).to(self._dev)
+
+    def _place_batches(self, cfg: CNNConfig, data: Dataset) -> None:
+        """The held-out batches on the device; the training batches too, or for the host
+        pipeline a ``DataLoader`` over host memory."""
+        self.eval = [self._put(x, y) for x, y in data.batches(cfg.batch_size, "eval")]
         self.host = cfg.pipeline == "host"
         if self.host:
-            # the seed articles' idiom: a DataLoader from host memory, pinned pages so the
-            # copies can be asynchronous (non_blocking); the order is the shared one
-            from torch.utils.data import DataLoader, TensorDataset
-
-            x_host = torch.from_numpy(np.ascontiguousarray(data.x_train.transpose(0, 3, 1, 2)))
-            self._order = EpochOrder(cfg)
-            self._loader = DataLoader(
-                TensorDataset(x_host, torch.from_numpy(data.y_train.astype(np.int64))),
-                batch_size=bs,
-                sampler=self._order,
-                drop_last=True,
-                num_workers=cfg.loader_workers,
-                pin_memory=self.device == "cuda",
-                persistent_workers=cfg.loader_workers > 0,
-            )
+            self._loader = self._host_loader(cfg, data)
             self._it: Any = None
         else:
-            self.train = [put(x, y) for x, y in data.batches(bs, "train")]
+            self.train = [self._put(x, y) for x, y in data.batches(cfg.batch_size, "train")]
+
+    def _host_loader(self, cfg: CNNConfig, data: Dataset) -> Any:
+        """The seed articles' idiom: a ``DataLoader`` from host memory in the shared order,
+        pinned pages so the copies can be asynchronous (``non_blocking``)."""
+        torch = self._torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        x_host = torch.from_numpy(np.ascontiguousarray(data.x_train.transpose(0, 3, 1, 2)))
+        self._order = EpochOrder(cfg)
+        return DataLoader(
+            TensorDataset(x_host, torch.from_numpy(data.y_train.astype(np.int64))),
+            batch_size=cfg.batch_size,
+            sampler=self._order,
+            drop_last=True,
+            num_workers=cfg.loader_workers,
+            pin_memory=self.device == "cuda",
+            persistent_workers=cfg.loader_workers > 0,
+        )
 
     def _autocast(self) -> Any:
         """bf16 autocast for ``precision="bf16"``; a no-op context otherwise."""
@@ -274,18 +284,11 @@ class TorchTrainer(Trainer):
     def param_count(self) -> int | None:
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
 
-    def precision_policy(self) -> str:
-        return policy_text(self._cfg.precision, self.device, "torch.autocast bfloat16")
-
-    def alloc_peak_mb(self) -> float | None:
-        if self.device != "cuda":
-            return None
+    def gpu_alloc_peak_mb(self) -> float | None:
         return torch_alloc_peak_mb(self._torch)
 
-    def device_name(self) -> str | None:
-        if self.device == "cuda":
-            return self._torch.cuda.get_device_name()
-        return None
+    def gpu_name(self) -> str | None:
+        return self._torch.cuda.get_device_name()
 
     def read_device(self) -> str:
         devices = {p.device.type for p in self.model.parameters()}
@@ -313,6 +316,11 @@ class TorchTrainer(Trainer):
                 cudnn_benchmark=torch.backends.cudnn.benchmark,
             )
         return out
+
+
+def has_cxx_compiler() -> bool:
+    """Whether a C++ compiler (``g++`` or ``c++``) is on PATH: torch.compile needs one on CPU."""
+    return shutil.which("g++") is not None or shutil.which("c++") is not None
 
 
 def build_eager(cfg: CNNConfig, data: Dataset, request: str) -> Trainer:

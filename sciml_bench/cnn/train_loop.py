@@ -95,6 +95,10 @@ class Trainer(ABC):
     #: loader (waiting on it, or preparing the next batch itself); the harness resets it
     #: and adds each epoch's whole ``start_epoch``
     data_wait_s: float = 0.0
+    #: the framework's means of computing in bfloat16, in words, for ``precision_policy``
+    bf16_how: str = ""
+    #: the run's configuration (each trainer sets it)
+    _cfg: CNNConfig
 
     def start_epoch(self, epoch: int) -> None:
         """Begin pass ``epoch`` over the training data (a host loader starts its order)."""
@@ -114,8 +118,8 @@ class Trainer(ABC):
         return None
 
     def precision_policy(self) -> str:
-        """How the variant computes, in words, for the record."""
-        return ""
+        """How the variant computes, in words, for the record (:func:`policy_text`)."""
+        return policy_text(self._cfg.precision, self.device, self.bf16_how) if self.bf16_how else ""
 
     @abstractmethod
     def sync(self) -> None:
@@ -131,10 +135,19 @@ class Trainer(ABC):
         """
 
     def alloc_peak_mb(self) -> float | None:
-        """The framework allocator's peak device memory, where it reports one."""
+        """The framework allocator's peak GPU memory, where it runs on a GPU and reports one."""
+        return self.gpu_alloc_peak_mb() if self.device == "cuda" else None
+
+    def gpu_alloc_peak_mb(self) -> float | None:
+        """:meth:`alloc_peak_mb` of a trainer on a GPU (asked only then)."""
         return None
 
     def device_name(self) -> str | None:
+        """The GPU's name, on a GPU run (None on a CPU: the executor names the CPU)."""
+        return self.gpu_name() if self.device == "cuda" else None
+
+    def gpu_name(self) -> str | None:
+        """:meth:`device_name` of a trainer on a GPU (asked only then)."""
         return None
 
     def read_device(self) -> str:
@@ -264,9 +277,9 @@ class CpuShare:
         try:
             import psutil
 
-            t = psutil.cpu_times()
-            busy = t.user + t.system + sum(getattr(t, k, 0.0) for k in
-                                           ("nice", "irq", "softirq", "steal"))  # fmt: skip
+            from sciml_bench.measure.clock import busy_cpu_s
+
+            busy = busy_cpu_s()
             me = psutil.Process()
             own = sum(me.cpu_times()[:2])
             for child in me.children(recursive=True):
@@ -381,68 +394,114 @@ def measure(
         rec["data_s"] = time.perf_counter() - t
         sampler = ResourceSampler(nvml=nvml).start()
 
-        t = time.perf_counter()
-        load(request)
-        rec["import_s"] = time.perf_counter() - t
-        note("import", rec["import_s"])
-        t = time.perf_counter()
-        trainer: Trainer = build(cfg, data, request)
-        trainer.sync()
-        rec["setup_s"] = time.perf_counter() - t
-        note("setup", rec["setup_s"])
-        check_device(trainer, rec, "setup")
-        rec["device_name"] = trainer.device_name()
-        if trainer.device_note:
-            rec["reason"] = trainer.device_note
-        rec["ram_after_setup_mb"] = rss_mb()
+        trainer = _import_and_set_up(rec, cfg, data, request, load, build, note)
         on_gpu = trainer.device == "cuda" and nvml is not None
-        if on_gpu and vram is not None:
-            rec["vram_baseline_mb"] = vram.baseline_mb
-            rec["vram_initial_mb"] = vram.now_mb()
+        gpu_vram = vram if on_gpu else None
+        if gpu_vram is not None:
+            rec["vram_baseline_mb"] = gpu_vram.baseline_mb
+            rec["vram_initial_mb"] = gpu_vram.now_mb()
 
         note("first_step")
-        timing = _train(trainer, cfg, sampler, nvml if on_gpu else None)
-        rec.update(timing)
+        rec.update(_train(trainer, cfg, sampler, nvml if on_gpu else None))
         rec["cold_start_s"] = rec["import_s"] + rec["setup_s"] + rec["time_to_first_step_s"]
-        # memory of training only: read before the evaluations below allocate more
-        rec["ram_max_mb"] = sampler.ram_max_mb
-        if on_gpu and vram is not None:
-            rec["vram_max_mb"] = vram.peak_mb(sampler)
-        rec["alloc_peak_mb"] = trainer.alloc_peak_mb()
-
+        _record_training_memory(rec, trainer, sampler, gpu_vram)
         check_device(trainer, rec, "training")
-        rec["final_loss"], rec["accuracy"] = trainer.evaluate()
-        rec["initial_loss"], _ = trainer.evaluate(initial=True)
-        rec.update(_chance(rec, data))
-        rec["param_count"] = trainer.param_count()
-        rec["precision_policy"] = trainer.precision_policy()
-        caveat = precision_note(cfg.precision, trainer.device)
-        if caveat:
-            rec["reason"] = f"{rec['reason']}; {caveat}" if rec["reason"] else caveat
-        if cfg.inference_calls:
-            rec.update(_inference(trainer, cfg))
-        rec["settings"].update(trainer.settings())
-        if hasattr(os, "getloadavg"):
-            rec["settings"]["loadavg_1min_end"] = os.getloadavg()[0]
-        rec["others_cpu"] = cpu.others()
-        loaded = oversubscription(rec)
-        rec["oversubscribed"] = bool(loaded)
-        if loaded:
-            rec["reason"] = f"{rec['reason']}; {loaded}" if rec["reason"] else loaded
+        _record_trained_model(rec, trainer, cfg, data)
+        _record_machine_load(rec, trainer, cpu)
         rec["status"] = "ok"
     except BaseException as exc:  # a worker reports, never raises
         if isinstance(exc, KeyboardInterrupt):
             raise
         error_record(rec, exc)
     finally:
-        created = rec["settings"].pop("_remove", None)
-        if created:  # our cold cache: leave no compiled artefacts behind in /tmp
-            shutil.rmtree(created, ignore_errors=True)
-        if sampler is not None:
-            sampler.stop()
-            if rec["ram_max_mb"] is None:
-                rec["ram_max_mb"] = sampler.ram_max_mb
+        _clean_up(rec, sampler)
     return rec
+
+
+def _import_and_set_up(
+    rec: dict[str, Any],
+    cfg: CNNConfig,
+    data: Dataset,
+    request: str,
+    load: Any,
+    build: Any,
+    note: Callable[..., None],
+) -> Trainer:
+    """Time the framework's import (``import_s``) and the trainer's construction with its
+    batches on the device (``setup_s``); record where it runs and the memory after setup."""
+    t = time.perf_counter()
+    load(request)
+    rec["import_s"] = time.perf_counter() - t
+    note("import", rec["import_s"])
+    t = time.perf_counter()
+    trainer: Trainer = build(cfg, data, request)
+    trainer.sync()
+    rec["setup_s"] = time.perf_counter() - t
+    note("setup", rec["setup_s"])
+    check_device(trainer, rec, "setup")
+    rec["device_name"] = trainer.device_name()
+    if trainer.device_note:
+        rec["reason"] = trainer.device_note
+    rec["ram_after_setup_mb"] = rss_mb()
+    return trainer
+
+
+def _record_training_memory(
+    rec: dict[str, Any], trainer: Trainer, sampler: ResourceSampler, vram: VramBaseline | None
+) -> None:
+    """The memory peaks of training only (``vram`` given on a GPU run): read before the
+    untimed evaluations allocate more."""
+    rec["ram_max_mb"] = sampler.ram_max_mb
+    if vram is not None:
+        rec["vram_max_mb"] = vram.peak_mb(sampler)
+    rec["alloc_peak_mb"] = trainer.alloc_peak_mb()
+
+
+def _record_trained_model(
+    rec: dict[str, Any], trainer: Trainer, cfg: CNNConfig, data: Dataset
+) -> None:
+    """The untimed results of the trained model: held-out loss and accuracy, the initial
+    weights' loss, the chance check, parameter count, precision, then inference timings."""
+    rec["final_loss"], rec["accuracy"] = trainer.evaluate()
+    rec["initial_loss"], _ = trainer.evaluate(initial=True)
+    rec.update(_chance(rec, data))
+    rec["param_count"] = trainer.param_count()
+    rec["precision_policy"] = trainer.precision_policy()
+    caveat = precision_note(cfg.precision, trainer.device)
+    if caveat:
+        rec["reason"] = with_reason(rec["reason"], caveat)
+    if cfg.inference_calls:
+        rec.update(_inference(trainer, cfg))
+
+
+def _record_machine_load(rec: dict[str, Any], trainer: Trainer, cpu: CpuShare) -> None:
+    """The framework's settings and what else the machine ran meanwhile: the load at the
+    end, other processes' CPU use, and whether that oversubscribed the cores."""
+    rec["settings"].update(trainer.settings())
+    if hasattr(os, "getloadavg"):
+        rec["settings"]["loadavg_1min_end"] = os.getloadavg()[0]
+    rec["others_cpu"] = cpu.others()
+    loaded = oversubscription(rec)
+    rec["oversubscribed"] = bool(loaded)
+    if loaded:
+        rec["reason"] = with_reason(rec["reason"], loaded)
+
+
+def _clean_up(rec: dict[str, Any], sampler: ResourceSampler | None) -> None:
+    """Remove the worker's own cold compile cache and stop the sampler, keeping its RAM
+    peak when the run failed before training read it."""
+    created = rec["settings"].pop("_remove", None)
+    if created:  # our cold cache: leave no compiled artefacts behind in /tmp
+        shutil.rmtree(created, ignore_errors=True)
+    if sampler is not None:
+        sampler.stop()
+        if rec["ram_max_mb"] is None:
+            rec["ram_max_mb"] = sampler.ram_max_mb
+
+
+def with_reason(reason: str | None, why: str) -> str:
+    """``reason`` with ``why`` appended after a semicolon (``why`` alone when it is empty)."""
+    return f"{reason}; {why}" if reason else why
 
 
 def _chance(rec: dict[str, Any], data: Dataset) -> dict[str, Any]:
@@ -456,7 +515,7 @@ def _chance(rec: dict[str, Any], data: Dataset) -> dict[str, Any]:
             f"trained to chance: held-out accuracy {rec['accuracy']:.3f} is within {margin:.3f} "
             f"of chance {chance:.3f}; the timings are of a run that did not learn"
         )
-        out["reason"] = f"{rec['reason']}; {why}" if rec["reason"] else why
+        out["reason"] = with_reason(rec["reason"], why)
     return out
 
 
@@ -701,9 +760,9 @@ def compare_precision(rec: dict[str, Any], earlier: list[dict[str, Any]]) -> dic
                         f"{rec['precision']} accuracy {rec['accuracy']:.3f} is {drop:.3f} below "
                         f"the {ref_precision} row's (tolerance {PRECISION_TOLERANCE})"
                     )
-                    out["reason"] = f"{rec['reason']}; {why}" if rec.get("reason") else why
+                    out["reason"] = with_reason(rec.get("reason"), why)
                 return out
     if rec.get("precision") == "bf16":  # nothing to hold it to: say so rather than pass it
         why = "accuracy not checked against fp32 (run --precision fp32,bf16 to check it)"
-        return {**rec, "reason": f"{rec['reason']}; {why}" if rec.get("reason") else why}
+        return {**rec, "reason": with_reason(rec.get("reason"), why)}
     return rec

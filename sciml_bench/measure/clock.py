@@ -36,3 +36,13 @@ def iqr(samples: Sequence[float]) -> tuple[float, float] | None:
     q1, q3 = np.percentile(a, [25, 75])
     return float(q1), float(q3)
 
+
+def busy_cpu_s() -> float:
+    """The machine's busy CPU seconds so far, every core (user, system, nice, irq, softirq,
+    steal: ``psutil.cpu_times``), for the CPU others took while a worker ran; raises
+    where psutil or the machine-wide counters are missing."""
+    import psutil
+
+    t = psutil.cpu_times()
+    return t.user + t.system + sum(getattr(t, k, 0.0) for k in ("nice", "irq", "softirq", "steal"))
+

@@ -10,11 +10,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+#: every library a backend, a CNN variant or the executor imports (``backends/*.py``,
+#: ``cnn/*.py``, ``run/dask.py``): a CVODES- or diffsol-only run must name the versions it
+#: measured as surely as a torch one; a package not installed is left out
 PACKAGES = (
     "sciml-bench", "numpy", "scipy", "sympy", "h5py", "click", "torch", "torchdiffeq", "torchode",
-    "jax", "jaxlib", "diffrax", "equinox", "optax", "juliacall", "tensorflow",
-    "nvidia-ml-py", "psutil",
+    "jax", "jaxlib", "diffrax", "equinox", "lineax", "optimistix", "optax", "casadi",
+    "pydiffsol", "juliacall", "juliapkg", "tensorflow", "keras", "scikit-learn", "dask",
+    "distributed", "dask-jobqueue", "nvidia-ml-py", "psutil", "threadpoolctl",
 )
+#: what a row's ``blas`` keeps of each library :func:`threadpoolctl.threadpool_info` lists
+BLAS_FIELDS = ("user_api", "internal_api", "version", "num_threads", "threading_layer",
+               "architecture", "filepath")  # fmt: skip
 THREAD_VARS = (
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FLAGS",
     "JULIA_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
@@ -42,6 +49,24 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return out
+
+
+def blas_libraries() -> dict[str, Any]:
+    """The BLAS/LAPACK and OpenMP libraries loaded in this process, with their versions and
+    thread counts (``threadpoolctl.threadpool_info``). Read in the worker that ran a case:
+    each library loads its own (NumPy's OpenBLAS, torch's MKL or OpenBLAS, SciPy's), so
+    the parent's list says nothing of what a case used. It reads loaded shared objects
+    only (milliseconds); ``error`` says why there is no list."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError as e:  # not installed here: the row says so rather than omit it
+        return {"error": f"threadpoolctl not importable: {e}"}
+    try:
+        libs = [{k: lib.get(k) for k in BLAS_FIELDS if lib.get(k) is not None}
+                for lib in threadpool_info()]  # fmt: skip
+    except Exception as e:  # a library it cannot query must not cost the case its row
+        return {"error": f"threadpoolctl.threadpool_info failed: {type(e).__name__}: {e}"}
+    return {"threadpoolctl": metadata.version("threadpoolctl"), "libraries": libs}
 
 
 def cpu_model() -> str:

@@ -27,7 +27,7 @@ The exact Jacobian is never built per element. Each template ``f_s`` is differen
 with respect to the element's own states and to each operator (an operator is linear in its
 state, with a known stencil), giving *blocks* (:class:`JacBlock`): output state, input state,
 which neighbour, and a coefficient template. Code generation turns blocks into the sparse
-pattern and vectorised values (:mod:`sciml_bench.problem.codegen_arrays`).
+pattern and vectorised values (:mod:`sciml_bench.problem.codegen.arrays_python`).
 
 Nothing here imports :mod:`sciml_bench.problem.spec`: ``spec`` calls :func:`read` with its
 reader (errors name the file and key), and builds the ``Problem``.
@@ -160,6 +160,12 @@ class ArrayModel:
     @property
     def n_params(self) -> int:
         return sum(self.n_elements if p.per_element else 1 for p in self.params)
+
+    @property
+    def state_layout(self) -> tuple[int, int]:
+        """``(S, n)``: the number of states and of grid elements. The flat state is
+        ``y[e * S + s]``; a backend that stores it state by state (DiffSL) reorders by it."""
+        return len(self.states), self.n_elements
 
     def blocks(self) -> list[JacBlock]:
         """The exact Jacobian as blocks, merged where two land on the same neighbour."""

@@ -17,14 +17,32 @@ row only).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 
+class Dimensions:
+    """``n_state`` and ``n_params`` from the flat ``state_names`` and ``param_names``,
+    for a problem as the runner holds it (:class:`~sciml_bench.problem.spec.Problem`) and
+    as a worker receives it (:class:`CompiledProblem`)."""
+
+    state_names: Sequence[str]
+    param_names: Sequence[str]
+
+    @property
+    def n_state(self) -> int:
+        return len(self.state_names)
+
+    @property
+    def n_params(self) -> int:
+        return len(self.param_names)
+
+
 @dataclass
-class CompiledProblem:
+class CompiledProblem(Dimensions):
     name: str
     stiff: bool
     state_names: list[str]
@@ -49,14 +67,9 @@ class CompiledProblem:
     size: int | None = None
     jac_nnz: int | None = None
     jac_bands: list[int] | None = None
-
-    @property
-    def n_state(self) -> int:
-        return len(self.state_names)
-
-    @property
-    def n_params(self) -> int:
-        return len(self.param_names)
+    #: an array problem's ``[S, n]`` (states, grid elements): DiffSL stores its state state
+    #: by state and the diffsol backend reorders by it; None for a scalar problem
+    layout: list[int] | None = None
 
     def loss_numpy(self, y: np.ndarray) -> float:
         """The loss above, in NumPy (also valid for complex ``y``)."""

@@ -188,41 +188,60 @@ def loss_arrays(
     return single.loss_arrays(problem, None if observations is None else observations[0])
 
 
-def build(problem: Problem, cache: Path | None = None) -> EnsembleReference:
-    """Compute the sample reference from scratch (observations may come from the cache)."""
-    ensemble = problem.ensemble
-    if ensemble is None:
-        raise single.ReferenceError(f"{problem.name!r} has no [ensemble] section")
-    start = time.perf_counter()
-    method, rtol, atol, h = _tolerances(problem)
-    s = ensemble.sample
-    obs = load_observations(observations_path(problem, s, cache), s)
-    W, O, C = loss_arrays(problem, obs)
-    b = ens.batch(ensemble, np.asarray(problem.y0), problem.n_params, s, obs)
-    solver = single._Solver(problem, method, rtol, atol)
-    theta0 = np.asarray(problem.theta0)
-    log = np.asarray(problem.log_params)
+class _SampleLoss:
+    """The mean loss over the sample's ``s`` members, and the solves behind it:
+    ``L̄(θ) = (1/s) Σ_{m<s} [Σ W (Y_m − O_m)² + Σ C Y_m]``, ``Y_m`` member ``m`` solved
+    alone from its own initial state at ``θ ⊙ S_m + A_m``, ``O_m`` its observations."""
 
-    def solve_all(theta: np.ndarray, how: str | None = None) -> np.ndarray:
-        P = np.asarray(theta) * b.scale + b.shift
-        return np.stack([solver.solve(P[m], how, y0=b.y0[m]) for m in range(s)])
+    def __init__(
+        self, problem: Problem, cache: Path | None, s: int, method: str, rtol: float, atol: float
+    ):
+        assert problem.ensemble is not None
+        obs = load_observations(observations_path(problem, s, cache), s)
+        self.W, O, self.C = loss_arrays(problem, obs)
+        self.batch = ens.batch(problem.ensemble, np.asarray(problem.y0), problem.n_params, s, obs)
+        self.observations = self.batch.observations if self.batch.observations is not None else O
+        self.solver = single._Solver(problem, method, rtol, atol)
+        self.s = s
 
-    def mean_loss_of(Y: np.ndarray) -> Any:
-        Om = b.observations if b.observations is not None else O
-        d = Y - Om
-        return (np.sum(W * d * d) + np.sum(C * Y)) / s
+    def solve_all(self, theta: np.ndarray, how: str | None = None) -> np.ndarray:
+        """Every member's states, shape ``(s, n_save, n_state)``."""
+        P = np.asarray(theta) * self.batch.scale + self.batch.shift
+        return np.stack([self.solver.solve(P[m], how, y0=self.batch.y0[m]) for m in range(self.s)])
 
-    def loss(theta: np.ndarray, how: str | None = None) -> Any:
-        return mean_loss_of(solve_all(theta, how))
+    def of(self, Y: np.ndarray) -> Any:
+        """``L̄`` of the members' states ``Y``."""
+        d = Y - self.observations
+        return (np.sum(self.W * d * d) + np.sum(self.C * Y)) / self.s
 
-    Y = solve_all(theta0)
-    directions = directional = None
+    def __call__(self, theta: np.ndarray, how: str | None = None) -> Any:
+        return self.of(self.solve_all(theta, how))
+
+
+def _sample_gradient(
+    problem: Problem, loss: _SampleLoss, theta0: np.ndarray, h: float
+) -> tuple[np.ndarray, list[np.ndarray] | None, list[float] | None]:
+    """``∂L̄/∂θ`` at ``θ₀`` by central FD (log space for positive parameters) up to
+    ``FULL_FD_MAX_PARAMS`` parameters; beyond, an empty gradient and the FD derivatives
+    along seeded unit directions. Returns the gradient, the directions and those derivatives."""
     if problem.n_params > single.FULL_FD_MAX_PARAMS:
         directions = single._directions(problem.n_params, problem.content_hash)
         directional = [single._fd_directional(loss, theta0, v, h) for v in directions]
-        g = np.zeros(0)
-    else:
-        g = single._fd_gradient(loss, theta0, log, h)
+        return np.zeros(0), directions, directional
+    return single._fd_gradient(loss, theta0, np.asarray(problem.log_params), h), None, None
+
+
+def build(problem: Problem, cache: Path | None = None) -> EnsembleReference:
+    """Compute the sample reference from scratch (observations may come from the cache)."""
+    if problem.ensemble is None:
+        raise single.ReferenceError(f"{problem.name!r} has no [ensemble] section")
+    start = time.perf_counter()
+    method, rtol, atol, h = _tolerances(problem)
+    s = problem.ensemble.sample
+    loss = _SampleLoss(problem, cache, s, method, rtol, atol)
+    theta0 = np.asarray(problem.theta0)
+    Y = loss.solve_all(theta0)
+    g, directions, directional = _sample_gradient(problem, loss, theta0, h)
     log = np.asarray(problem.log_params)
     agreement, skipped = single.cross_check(problem, lambda z: loss(z, "BDF"), g, theta0, log)
     return EnsembleReference(
@@ -236,7 +255,7 @@ def build(problem: Problem, cache: Path | None = None) -> EnsembleReference:
         atol=atol,
         t=list(problem.t_save),
         y=Y.tolist(),
-        loss=float(mean_loss_of(Y)),
+        loss=float(loss.of(Y)),
         gradient=g.tolist(),
         gradient_method=(
             "central finite differences of the mean sample loss"

@@ -175,24 +175,33 @@ class _Parser:
             factors.append(rhs)
         return factors[0] if len(factors) == 1 else _check_number(sympy.Mul(*factors))
 
-    def unary(self) -> sympy.Expr:
+    def take_op(self, *ops: str) -> str | None:
+        """The operator at the cursor, taken, if it is one of ``ops``; else None."""
         kind, text, _ = self.peek()
-        if kind == "op" and text in ("+", "-"):
+        if kind == "op" and text in ops:
             self.take()
-            self.enter()
-            e = self.unary()
-            self.depth -= 1
-            return -e if text == "-" else e
-        return self.power()
+            return text
+        return None
+
+    def nested_unary(self) -> sympy.Expr:
+        """A unary operand one nesting level deeper (:meth:`enter` bounds the recursion)."""
+        self.enter()
+        e = self.unary()
+        self.depth -= 1
+        return e
+
+    def unary(self) -> sympy.Expr:
+        sign = self.take_op("+", "-")
+        if sign is None:
+            return self.power()
+        e = self.nested_unary()
+        return -e if sign == "-" else e
 
     def power(self) -> sympy.Expr:
         base = self.atom()
-        kind, text, pos = self.peek()
-        if kind == "op" and text in ("^", "**"):
-            self.take()
-            self.enter()
-            exponent = self.unary()
-            self.depth -= 1
+        pos = self.peek()[2]
+        if self.take_op("^", "**"):
+            exponent = self.nested_unary()
             if exponent.is_Number and abs(float(exponent)) > MAX_EXPONENT:
                 raise ExprError(
                     f"exponent {exponent} at position {pos} is too large (|n| <= {MAX_EXPONENT})"

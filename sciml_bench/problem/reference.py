@@ -614,4 +614,5 @@ def _array_facts(problem: Problem, numpy_source: str) -> dict[str, Any]:
         "size": problem.array.size,
         "jac_nnz": int(ns["JAC_NNZ"]),
         "jac_bands": [int(b) for b in ns["JAC_BANDS"]],
+        "layout": list(problem.array.state_layout),
     }

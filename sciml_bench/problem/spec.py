@@ -27,6 +27,7 @@ import numpy as np
 import sympy
 
 from sciml_bench.problem import arrays, expr
+from sciml_bench.problem.compiled import Dimensions
 from sciml_bench.problem.ensemble import (
     APPLY,
     DISTRIBUTIONS,
@@ -142,7 +143,7 @@ class Network:
 
 
 @dataclass(frozen=True)
-class Problem:
+class Problem(Dimensions):
     name: str
     description: str
     stiff: bool
@@ -172,14 +173,6 @@ class Problem:
     array: arrays.ArrayModel | None = None
     #: how it is trained (``[training]``, ``sciml-bench run NAME --train``), if declared
     training: Training | None = None
-
-    @property
-    def n_state(self) -> int:
-        return len(self.state_names)
-
-    @property
-    def n_params(self) -> int:
-        return len(self.param_names)
 
     @property
     def state_symbols(self) -> list[sympy.Symbol]:

@@ -19,10 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.results.plots import MARKERS, Plot, _finish, _log_axis, _plt, _short, finite
+from sciml_bench.results import plots
 
-#: (time key, IQR key, panel name) of the two panels
-PANELS = (("solve_s", "solve_iqr", "solve"), ("grad_s", "grad_iqr", "gradient"))
 #: line style per Jacobian kind: colour tells backends apart, style the kind
 JACOBIAN_STYLE = {"sparse": ("o", "-"), "dense": ("s", "--"), "none": ("^", ":")}
 
@@ -59,7 +57,7 @@ def points(records: Sequence[dict[str, Any]], time_key: str) -> dict[LineKey, di
     """Line -> {states: median seconds} over the ``ok`` rows that measured ``time_key``."""
     out: dict[LineKey, dict[int, float]] = {}
     for r in records:
-        if r.get("status") == "ok" and finite(r.get(time_key)) and r.get("n_state"):
+        if r.get("status") == "ok" and plots.finite(r.get(time_key)) and r.get("n_state"):
             out.setdefault(line_key(r), {})[int(r["n_state"])] = float(r[time_key])
     return out
 
@@ -88,7 +86,7 @@ def exponent(pts: dict[int, float]) -> Exponent | None:
 def growth_texts(records: Sequence[dict[str, Any]]) -> list[str]:
     """One line per ladder: its solve and gradient exponents (``-`` below two sizes)."""
     sized = [r for r in records if is_sized(r)]
-    panels = {name: points(sized, key) for key, _, name in PANELS}
+    panels = {name: points(sized, key) for key, _, name in plots.TIME_PANELS}
     out = []
     for key in dict.fromkeys(line_key(r) for r in sized if r.get("n_state")):
         parts = []
@@ -136,62 +134,57 @@ def stops(records: Sequence[dict[str, Any]]) -> list[str]:
         what = str(r.get("status"))
         refused = "dense Jacobian of" in str(r.get("reason")) or r.get("forecast_least_s")
         if r.get("status") != "skipped" or refused:
-            what += f": {_short(r.get('reason'), 80)}"
+            what += f": {plots._short(r.get('reason'), 80)}"
         where = f"size {r['size']}" if r.get("size") is not None else "every size"
         missing.setdefault(line_key(r), []).append(f"{where} ({what})")
     return [f"{line_label(k)}: no point at {', '.join(v)}" for k, v in missing.items()]
 
 
-def growth_figure(records: Sequence[dict[str, Any]]) -> Plot:
+def growth_figure(records: Sequence[dict[str, Any]]) -> plots.Plot:
     """Median solve and gradient time against states, log-log, one line per ladder, its
     exponent in the legend."""
-    plot = Plot("growth", "Cost against problem size")
+    plot = plots.Plot("growth", "Cost against problem size")
     sized = [r for r in records if is_sized(r)]
     plot.notes += stops(sized)
-    drawn = {p: points(sized, p[0]) for p in PANELS}
-    panels = [p for p in PANELS if drawn[p]]
-    if not panels:
+    drawn = plots.timed_panels(lambda key: points(sized, key))
+    if not drawn:
         plot.notes.insert(0, "no ok row of the ladders has a steady-state time")
         return plot
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 3.8, 4.6),
-                             squeeze=False)  # fmt: skip
+    fig, axes = plots.ladder_figure(len(drawn), 3.8)
     keys = list(dict.fromkeys(line_key(r) for r in sized))
-    colors = {}
+    colors: dict[tuple[str, ...], str] = {}
     for k in keys:  # one colour per backend and solver; the style says the Jacobian kind
         colors.setdefault(k[:4] + k[5:], f"C{len(colors) % 10}")
-    for ax, panel in zip(axes[0], panels, strict=True):
-        tkey, qkey, name = panel
+    for ax, (panel, lines) in zip(axes, drawn.items(), strict=True):
         for k in keys:
-            rows = sorted((r for r in sized if line_key(r) == k and r.get("status") == "ok"
-                           and finite(r.get(tkey)) and r.get("n_state")),
-                          key=lambda r: r["n_state"])  # fmt: skip
-            if not rows:
-                continue
-            marker, style = JACOBIAN_STYLE.get(k[4], (MARKERS[-1], "-."))
-            x = [r["n_state"] for r in rows]
-            y = [r[tkey] for r in rows]
-            q = [r.get(qkey) or (r[tkey], r[tkey]) for r in rows]
-            lo = [max(t - a[0], 0.0) for t, a in zip(y, q, strict=True)]
-            hi = [max(a[1] - t, 0.0) for t, a in zip(y, q, strict=True)]
-            e = exponent(drawn[panel][k])
-            label = line_label(k) + (f" (p={e.p:.2f})" if e else "")
-            ax.errorbar(x, y, yerr=[lo, hi], marker=marker, ls=style, ms=5, capsize=2, lw=1.3,
-                        color=colors[k[:4] + k[5:]], label=label)  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        states = sorted({n for pts in drawn[panel].values() for n in pts})
-        ax.set_xticks(states, [str(n) for n in states])
-        ax.minorticks_off()
-        if len(states) == 1:
-            ax.set_xlim(states[0] / 2, states[0] * 2)
-        _log_axis(ax.yaxis, seconds=True)
+            _draw_ladder(ax, sized, k, panel, exponent(lines.get(k, {})), colors[k[:4] + k[5:]])
+        name = panel[2]
+        plots.ladder_axes(ax, sorted({n for pts in lines.values() for n in pts}))
         ax.set_xlabel("states (n)")
         ax.set_ylabel(f"{name} time, median [IQR]")
         ax.set_title(f"{name}: p = slope between the two largest sizes", fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
-    _finish(fig, sized, "cost against problem size")
+    plots._finish(fig, sized, "cost against problem size")
     plot.fig = fig
     plot.notes = growth_texts(sized) + plot.notes
     return plot
+
+
+def _draw_ladder(
+    ax: Any, sized: Sequence[dict[str, Any]], key: LineKey, panel: tuple[str, str, str],
+    e: Exponent | None, color: str,
+) -> None:  # fmt: skip
+    """Ladder ``key``'s ok rows of the panel's time against states, with IQR error bars,
+    its exponent ``e`` in the label; nothing where it has no such row."""
+    tkey, qkey, _ = panel
+    rows = sorted((r for r in sized if line_key(r) == key and r.get("status") == "ok"
+                   and plots.finite(r.get(tkey)) and r.get("n_state")),
+                  key=lambda r: r["n_state"])  # fmt: skip
+    if not rows:
+        return
+    marker, style = JACOBIAN_STYLE.get(key[4], (plots.MARKERS[-1], "-."))
+    y, bars = plots.iqr_bars(rows, tkey, qkey)
+    label = line_label(key) + (f" (p={e.p:.2f})" if e else "")
+    ax.errorbar([r["n_state"] for r in rows], y, yerr=bars, marker=marker, ls=style, ms=5,
+                capsize=2, lw=1.3, color=color, label=label)  # fmt: skip

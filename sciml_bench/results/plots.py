@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,9 @@ MARKERS = "osD^vP*Xh<>"
 PRECISION_COLORS = {"fp32": "C0", "bf16": "C1", "tf32": "C2"}
 #: dash patterns telling apart the target accuracies of several runs
 TARGET_STYLES = ("--", "-.", (0, (1, 1)), (0, (6, 2, 1, 2, 1, 2)))
+#: the solve and gradient panels of the work-precision, growth and scaling figures:
+#: median time key, its IQR key, what it times
+TIME_PANELS = (("solve_s", "solve_iqr", "solve"), ("grad_s", "grad_iqr", "gradient"))
 
 
 @dataclass
@@ -180,6 +183,46 @@ def _finish(fig: Any, records: Sequence[dict[str, Any]], title: str) -> None:
     fig.tight_layout(rect=(0, bottom, 1, 1))
 
 
+def iqr_bars(
+    rows: Sequence[dict[str, Any]], time_key: str, iqr_key: str
+) -> tuple[list[float], list[list[float]]]:
+    """The rows' median times ``t`` and their error bars ``[t - q25, q75 - t]`` from the
+    interquartile range ``(q25, q75)`` under ``iqr_key`` (no bar where it is not recorded;
+    a bar never negative)."""
+    y = [r[time_key] for r in rows]
+    q = [r.get(iqr_key) or (t, t) for r, t in zip(rows, y, strict=True)]
+    lo = [max(t - a[0], 0.0) for t, a in zip(y, q, strict=True)]
+    hi = [max(a[1] - t, 0.0) for t, a in zip(y, q, strict=True)]
+    return y, [lo, hi]
+
+
+def timed_panels(lines_of: Callable[[str], Any]) -> dict[tuple[str, str, str], Any]:
+    """The :data:`TIME_PANELS` with something to draw, each with its lines, ``lines_of(time_key)``
+    (empty: nothing to draw)."""
+    drawn = {p: lines_of(p[0]) for p in TIME_PANELS}
+    return {p: lines for p, lines in drawn.items() if lines}
+
+
+def ladder_figure(n_panels: int, legend_width: float) -> tuple[Any, list[Any]]:
+    """A figure of ``n_panels`` ladder panels side by side (5.2 x 4.6 inches each) and
+    ``legend_width`` inches more for a legend; the figure and its axes."""
+    fig, axes = _plt().subplots(1, n_panels, figsize=(5.2 * n_panels + legend_width, 4.6),
+                                squeeze=False)  # fmt: skip
+    return fig, list(axes[0])
+
+
+def ladder_axes(ax: Any, sizes: list[int]) -> None:
+    """Log-log axes of a size ladder: a tick at each size it ran (a lone size gets a factor
+    of 2 either side), times in seconds; call once the data is drawn."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(sizes, [str(n) for n in sizes])
+    ax.minorticks_off()
+    if len(sizes) == 1:
+        ax.set_xlim(sizes[0] / 2, sizes[0] * 2)
+    _log_axis(ax.yaxis, seconds=True)
+
+
 def _is_ok(r: dict[str, Any]) -> bool:
     return r.get("status") == "ok"
 
@@ -197,74 +240,32 @@ def work_precision_figure(records: Sequence[dict[str, Any]], metric: str = "rel_
     """Error against steady-state median time, solve and gradient panels."""
     key = ERROR_METRICS[metric]
     plot = Plot("work_precision", f"Work-precision ({METRIC_LABELS[metric]})")
-    lines: dict[str, list[dict[str, Any]]] = {}
+    plot.notes += _missing_rungs(records, key)
+    cases: dict[str, list[dict[str, Any]]] = {}
     for r in records:
-        lines.setdefault(case_label(r), []).append(r)
-    for r in records:
-        if r.get("status") != "ok":
-            plot.notes.append(
-                f"missing rung: {case_label(r, True)}: {r.get('status')}"
-                + (f" ({_short(r.get('reason'))})" if r.get("reason") else "")
-            )
-        elif not finite(r.get(key)):
-            plot.notes.append(f"missing rung: {case_label(r, True)}: no {key} recorded")
-    panels = [("solve_s", "solve_iqr", "solve"), ("grad_s", "grad_iqr", "gradient")]
-    drawn = {
-        p: {
-            lab: sorted(
-                (r for r in rs if _is_ok(r) and finite(r.get(key)) and finite(r.get(p[0]))),
-                key=lambda r: r.get("rtol") or 0.0,
-            )
-            for lab, rs in lines.items()
-        }
-        for p in panels
-    }
-    panels = [p for p in panels if any(drawn[p].values())]
+        cases.setdefault(case_label(r), []).append(r)
+    lines = {p: _rungs(cases, key, p[0]) for p in TIME_PANELS}
+    panels = [p for p in TIME_PANELS if any(lines[p].values())]
     if not panels:
         plot.notes.insert(0, "no ok case has both a solution error and a steady-state time")
         return plot
     one_rtol = not _several_rtols(records)
     if one_rtol:
-        rtol = next((r["rtol"] for r in records if finite(r.get("rtol"))), None)
-        at = f" at rtol={rtol:.0e}" if rtol is not None else ""
-        plot.title = f"Error vs steady-state time{at} ({METRIC_LABELS[metric]})"
-        plot.notes.insert(
-            0, "one tolerance only: run with --tolerances 1e-4,1e-6,1e-8 or --sweep for lines"
-        )
+        _title_one_tolerance(plot, records, metric)
     plt = _plt()
     fig, axes = plt.subplots(
         1, len(panels), figsize=(4.6 * len(panels) + 3.4, 4.4), squeeze=False
     )
-    order = list(lines)  # one colour and marker per case, the same in both panels
+    order = list(cases)  # one colour and marker per case, the same in both panels
     handles: dict[str, Any] = {}
     for ax, panel in zip(axes[0], panels, strict=True):
-        tkey, qkey, what = panel
-        for lab, rs in drawn[panel].items():
-            if not rs:
-                continue
-            i = order.index(lab)
-            x = [r[key] for r in rs]
-            y = [r[tkey] for r in rs]
-            lo = [max(r[tkey] - (r.get(qkey) or (r[tkey], r[tkey]))[0], 0.0) for r in rs]
-            hi = [max((r.get(qkey) or (r[tkey], r[tkey]))[1] - r[tkey], 0.0) for r in rs]
-            handles.setdefault(lab, ax.errorbar(
-                x, y, yerr=[lo, hi], marker=MARKERS[i % len(MARKERS)], ms=6, capsize=2,
-                lw=1.3, label=lab, color=f"C{i % 10}",
-            ))  # fmt: skip
-            for r in rs if not one_rtol else ():
-                if finite(r.get("rtol")):
-                    ax.annotate(f"{r['rtol']:.0e}", (r[key], r[tkey]), fontsize=7,
-                                xytext=(4, 3), textcoords="offset points", color="0.3")  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.margins(0.1)  # room for the rtol labels at the ends of a line
-        ax.invert_xaxis()  # more precise to the right, as in DiffEqDevTools
-        _log_axis(ax.xaxis, sci=True)
-        _log_axis(ax.yaxis, seconds=True)
-        ax.set_xlabel(f"{metric} error (more precise →)")
-        ax.set_ylabel(f"{what} time, median [IQR]")
-        ax.set_title(what, fontsize=10)
-        ax.grid(True, which="major", alpha=0.3)
+        for lab, rs in lines[panel].items():
+            if rs:
+                line = _work_precision_line(ax, rs, key, panel, lab, order.index(lab))
+                handles.setdefault(lab, line)
+                if not one_rtol:
+                    _label_rtols(ax, rs, key, panel[0])
+        _work_precision_axes(ax, metric, panel[2])
     axes[0][-1].legend(
         list(handles.values()), list(handles), fontsize=8, loc="upper left",
         bbox_to_anchor=(1.02, 1.0), title="rtol next to each point" if not one_rtol else None,
@@ -273,6 +274,78 @@ def work_precision_figure(records: Sequence[dict[str, Any]], metric: str = "rel_
     _finish(fig, records, plot.title[0].lower() + plot.title[1:])
     plot.fig = fig
     return plot
+
+
+def _missing_rungs(records: Sequence[dict[str, Any]], key: str) -> list[str]:
+    """A note for each row the work-precision figure cannot draw: failed, or no ``key``."""
+    notes = []
+    for r in records:
+        if r.get("status") != "ok":
+            notes.append(
+                f"missing rung: {case_label(r, True)}: {r.get('status')}"
+                + (f" ({_short(r.get('reason'))})" if r.get("reason") else "")
+            )
+        elif not finite(r.get(key)):
+            notes.append(f"missing rung: {case_label(r, True)}: no {key} recorded")
+    return notes
+
+
+def _rungs(
+    cases: dict[str, list[dict[str, Any]]], key: str, time_key: str
+) -> dict[str, list[dict[str, Any]]]:
+    """Each case's drawable rungs (ok, with an error ``key`` and a time ``time_key``), in
+    order of tolerance; a case with none keeps an empty list."""
+    return {
+        lab: sorted(
+            (r for r in rs if _is_ok(r) and finite(r.get(key)) and finite(r.get(time_key))),
+            key=lambda r: r.get("rtol") or 0.0,
+        )
+        for lab, rs in cases.items()
+    }
+
+
+def _title_one_tolerance(plot: Plot, records: Sequence[dict[str, Any]], metric: str) -> None:
+    """With one tolerance a case is a point, not a line: say so in the title and the notes."""
+    rtol = next((r["rtol"] for r in records if finite(r.get("rtol"))), None)
+    at = f" at rtol={rtol:.0e}" if rtol is not None else ""
+    plot.title = f"Error vs steady-state time{at} ({METRIC_LABELS[metric]})"
+    plot.notes.insert(
+        0, "one tolerance only: run with --tolerances 1e-4,1e-6,1e-8 or --sweep for lines"
+    )
+
+
+def _work_precision_line(
+    ax: Any, rs: list[dict[str, Any]], key: str, panel: tuple[str, str, str], label: str, i: int
+) -> Any:
+    """Case ``label``'s rungs as a marked line, error ``key`` against the median time, with
+    the interquartile range as asymmetric error bars; ``i`` picks its colour and marker."""
+    y, bars = iqr_bars(rs, panel[0], panel[1])
+    return ax.errorbar(
+        [r[key] for r in rs], y, yerr=bars, marker=MARKERS[i % len(MARKERS)], ms=6, capsize=2,
+        lw=1.3, label=label, color=f"C{i % 10}",
+    )  # fmt: skip
+
+
+def _label_rtols(ax: Any, rs: list[dict[str, Any]], key: str, time_key: str) -> None:
+    """Each rung's tolerance written next to its point."""
+    for r in rs:
+        if finite(r.get("rtol")):
+            ax.annotate(f"{r['rtol']:.0e}", (r[key], r[time_key]), fontsize=7,
+                        xytext=(4, 3), textcoords="offset points", color="0.3")  # fmt: skip
+
+
+def _work_precision_axes(ax: Any, metric: str, what: str) -> None:
+    """Log-log axes, the error axis inverted so that more precise is to the right."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.margins(0.1)  # room for the rtol labels at the ends of a line
+    ax.invert_xaxis()  # more precise to the right, as in DiffEqDevTools
+    _log_axis(ax.xaxis, sci=True)
+    _log_axis(ax.yaxis, seconds=True)
+    ax.set_xlabel(f"{metric} error (more precise →)")
+    ax.set_ylabel(f"{what} time, median [IQR]")
+    ax.set_title(what, fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
 
 
 def _median_phases(r: dict[str, Any], phases: np.ndarray) -> np.ndarray:
@@ -481,6 +554,15 @@ def cnn_label(r: dict[str, Any]) -> str:
     return f"{r['_run']} {label}" if r.get("_run") else label
 
 
+#: the CNN panels of one record key each: panel, key, what a note calls the panel
+CNN_ONE_KEY_PANELS = (
+    ("first", "time_to_first_step_s", "first-step"),
+    ("time", "train_s", "training-time"),
+    ("throughput", "throughput_ips", "throughput"),
+)
+CNN_MEMORY_KEYS = ("ram_initial_mb", "ram_max_mb", "vram_initial_mb", "vram_max_mb")
+
+
 def cnn_figure(records: Sequence[dict[str, Any]]) -> Plot:
     """Time to first step, training time (with every epoch), throughput and memory."""
     plot = Plot("cnn", "CNN training")
@@ -488,27 +570,7 @@ def cnn_figure(records: Sequence[dict[str, Any]]) -> Plot:
     for r in records:
         if not _is_ok(r):
             plot.notes.append(f"{case_label(r)}: {r.get('status')} ({_short(r.get('reason'))})")
-    panels: list[str] = []
-    if any(_num(r, "time_to_first_step_s") is not None for r in recs):
-        panels.append("first")
-    else:
-        plot.notes.append("no time_to_first_step_s recorded: first-step panel skipped")
-    if any(_num(r, "train_s") is not None for r in recs):
-        panels.append("time")
-    else:
-        plot.notes.append("no train_s recorded: training-time panel skipped")
-    if any(_num(r, "throughput_ips") is not None for r in recs):
-        panels.append("throughput")
-    else:
-        plot.notes.append("no throughput_ips recorded: throughput panel skipped")
-    mem_keys = [k for k in ("ram_initial_mb", "ram_max_mb", "vram_initial_mb", "vram_max_mb")
-                if any(_num(r, k) is not None for r in recs)]  # fmt: skip
-    if mem_keys:
-        panels.append("memory")
-        if not any(k.startswith("vram") for k in mem_keys):
-            plot.notes.append("no VRAM recorded (CPU runs): memory panel shows RAM only")
-    else:
-        plot.notes.append("no RAM/VRAM recorded: memory panel skipped")
+    panels = _cnn_panels(recs, plot.notes)
     if not panels:
         plot.notes.insert(0, "no ok CNN record with timings or memory")
         return plot
@@ -516,48 +578,84 @@ def cnn_figure(records: Sequence[dict[str, Any]]) -> Plot:
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
     labels = [cnn_label(r) for r in recs]
     x = np.arange(len(recs))
-    for ax, panel in zip(axes[0], panels, strict=True):
-        if panel == "first":
-            ax.bar(x, [_num(r, "time_to_first_step_s") or 0.0 for r in recs], color="C3", alpha=0.8)
-            ax.set_ylabel("seconds")
-            ax.set_title("time to first step (compile included)", fontsize=10)
-        elif panel == "time":
-            vals = [_num(r, "train_s") or 0.0 for r in recs]
-            ax.bar(x, vals, color="C0", alpha=0.7, label="train_s (measured epochs)")
-            for i, r in enumerate(recs):
-                ep = _samples(r, "epoch_s")
-                if ep.size:
-                    ax.scatter(np.full(ep.size, i), ep, color="k", s=10, zorder=3,
-                               label="one epoch" if i == 0 else None)  # fmt: skip
-            ax.set_ylabel("seconds")
-            ax.set_title("training time", fontsize=10)
-            ax.legend(fontsize=7)
-        elif panel == "throughput":
-            ax.bar(x, [_num(r, "throughput_ips") or 0.0 for r in recs], color="C2", alpha=0.8)
-            ax.set_ylabel("images / s")
-            ax.set_title("throughput", fontsize=10)
-        else:
-            w = 0.8 / len(mem_keys)
-            for j, k in enumerate(mem_keys):
-                vals = [_num(r, k) or 0.0 for r in recs]
-                ax.bar(x + (j - (len(mem_keys) - 1) / 2) * w, vals, width=w,
-                       label=k.removesuffix("_mb").replace("_", " "))  # fmt: skip
-            ax.set_ylabel("MiB")
-            ax.set_title("memory: initial vs max", fontsize=10)
-            ax.legend(fontsize=7)
-        needed = {"first": ["time_to_first_step_s"], "time": ["train_s"],
-                  "throughput": ["throughput_ips"], "memory": mem_keys}  # fmt: skip
-        for i, r in enumerate(recs):
-            missing = [k for k in needed[panel] if _num(r, k) is None]
-            if len(missing) == len(needed[panel]):
-                ax.text(i, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.4")
-            if missing:
-                plot.notes.append(f"{labels[i]}: no {', '.join(missing)}")
+    for ax, (panel, keys) in zip(axes[0], panels.items(), strict=True):
+        _draw_cnn_panel(ax, panel, recs, x, keys)
+        _mark_not_recorded(ax, recs, labels, keys, plot.notes)
         ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     plot.fig = fig
     return plot
+
+
+def _cnn_panels(recs: Sequence[dict[str, Any]], notes: list[str]) -> dict[str, list[str]]:
+    """The panels of :func:`cnn_figure` some row has data for, each with the keys it
+    draws; a note for each panel left out, and for a memory panel without VRAM."""
+    panels: dict[str, list[str]] = {}
+    for panel, key, what in CNN_ONE_KEY_PANELS:
+        if any(_num(r, key) is not None for r in recs):
+            panels[panel] = [key]
+        else:
+            notes.append(f"no {key} recorded: {what} panel skipped")
+    mem_keys = [k for k in CNN_MEMORY_KEYS if any(_num(r, k) is not None for r in recs)]
+    if mem_keys:
+        panels["memory"] = mem_keys
+        if not any(k.startswith("vram") for k in mem_keys):
+            notes.append("no VRAM recorded (CPU runs): memory panel shows RAM only")
+    else:
+        notes.append("no RAM/VRAM recorded: memory panel skipped")
+    return panels
+
+
+def _draw_cnn_panel(
+    ax: Any, panel: str, recs: Sequence[dict[str, Any]], x: np.ndarray, keys: list[str]
+) -> None:
+    """One panel of :func:`cnn_figure`: a bar per row (grouped bars for memory)."""
+    if panel == "first":
+        _cnn_bars(ax, recs, x, keys[0], "C3")
+        ax.set_ylabel("seconds")
+        ax.set_title("time to first step (compile included)", fontsize=10)
+    elif panel == "time":
+        vals = [_num(r, keys[0]) or 0.0 for r in recs]
+        ax.bar(x, vals, color="C0", alpha=0.7, label="train_s (measured epochs)")
+        for i, r in enumerate(recs):
+            ep = _samples(r, "epoch_s")
+            if ep.size:
+                ax.scatter(np.full(ep.size, i), ep, color="k", s=10, zorder=3,
+                           label="one epoch" if i == 0 else None)  # fmt: skip
+        ax.set_ylabel("seconds")
+        ax.set_title("training time", fontsize=10)
+        ax.legend(fontsize=7)
+    elif panel == "throughput":
+        _cnn_bars(ax, recs, x, keys[0], "C2")
+        ax.set_ylabel("images / s")
+        ax.set_title("throughput", fontsize=10)
+    else:
+        w = 0.8 / len(keys)
+        for j, k in enumerate(keys):
+            vals = [_num(r, k) or 0.0 for r in recs]
+            ax.bar(x + (j - (len(keys) - 1) / 2) * w, vals, width=w,
+                   label=k.removesuffix("_mb").replace("_", " "))  # fmt: skip
+        ax.set_ylabel("MiB")
+        ax.set_title("memory: initial vs max", fontsize=10)
+        ax.legend(fontsize=7)
+
+
+def _cnn_bars(ax: Any, recs: Sequence[dict[str, Any]], x: np.ndarray, key: str, color: str) -> None:
+    """A bar of ``key`` per row (0 where it is not recorded)."""
+    ax.bar(x, [_num(r, key) or 0.0 for r in recs], color=color, alpha=0.8)
+
+
+def _mark_not_recorded(
+    ax: Any, recs: Sequence[dict[str, Any]], labels: list[str], keys: list[str], notes: list[str]
+) -> None:
+    """``n/a`` over a row with none of a panel's ``keys``; a note for each row missing any."""
+    for i, r in enumerate(recs):
+        missing = [k for k in keys if _num(r, k) is None]
+        if len(missing) == len(keys):
+            ax.text(i, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.4")
+        if missing:
+            notes.append(f"{labels[i]}: no {', '.join(missing)}")
 
 
 def cnn_curve_figure(records: Sequence[dict[str, Any]]) -> Plot:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -344,6 +344,21 @@ def by_hardware(recs: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]
     return groups
 
 
+def titled_notes(title: str, lines: Sequence[str]) -> list[Block]:
+    """A paragraph ``title`` over the bullet list ``lines``; nothing when there are none."""
+    return [Para(title), Notes(list(lines))] if lines else []
+
+
+def _table(
+    recs: Sequence[dict[str, Any]], columns: Sequence[str],
+    row: Callable[[dict[str, Any]], list[str]], several: bool,
+) -> Table:  # fmt: skip
+    """One ``row`` per record under ``columns``, led by its results file (``#1``...) when
+    the report has several."""
+    header = (("run",) if several else ()) + tuple(columns)
+    return Table(header, [([r.get("_run", "")] if several else []) + row(r) for r in recs])
+
+
 def verdict_blocks(recs: Sequence[dict[str, Any]], which: str = "whose gradient passes"
                    ) -> list[Block]:  # fmt: skip
     """The verdict under a table (:mod:`sciml_bench.results.verdict`), one item per
@@ -376,15 +391,10 @@ def _case_blocks(
             and not training.is_training(r)]  # fmt: skip
     if not recs:  # an ensemble, array or training problem: the single-trajectory figures do not apply
         return blocks
-    header = (("run",) if several else ()) + CASE_COLUMNS
-    rows = [([r["_run"]] if several else []) + case_row(r, metric_key) for r in recs]
-    blocks.append(Table(header, rows))
-    notes = failure_notes(recs) + reference_notes(recs)
-    if notes:
-        blocks += [Para("Failures and notes:"), Notes(notes)]
-    shared = load_notes(recs)  # cases timed beside others on their host
-    if shared:
-        blocks += [Para("Load:"), Notes(shared)]
+    blocks.append(_table(recs, CASE_COLUMNS, lambda r: case_row(r, metric_key), several))
+    blocks += titled_notes("Failures and notes:", failure_notes(recs) + reference_notes(recs))
+    # cases timed beside others on their host
+    blocks += titled_notes("Load:", load_notes(recs))
     blocks += verdict_blocks(recs)
     ok = [r for r in recs if r.get("kind", "ode") == "ode"]
     for plot in (
@@ -403,8 +413,6 @@ def _ensemble_blocks(
     """An ensemble problem: one row per ladder rung, where ladders stopped, failures, and
     the scaling figure with its crossovers in words."""
     recs = sorted(recs, key=_ensemble_order)
-    header = (("run",) if several else ()) + ENSEMBLE_COLUMNS
-    rows = [([r["_run"]] if several else []) + ensemble_row(r, metric_key) for r in recs]
     blocks: list[Block] = [
         Para(
             "Ensemble: one row per backend x semantics x device x size, each size in a fresh "
@@ -413,15 +421,11 @@ def _ensemble_blocks(
             "evaluations where steps are not reported. Errors over the first `sample` "
             "members against the ensemble reference."
         ),
-        Table(header, rows),
+        _table(recs, ENSEMBLE_COLUMNS, lambda r: ensemble_row(r, metric_key), several),
+        *titled_notes("Ladders that stopped:", ladder_stops(recs)),
+        *titled_notes("Failures and notes:", failure_notes(recs)),
+        *verdict_blocks(recs),
     ]
-    stops = ladder_stops(recs)
-    if stops:
-        blocks += [Para("Ladders that stopped:"), Notes(stops)]
-    notes = failure_notes(recs)
-    if notes:
-        blocks += [Para("Failures and notes:"), Notes(notes)]
-    blocks += verdict_blocks(recs)
     blocks.append(_figure(scaling.scaling_figure(recs), out, prefix))
     texts = scaling.scaling_texts(recs)
     if texts:
@@ -435,8 +439,6 @@ def _sized_blocks(
     """An array problem: one row per ladder rung, each ladder's exponent, dense ÷ sparse,
     what each factorises, failures, and the cost-against-size figure."""
     recs = sorted(recs, key=lambda r: (growth.line_key(r), r.get("size") or 0))
-    header = (("run",) if several else ()) + SIZED_COLUMNS
-    rows = [([r["_run"]] if several else []) + sized_row(r) for r in recs]
     blocks: list[Block] = [
         Para(
             "Array problem: one row per backend x solver x Jacobian kind x size, each size in a "
@@ -445,7 +447,7 @@ def _sized_blocks(
             "the worker's peak RSS. p: the slope of log time against log n between the two "
             "largest sizes a line completed."
         ),
-        Table(header, rows),
+        _table(recs, SIZED_COLUMNS, sized_row, several),
     ]
     for title, lines in (
         ("Growth (time ∝ states^p):", growth.growth_texts(recs)),
@@ -456,8 +458,7 @@ def _sized_blocks(
                  if r.get("reference_note")})),
         ("Failures and notes:", failure_notes(recs)),
     ):  # fmt: skip
-        if lines:
-            blocks += [Para(title), Notes(list(lines))]
+        blocks += titled_notes(title, lines)
     blocks.append(_figure(growth.growth_figure(recs), out, prefix))
     return blocks
 
@@ -466,12 +467,6 @@ def _training_blocks(
     recs: list[dict[str, Any]], out: Path, prefix: str, several: bool
 ) -> list[Block]:
     """Training rows (``--train``): their table, failures, and the loss-curve figure."""
-    header = (("run",) if several else ()) + training.COLUMNS
-    rows = []
-    for r in recs:
-        cells = training.row(r, device_cell(r))
-        cells[4] = cells[4] if cells[4] == "ok" else f"**{cells[4]}**"
-        rows.append(([r["_run"]] if several else []) + cells)
     blocks: list[Block] = [
         Para(
             "Training (`--train`): each backend trains the problem's `[training]` section in "
@@ -485,31 +480,30 @@ def _training_blocks(
             "the first K iterations; pass ≤ 1e-3, warn ≤ 1e-2, else fail, with the iteration "
             "where the curve departed."
         ),
-        Table(header, rows),
+        _table(recs, training.COLUMNS, _training_row, several),
+        *titled_notes("Failures and notes:", failure_notes(recs)),
     ]
-    notes = failure_notes(recs)
-    if notes:
-        blocks += [Para("Failures and notes:"), Notes(notes)]
     blocks.append(_figure(training.training_figure(recs), out, prefix))
     return blocks
 
 
+def _training_row(r: dict[str, Any]) -> list[str]:
+    """A training row's cells, its status in bold unless ``ok``."""
+    cells = training.row(r, device_cell(r))
+    cells[4] = cells[4] if cells[4] == "ok" else f"**{cells[4]}**"
+    return cells
+
+
 def cnn_blocks(recs: list[dict[str, Any]], out: Path, prefix: str = "cnn") -> list[Block]:
     """The CNN table, failure notes and figures of one machine's rows."""
-    blocks: list[Block] = []
     several = any(r.get("_run") for r in recs)
-    header = (["run"] if several else []) + [h for _, h in CNN_COLUMNS]
-    rows = [([r.get("_run", "")] if several else []) + cnn_row(r) for r in recs]
-    blocks.append(Table(header, rows))
-    notes = failure_notes(recs)
-    if notes:
-        blocks += [Para("Failures and notes:"), Notes(notes)]
-    load = load_notes(recs)  # threads, load at start, others' CPU; cases run side by side
-    if load:
-        oversubscribed = [r for r in recs if r.get("oversubscribed")]
-        warn = (f" **{len(oversubscribed)} row(s) ran on an oversubscribed machine**: their "
-                "timings include waiting for a core." if oversubscribed else "")  # fmt: skip
-        blocks += [Para("Threads and load:" + warn), Notes(load)]
+    blocks: list[Block] = [_table(recs, [h for _, h in CNN_COLUMNS], cnn_row, several)]
+    blocks += titled_notes("Failures and notes:", failure_notes(recs))
+    oversubscribed = [r for r in recs if r.get("oversubscribed")]
+    warn = (f" **{len(oversubscribed)} row(s) ran on an oversubscribed machine**: their "
+            "timings include waiting for a core." if oversubscribed else "")  # fmt: skip
+    # threads, load at start, others' CPU; cases run side by side
+    blocks += titled_notes("Threads and load:" + warn, load_notes(recs))
     blocks += verdict_blocks(recs, "that trained beyond chance and kept their accuracy")
     blocks.append(_figure(plots.cnn_figure(recs), out, prefix))
     blocks.append(_figure(plots.cnn_curve_figure(recs), out, prefix))

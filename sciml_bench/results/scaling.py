@@ -20,12 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.results.plots import MARKERS, Plot, _finish, _log_axis, _plt, _short, finite
+from sciml_bench.results import plots
 
 #: marker and line style per semantics: colour tells backends apart, style the semantics
 SEMANTICS_STYLE = {"independent": ("o", "-"), "coupled": ("s", "--")}
-#: (time key, IQR key, panel name) of the two panels
-PANELS = (("solve_s", "solve_iqr", "solve"), ("grad_s", "grad_iqr", "gradient"))
 
 LineKey = tuple[str, str, str, str, str, str]
 
@@ -85,7 +83,7 @@ def series(
     labels = line_labels(records)
     out: dict[str, dict[int, float]] = {}
     for r in records:
-        if r.get("status") == "ok" and r.get("size") is not None and finite(r.get(time_key)):
+        if r.get("status") == "ok" and r.get("size") is not None and plots.finite(r.get(time_key)):
             out.setdefault(labels[line_key(r)], {})[int(r["size"])] = float(r[time_key])
     return out
 
@@ -135,7 +133,7 @@ def crossovers(
       to F without a contest (``measured`` False).
     """
     clean = {
-        k: {int(n): float(t) for n, t in pts.items() if finite(t) and t > 0}
+        k: {int(n): float(t) for n, t in pts.items() if plots.finite(t) and t > 0}
         for k, pts in lines.items()
     }  # fmt: skip
     sizes = sorted({n for pts in clean.values() for n in pts})
@@ -163,7 +161,9 @@ def crossovers(
 
 def crossover_text(lines: Mapping[str, Mapping[int, float]], tie_rtol: float = 0.0) -> str:
     """One sentence: the crossovers, or which line was fastest throughout."""
-    sizes = sorted({n for pts in lines.values() for n, t in pts.items() if finite(t) and t > 0})
+    sizes = sorted(
+        {n for pts in lines.values() for n, t in pts.items() if plots.finite(t) and t > 0}
+    )
     if not sizes:
         return "no ok timing"
     found, last = crossovers(lines, tie_rtol)
@@ -178,7 +178,7 @@ def scaling_texts(records: Sequence[dict[str, Any]]) -> list[str]:
     """``Crossovers (solve): ...`` and ``(gradient)`` for the panels that have timings."""
     ens = [r for r in records if is_ensemble(r)]
     out = []
-    for key, _, name in PANELS:
+    for key, _, name in plots.TIME_PANELS:
         lines = series(ens, key)
         if lines:
             out.append(f"Crossovers ({name} time per call): {crossover_text(lines)}.")
@@ -199,91 +199,104 @@ def _missing_notes(records: Sequence[dict[str, Any]]) -> list[str]:
             out.append(f"{labels[line_key(r)]}: no line ({what})")
             continue
         if r.get("status") != "skipped" and r.get("reason"):
-            what += f": {_short(r.get('reason'), 60)}"
+            what += f": {plots._short(r.get('reason'), 60)}"
         missing.setdefault(line_key(r), []).append(f"n={r['size']} ({what})")
     return out + [f"{labels[k]}: no point at {', '.join(v)}" for k, v in missing.items()]
 
 
-def scaling_figure(records: Sequence[dict[str, Any]]) -> Plot:
+def scaling_figure(records: Sequence[dict[str, Any]]) -> plots.Plot:
     """Median time per call against ensemble size, log-log, solve and gradient panels."""
-    plot = Plot("scaling", "Time per call against ensemble size")
+    plot = plots.Plot("scaling", "Time per call against ensemble size")
     ens = [r for r in records if is_ensemble(r)]
     plot.notes += _missing_notes(ens)
     labels = line_labels(ens)
-    drawn = {p: series(ens, p[0]) for p in PANELS}
-    panels = [p for p in PANELS if drawn[p]]
-    if not panels:
+    drawn = plots.timed_panels(lambda key: series(ens, key))
+    if not drawn:
         plot.notes.insert(0, "no ok ensemble row has a steady-state time")
         return plot
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 3.6, 4.6),
-                             squeeze=False)  # fmt: skip
-    order = list(labels.values())
-    # one colour per ladder but for its semantics: the two semantics of a backend share it
-    colors: dict[str, str] = {}
-    by_color: dict[tuple[str, ...], str] = {}
-    for k, lab in labels.items():
-        base = (k[0], k[1], k[2], k[3], k[5])
-        colors[lab] = by_color.setdefault(base, f"C{len(by_color) % 10}")
+    fig, axes = plots.ladder_figure(len(drawn), 3.6)
+    colors = _ladder_colors(labels)
     handles: dict[str, Any] = {}
-    for ax, panel in zip(axes[0], panels, strict=True):
-        tkey, qkey, name = panel
-        rows: dict[str, list[dict[str, Any]]] = {}
-        for r in ens:
-            if r.get("status") == "ok" and r.get("size") is not None and finite(r.get(tkey)):
-                rows.setdefault(labels[line_key(r)], []).append(r)
-        for lab in order:
-            rs = sorted(rows.get(lab, []), key=lambda r: r["size"])
-            if not rs:
-                continue
-            semantics = str(rs[0].get("semantics"))
-            marker, style = SEMANTICS_STYLE.get(semantics, (MARKERS[-1], ":"))
-            x = [r["size"] for r in rs]
-            y = [r[tkey] for r in rs]
-            q = [r.get(qkey) or (r[tkey], r[tkey]) for r in rs]
-            lo = [max(t - a[0], 0.0) for t, a in zip(y, q, strict=True)]
-            hi = [max(a[1] - t, 0.0) for t, a in zip(y, q, strict=True)]
-            h = ax.errorbar(x, y, yerr=[lo, hi], marker=marker, ls=style, ms=5, capsize=2,
-                            lw=1.3, color=colors[lab], label=lab)  # fmt: skip
+    for ax, (panel, lines) in zip(axes, drawn.items(), strict=True):
+        for lab, h in _draw_ladders(ax, ens, panel, labels, colors).items():
             handles.setdefault(lab, h)
-        sizes = sorted({s for pts in drawn[panel].values() for s in pts})
-        found, _ = crossovers(drawn[panel])
-        for c in found:
-            ax.axvline(c.size, color="0.45", ls=":", lw=1)
-            y_at = min(drawn[panel][lab][c.size] for lab in c.leaders)
-            ax.plot(c.size, y_at, "o", ms=11, mfc="none", mec="k", mew=0.8)
-            # wrapped, and away from the nearer edge: the text stays inside the panel
-            right = math.log(c.size / sizes[0]) > 0.5 * math.log(sizes[-1] / sizes[0])
-            ax.annotate(
-                textwrap.fill(c.text(), 34), (c.size, y_at), xytext=(-8 if right else 8, -10),
-                textcoords="offset points", fontsize=7, color="0.2",
-                ha="right" if right else "left", va="top",
-            )  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks(sizes, [str(s) for s in sizes])
-        ax.minorticks_off()
-        if len(sizes) == 1:
-            ax.set_xlim(sizes[0] / 2, sizes[0] * 2)
-        _log_axis(ax.yaxis, seconds=True)
+        sizes = sorted({s for pts in lines.values() for s in pts})
+        found = _mark_crossovers(ax, lines, sizes)
+        name = panel[2]
+        plots.ladder_axes(ax, sizes)
         ax.set_xlabel("ensemble size (members per call)")
         ax.set_ylabel(f"{name} time per call, median [IQR]")
         ax.set_title(name + (" (dotted: crossover)" if found else ""), fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
     style_note = ", ".join(f"{s}: {m} {ls}" for s, (m, ls) in SEMANTICS_STYLE.items())
-    axes[0][-1].legend(
+    axes[-1].legend(
         list(handles.values()), list(handles), fontsize=8, loc="upper left",
         bbox_to_anchor=(1.02, 1.0), title=f"backend/device/semantics\n({style_note})",
         title_fontsize=7,
     )  # fmt: skip
-    _finish(fig, ens, "time per call against ensemble size")
+    plots._finish(fig, ens, "time per call against ensemble size")
     plot.fig = fig
     return plot
+
+
+def _ladder_colors(labels: dict[LineKey, str]) -> dict[str, str]:
+    """A colour per ladder label, shared by the ladders that differ only in semantics (the
+    line style tells those apart)."""
+    colors: dict[str, str] = {}
+    by_color: dict[tuple[str, ...], str] = {}
+    for k, lab in labels.items():
+        base = (k[0], k[1], k[2], k[3], k[5])
+        colors[lab] = by_color.setdefault(base, f"C{len(by_color) % 10}")
+    return colors
+
+
+def _draw_ladders(
+    ax: Any, ens: Sequence[dict[str, Any]], panel: tuple[str, str, str],
+    labels: dict[LineKey, str], colors: dict[str, str],
+) -> dict[str, Any]:  # fmt: skip
+    """Each ladder's ok rows of the panel's time against size, with IQR error bars, in the
+    order of ``labels``; returns the drawn lines by label (for the legend)."""
+    tkey, qkey, _ = panel
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for r in ens:
+        if r.get("status") == "ok" and r.get("size") is not None and plots.finite(r.get(tkey)):
+            rows.setdefault(labels[line_key(r)], []).append(r)
+    handles: dict[str, Any] = {}
+    for lab in labels.values():
+        rs = sorted(rows.get(lab, []), key=lambda r: r["size"])
+        if not rs:
+            continue
+        marker, style = SEMANTICS_STYLE.get(str(rs[0].get("semantics")), (plots.MARKERS[-1], ":"))
+        y, bars = plots.iqr_bars(rs, tkey, qkey)
+        handles[lab] = ax.errorbar([r["size"] for r in rs], y, yerr=bars, marker=marker,
+                                   ls=style, ms=5, capsize=2, lw=1.3, color=colors[lab],
+                                   label=lab)  # fmt: skip
+    return handles
+
+
+def _mark_crossovers(
+    ax: Any, lines: Mapping[str, Mapping[int, float]], sizes: list[int]
+) -> list[Crossover]:
+    """Each crossover of ``lines`` as a dotted vertical line, a ring round the new leader's
+    point and its sentence beside it; returns the crossovers."""
+    found, _ = crossovers(lines)
+    for c in found:
+        ax.axvline(c.size, color="0.45", ls=":", lw=1)
+        y_at = min(lines[lab][c.size] for lab in c.leaders)
+        ax.plot(c.size, y_at, "o", ms=11, mfc="none", mec="k", mew=0.8)
+        # wrapped, and away from the nearer edge: the text stays inside the panel
+        right = math.log(c.size / sizes[0]) > 0.5 * math.log(sizes[-1] / sizes[0])
+        ax.annotate(
+            textwrap.fill(c.text(), 34), (c.size, y_at), xytext=(-8 if right else 8, -10),
+            textcoords="offset points", fontsize=7, color="0.2",
+            ha="right" if right else "left", va="top",
+        )  # fmt: skip
+    return found
 
 
 def per_member_us(r: dict[str, Any]) -> float | None:
     """Median solve time per member in microseconds (``solve_s / size``)."""
     t, n = r.get("solve_s"), r.get("size")
-    if not finite(t) or not isinstance(n, int) or n <= 0:
+    if not plots.finite(t) or not isinstance(n, int) or n <= 0:
         return None
     return float(t) / n * 1e6

@@ -286,9 +286,11 @@ def reference_notes(records: Sequence[dict[str, Any]]) -> list[str]:
             break
     solve = sorted({str(r.get("backend")) for r in records
                     if r.get("ttfg_kind") == "solve" and _finite(r.get("ttfg_s"))})  # fmt: skip
-    if solve:
-        out.append(f"TTFG (solve): {', '.join(solve)} compute(s) no gradient: the time to "
-                   "first solve, from spawn")  # fmt: skip
+    if solve:  # "scipy computes ...; its", "scipy and X compute ...; their"
+        names = solve[0] if len(solve) == 1 else f"{', '.join(solve[:-1])} and {solve[-1]}"
+        verb, its = ("computes", "its") if len(solve) == 1 else ("compute", "their")
+        out.append(f"TTFG (solve): {names} {verb} no gradient; {its} TTFG is the time to "
+                   f"{its} first solve, from spawn")  # fmt: skip
     if any(_finite(r.get("partial_ttfg_s")) for r in records):
         out.append("TTFG partial: a failed row keeps the phases it completed before it "
                    "failed: its time to first gradient where it got that far, else (in "
@@ -409,41 +411,57 @@ def load_notes(records: Sequence[dict[str, Any]]) -> list[str]:
     timed beside other cases on their host (``concurrent_cases`` > 1) or while other
     processes took more than ``LOAD_LIMIT`` cores (``others_cpu``), and for CNN rows the
     thread budget, the load average it was decided at and the others' CPU during the run."""
-    notes = []
+    return _beside_other_cases(records) + _beside_busy_processes(records) + _cnn_share(records)
+
+
+def _beside_other_cases(records: Sequence[dict[str, Any]]) -> list[str]:
+    """A note naming the rows timed while other cases ran on their host, if any."""
     shared = [r for r in records if (r.get("concurrent_cases") or 1) > 1]
-    if shared:
-        most = max(r["concurrent_cases"] for r in shared)
-        notes.append(
-            f"{', '.join(_row_label(r) for r in shared)}: ran beside other cases on the same "
-            f"host (up to {most} at once), so their timings shared its cores; a local run, "
-            "and a Dask LocalCluster without --workers, time one case at a time"
-        )
+    if not shared:
+        return []
+    return [
+        f"{', '.join(_row_label(r) for r in shared)}: ran beside other cases on the same "
+        f"host (up to {max(r['concurrent_cases'] for r in shared)} at once), so their timings "
+        "shared its cores; a local run, and a Dask LocalCluster without --workers, time one "
+        "case at a time"
+    ]
+
+
+def _beside_busy_processes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """A note naming the (non-CNN) rows timed while other processes took more than
+    ``LOAD_LIMIT`` cores, if any; a CNN row's reason says it itself."""
     from sciml_bench.measure.noise import LOAD_LIMIT
 
-    busy = [r for r in records if r.get("kind") != "cnn"  # a CNN row's reason says it
-            and isinstance(r.get("others_cpu"), int | float) and r["others_cpu"] > LOAD_LIMIT]
-    if busy:
-        most = max(r["others_cpu"] for r in busy)
-        notes.append(
-            f"{', '.join(_row_label(r) for r in busy)}: timed while other processes took up to "
-            f"{most:.2f} cores' worth of CPU (others_cpu): their timings include waiting for "
-            "a core, and compare does not judge them"
-        )
+    busy = [r for r in records if r.get("kind") != "cnn"
+            and isinstance(r.get("others_cpu"), int | float) and r["others_cpu"] > LOAD_LIMIT]  # fmt: skip
+    if not busy:
+        return []
+    most = max(r["others_cpu"] for r in busy)
+    return [
+        f"{', '.join(_row_label(r) for r in busy)}: timed while other processes took up to "
+        f"{most:.2f} cores' worth of CPU (others_cpu): their timings include waiting for "
+        "a core, and compare does not judge them"
+    ]
+
+
+def _cnn_share(records: Sequence[dict[str, Any]]) -> list[str]:
+    """For CNN rows, one note of each row's thread budget, the load average at its start
+    and the other processes' CPU during it, with where the budgets came from."""
     cnn = [r for r in records if r.get("kind") == "cnn" and r.get("cores")]
-    if cnn:
-        parts = []
-        for r in cnn:
-            threads = r.get("threads")
-            budget = f"{threads} thread{'s' * (threads != 1)}" if threads else "library threads"
-            parts.append(f"{_row_label(r)} {budget}, {_num(r.get('load_start'), '.2f')}, "
-                         f"{_num(r.get('others_cpu'), '.2f')}")  # fmt: skip
-        sources = {str(r.get("threads_source")) for r in cnn if r.get("threads_source")}
-        notes.append(
-            f"threads, 1-minute load average at the start, and cores' worth of CPU other "
-            f"processes used during the run, on {cnn[0]['cores']} cores: {'; '.join(parts)}"
-            + (f" (threads: {'; '.join(sorted(sources))})" if sources else "")
-        )
-    return notes
+    if not cnn:
+        return []
+    parts = []
+    for r in cnn:
+        threads = r.get("threads")
+        budget = f"{threads} thread{'s' * (threads != 1)}" if threads else "library threads"
+        parts.append(f"{_row_label(r)} {budget}, {_num(r.get('load_start'), '.2f')}, "
+                     f"{_num(r.get('others_cpu'), '.2f')}")  # fmt: skip
+    sources = {str(r.get("threads_source")) for r in cnn if r.get("threads_source")}
+    return [
+        f"threads, 1-minute load average at the start, and cores' worth of CPU other "
+        f"processes used during the run, on {cnn[0]['cores']} cores: {'; '.join(parts)}"
+        + (f" (threads: {'; '.join(sorted(sources))})" if sources else "")
+    ]
 
 
 def generic_table(records: Sequence[dict[str, Any]]) -> str:

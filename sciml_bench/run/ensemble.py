@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sciml_bench.run.events import report_failure
+from sciml_bench.run.events import built, report_failure
 from sciml_bench.run.jobs import Events, Process
 from sciml_bench.run.ode import (
     PHASES,
@@ -101,13 +101,9 @@ def work(job: dict[str, Any], events: Events) -> None:
     obs = ens.load_observations(job.get("observations"), max(n, sample))
     full = ens.batch(ensemble, problem.y0, problem.n_params, max(n, sample), obs)
     options = _options(job, where)
-    try:
-        case = backend.build_ensemble(problem, options, full.head(n), job["semantics"])
-    except EnsembleNotOffered as e:
-        events.emit(status=Status.UNAVAILABLE.value, reason=str(e), during="build")
-        return
-    except Exception as e:
-        report_failure(events, e, "build")
+    case = built(lambda: backend.build_ensemble(problem, options, full.head(n), job["semantics"]),
+                 EnsembleNotOffered, events)  # fmt: skip
+    if case is None:
         return
     events.emit(phase="build", s=clock() - start)
     if not placed(case, where, name, events, "build"):
@@ -252,9 +248,7 @@ def _status(status: str, reason: str) -> str:
 
 def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     """One row from the worker's events, scored against the ensemble reference."""
-    import numpy as np
 
-    from sciml_bench.measure import metrics
     from sciml_bench.measure.status import Status
     from sciml_bench.problem.compiled import CompiledProblem
     from sciml_bench.results.store import summarize
@@ -267,12 +261,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     ev: dict[str, Any] = {}
     for e in proc.events:
         ev.update(e)
-    phases = np.full((1, len(PHASES)), np.nan)
-    detail: dict[str, float] = {}
-    for e in proc.events:
-        if "phase" in e:
-            phases[0, PHASES.index(e["phase"])] = e["s"]
-            detail.update(e.get("detail") or {})
+    phases, detail = _phases(proc.events)
     samples = {e["samples"]: e["values"] for e in proc.events if "samples" in e}
     rec: dict[str, Any] = {
         "kind": "ensemble",
@@ -309,32 +298,66 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         spread = ev.get(key)
         if spread:
             rec.update({f"{key}_{s}": v for s, v in spread.items()})
-    y = ev.get("y")
-    if y is not None:
-        y = np.asarray(y, dtype=float)
-        k = y.shape[0]
-        ry = np.asarray(ref["y"], dtype=float)[:k]
-        # rel l2 over every checked member's save points; rel_final over their final states
-        ns = y.shape[-1]
-        err = metrics.solution_error(y.reshape(-1, ns), ry.reshape(-1, ns))
-        rec["solution_error"] = err["rel_l2"]
-        rec["solution_error_rel_final"] = metrics.solution_error(y[:, -1], ry[:, -1])["rel_l2"]
-        rec["solution_members_checked"] = k
-    g = ev.get("gradient")
-    if g is not None and status == Status.OK.value:
-        g = np.asarray(g, dtype=float)
-        rec["loss"] = ev.get("loss")
-        rec["gradient_batch"] = ev.get("gradient_batch")
-        rec["gradient_members"] = ev.get("gradient_members")
-        if ref.get("directions"):
-            gerr = metrics.directional_error(g, ref["directions"], ref["directional_derivatives"])
-        else:
-            gerr = metrics.gradient_error(
-                g, np.asarray(ref["gradient"]), problem.theta0, problem.log_params
-            )
-            rec["gradient"] = dict(zip(problem.param_names, g.tolist(), strict=True))
-        rec["gradient_error"] = gerr["max_rel"]
-        rec["gradient_cosine"] = gerr["cosine"]
-        rec["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])
+    rec.update(_solution_columns(ev.get("y"), ref))
+    if ev.get("gradient") is not None and status == Status.OK.value:
+        rec.update(_gradient_columns(ev, ref, problem))
     rec = with_device_note(rec, job.get("device", "cpu"))
     return summarize({k: v for k, v in rec.items() if v is not None})
+
+
+def _phases(events: Sequence[dict[str, Any]]) -> tuple[Any, dict[str, float]]:
+    """The cold phases' seconds (one row, :data:`PHASES` order) and their details."""
+    import numpy as np
+
+    phases = np.full((1, len(PHASES)), np.nan)
+    detail: dict[str, float] = {}
+    for e in events:
+        if "phase" in e:
+            phases[0, PHASES.index(e["phase"])] = e["s"]
+            detail.update(e.get("detail") or {})
+    return phases, detail
+
+
+def _solution_columns(y: Any, ref: dict[str, Any]) -> dict[str, Any]:
+    """The solution error of the checked members against the reference sample's."""
+    import numpy as np
+
+    from sciml_bench.measure import metrics
+
+    if y is None:
+        return {}
+    y = np.asarray(y, dtype=float)
+    k = y.shape[0]
+    ry = np.asarray(ref["y"], dtype=float)[:k]
+    # rel l2 over every checked member's save points; rel_final over their final states
+    ns = y.shape[-1]
+    err = metrics.solution_error(y.reshape(-1, ns), ry.reshape(-1, ns))
+    return {
+        "solution_error": err["rel_l2"],
+        "solution_error_rel_final": metrics.solution_error(y[:, -1], ry[:, -1])["rel_l2"],
+        "solution_members_checked": k,
+    }
+
+
+def _gradient_columns(ev: dict[str, Any], ref: dict[str, Any], problem: Any) -> dict[str, Any]:
+    """The loss and the gradient's agreement with the reference (its directional
+    derivatives when it has them, else its gradient)."""
+    import numpy as np
+
+    from sciml_bench.measure import metrics
+
+    g = np.asarray(ev["gradient"], dtype=float)
+    rec = {"loss": ev.get("loss"), "gradient_batch": ev.get("gradient_batch"),
+           "gradient_members": ev.get("gradient_members")}  # fmt: skip
+    if ref.get("directions"):
+        gerr = metrics.directional_error(g, ref["directions"], ref["directional_derivatives"])
+    else:
+        gerr = metrics.gradient_error(
+            g, np.asarray(ref["gradient"]), problem.theta0, problem.log_params
+        )
+        rec["gradient"] = dict(zip(problem.param_names, g.tolist(), strict=True))
+    rec["gradient_error"] = gerr["max_rel"]
+    rec["gradient_cosine"] = gerr["cosine"]
+    rec["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])
+    return rec
+

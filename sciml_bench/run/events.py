@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 
@@ -56,3 +57,16 @@ def report_failure(
         text = f"{type(exc).__name__}: {' '.join(lines[:2])}" if lines else type(exc).__name__
         events.emit(status=Status.ERROR.value, reason=f"{where}: {text[:500]}", during=where,
                     **spent)  # fmt: skip
+
+
+def built(build: Callable[[], Any], not_offered: type[Exception], events: Any) -> Any | None:
+    """The case ``build()`` makes, or None once the failure is reported: ``not_offered``
+    (the backend offers no such case) as ``unavailable``, anything else by
+    :func:`report_failure`; both during the build phase."""
+    try:
+        return build()
+    except not_offered as e:
+        events.emit(status="unavailable", reason=str(e), during="build")
+    except Exception as e:
+        report_failure(events, e, "build")
+    return None

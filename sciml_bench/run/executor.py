@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sciml_bench.measure.clock import clock
+from sciml_bench.measure.clock import busy_cpu_s, clock
 from sciml_bench.measure.device import device_env
 from sciml_bench.measure.environment import (
     FRESH_CACHES_VAR,
@@ -306,31 +306,29 @@ class CpuMeter:
     """
 
     def __init__(self) -> None:
-        self._start = self._read()
-
-    @staticmethod
-    def _read() -> tuple[float, float, float] | None:
-        import resource
-
-        try:
-            import psutil
-
-            t = psutil.cpu_times()
-        except Exception:  # no psutil, or no machine-wide counters here
-            return None
-        busy = t.user + t.system + sum(getattr(t, k, 0.0) for k in
-                                       ("nice", "irq", "softirq", "steal"))  # fmt: skip
-        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return clock(), busy, ru.ru_utime + ru.ru_stime
+        self._start = _cpu_reading()
 
     def facts(self) -> dict[str, float]:
-        end = self._read()
+        end = _cpu_reading()
         if self._start is None or end is None or end[0] - self._start[0] < 0.05:
             return {}
         wall = end[0] - self._start[0]
         worker = end[2] - self._start[2]
         others = (end[1] - self._start[1]) - worker
         return {"worker_cpu": round(worker / wall, 3), "others_cpu": round(max(0.0, others / wall), 3)}
+
+
+def _cpu_reading() -> tuple[float, float, float] | None:
+    """(clock, the machine's busy CPU seconds, reaped children's CPU seconds), or None
+    where the machine-wide counters cannot be read."""
+    import resource
+
+    try:
+        busy = busy_cpu_s()
+    except Exception:  # no psutil, or no machine-wide counters here
+        return None
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return clock(), busy, ru.ru_utime + ru.ru_stime
 
 
 #: the slowed worker's warning is printed once per process
@@ -439,13 +437,11 @@ class LocalExecutor:
     ) -> Outcome:
         with scratch_dir() as scratch:
             job_path = Path(scratch) / "job.json"
-            events_path = Path(scratch) / "events.jsonl"
             stderr_path = Path(scratch) / "stderr.txt"
-            events: list[dict[str, Any]] = []
-            offset = 0
+            reader = _EventReader(Path(scratch) / "events.jsonl", on_event)
             job = dict(job)
             # everything the spawn needs is ready before the clock of its first phase starts
-            cmd = [self.python, "-m", _worker_module(), str(job_path), str(events_path)]
+            cmd = [self.python, "-m", _worker_module(), str(job_path), str(reader.path)]
             env = self.env(scratch, job)
             meter = CpuMeter()
             with open(stderr_path, "wb") as err:
@@ -466,25 +462,7 @@ class LocalExecutor:
                         start_new_session=True,
                     )
                     watch = HostWatch(proc.pid)
-                    while True:
-                        try:
-                            proc.wait(timeout=self.poll_s)
-                            break
-                        except subprocess.TimeoutExpired:
-                            pass
-                        watch.sample()
-                        new, offset = _read_events(events_path, offset)
-                        for e in new:
-                            on_event(e)
-                        events += new
-                        if clock() - start > budget_s:
-                            timed_out = True
-                            kill_group(proc)
-                            break
-                        if self.stop is not None and self.stop():
-                            interrupted = KeyboardInterrupt()  # a remote cancel, as Ctrl-C
-                            kill_group(proc)
-                            break
+                    timed_out, interrupted = self._wait(proc, watch, reader, start, budget_s)
                 except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (run.signals)
                     interrupted = e
                     if proc is None:
@@ -497,29 +475,76 @@ class LocalExecutor:
                     if watch is not None:
                         watch.close()
                 wall = clock() - start
-            new, offset = _read_events(events_path, offset)
-            for e in new:
-                on_event(e)
-            events += new
+            reader.read()
             tail = stderr_path.read_text(errors="replace")[-4000:]
         assert proc is not None
         rc = proc.returncode
-        sig = None
-        if rc is not None and rc < 0 and not timed_out and not interrupted:
+        sig = _killed_by(rc) if not timed_out and not interrupted else None
+        facts = self._facts(job, watch, meter)
+        outcome = Outcome(reader.events, rc, timed_out, interrupted is not None, tail, wall, sig,
+                          facts)  # fmt: skip
+        if interrupted is not None:
+            raise Interrupted(outcome, signal_of(interrupted))
+        return outcome
+
+    def _wait(
+        self, proc: subprocess.Popen[bytes], watch: HostWatch, reader: _EventReader,
+        start: float, budget_s: float,
+    ) -> tuple[bool, KeyboardInterrupt | None]:  # fmt: skip
+        """Poll the worker until it ends, reading its events as they come; its process group
+        is killed past the budget or on a remote stop. Returns (timed out, interrupt)."""
+        while True:
             try:
-                sig = signal.Signals(-rc).name
-            except ValueError:
-                sig = f"signal {-rc}"
+                proc.wait(timeout=self.poll_s)
+                return False, None
+            except subprocess.TimeoutExpired:
+                pass
+            watch.sample()
+            reader.read()
+            if clock() - start > budget_s:
+                kill_group(proc)
+                return True, None
+            if self.stop is not None and self.stop():
+                kill_group(proc)
+                return False, KeyboardInterrupt()  # a remote cancel, as Ctrl-C
+
+    def _facts(self, job: dict[str, Any], watch: HostWatch | None, meter: CpuMeter) -> dict[str, Any]:
+        """What one worker shared its host with and the threads it had, also merged into
+        :attr:`facts` (the run's)."""
         facts = {**(watch.facts() if watch is not None else {}), **meter.facts()}
         n, source = self.thread_budget(job)
         facts.update({"threads": n} if n else {}, threads_source=source)
         if os.environ.get(SLOWDOWN_VAR):  # a deliberately slowed worker: never unmarked
             facts["test_slowdown"] = os.environ[SLOWDOWN_VAR]
         merge_facts(self.facts, facts)
-        outcome = Outcome(events, rc, timed_out, interrupted is not None, tail, wall, sig, facts)
-        if interrupted is not None:
-            raise Interrupted(outcome, signal_of(interrupted))
-        return outcome
+        return facts
+
+
+class _EventReader:
+    """A worker's event file, read on as it grows: each new event goes to ``on_event``
+    and onto :attr:`events`."""
+
+    def __init__(self, path: Path, on_event: Callable[[dict[str, Any]], None]) -> None:
+        self.path = path
+        self.on_event = on_event
+        self.events: list[dict[str, Any]] = []
+        self.offset = 0
+
+    def read(self) -> None:
+        new, self.offset = _read_events(self.path, self.offset)
+        for e in new:
+            self.on_event(e)
+        self.events += new
+
+
+def _killed_by(rc: int | None) -> str | None:
+    """The signal's name when the worker died of one (a negative return code)."""
+    if rc is None or rc >= 0:
+        return None
+    try:
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
 
 
 @contextlib.contextmanager

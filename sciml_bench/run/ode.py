@@ -184,7 +184,7 @@ def work(job: dict[str, Any], events: Events) -> None:
     import numpy as np
 
     from sciml_bench.measure.clock import clock, peak_rss_mb
-    from sciml_bench.measure.status import Status
+    from sciml_bench.measure.environment import blas_libraries
     from sciml_bench.problem.compiled import CompiledProblem
 
     start = clock()
@@ -203,20 +203,10 @@ def work(job: dict[str, Any], events: Events) -> None:
         events.emit(case_info=case.info)
     theta = np.asarray(problem.theta0, dtype=np.float64)
 
-    stop = threading.Event()
-    watcher = threading.Thread(target=_watch_progress, args=(case, events, stop), daemon=True)
-    watcher.start()
-    start = clock()
-    try:
-        sol = case.solve(theta)
-    except Exception as e:
-        report_failure(events, e, "first solve", "first_solve", clock() - start)
+    solved = _first_solve(case, theta, events)
+    if solved is None:
         return
-    finally:
-        stop.set()
-        watcher.join(timeout=2.0)  # never leave it inside the library while we move on
-    first = {"solve": clock() - start}
-    events.emit(phase="first_solve", s=first["solve"])
+    sol, first = solved[0], {"solve": solved[1]}
     if not placed(case, wanted, name, events, "first solve"):
         return
     full = job.get("mode", "full") == "full"
@@ -225,37 +215,75 @@ def work(job: dict[str, Any], events: Events) -> None:
 
     probe_s = 0.0  # the memory probe's own time: never part of time to first gradient
     if backend.differentiable:
-        from sciml_bench.measure.memory import CallPeak
-
-        ram = CallPeak().start()  # what this gradient call needs above the RSS before it
-        start = clock()
-        try:
-            loss, grad = case.loss_and_grad(theta)
-        except Exception as e:
-            ram.stop()
-            report_failure(events, e, "first gradient", "first_grad", clock() - start)
+        graded = _first_gradient(name, case, theta, events, full)
+        if graded is None:
             return
-        first["grad"] = clock() - start
-        events.emit(phase="first_grad", s=first["grad"])
-        grad_rss_mb, grad_rss_source = ram.stop()
-        probe_s = ram.own_s
-        events.emit(grad_rss_mb=grad_rss_mb, grad_rss_source=grad_rss_source)
-        bad = _nonfinite_grad(name, loss, grad)
-        if bad:
-            # A NaN gradient from a "successful" solve is a failure, never a score.
-            events.emit(status=Status.NONFINITE.value, reason=bad, during="first gradient")
-            return
-        if full:
-            events.emit(loss=loss, gradient=grad)
+        first["grad"], probe_s = graded
     # without a gradient (SciPy) the time to first gradient is the time to first solve
     kind = "gradient" if backend.differentiable else "solve"
     events.emit(ttfg_s=clock() - t_spawn - probe_s, ttfg_kind=kind)
+    # after the time to first gradient is read and before the steady samples (each timed on
+    # its own): the BLAS this process loaded, which the parent cannot see
+    events.emit(blas=blas_libraries())
 
     note = _steady(job, case, theta, first, events)
     if note is None:
         return
     vram_report(meter, case, events)
     events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason=note)
+
+
+def _first_solve(case: Any, theta: Any, events: Events) -> tuple[Any, float] | None:
+    """The first solve, watched for progress in t (for a budget kill's row), and its
+    seconds; None once a failure is reported."""
+    from sciml_bench.measure.clock import clock
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_progress, args=(case, events, stop), daemon=True)
+    watcher.start()
+    start = clock()
+    try:
+        sol = case.solve(theta)
+    except Exception as e:
+        report_failure(events, e, "first solve", "first_solve", clock() - start)
+        return None
+    finally:
+        stop.set()
+        watcher.join(timeout=2.0)  # never leave it inside the library while we move on
+    seconds = clock() - start
+    events.emit(phase="first_solve", s=seconds)
+    return sol, seconds
+
+
+def _first_gradient(
+    name: str, case: Any, theta: Any, events: Events, full: bool
+) -> tuple[float, float] | None:
+    """The first gradient, its seconds and the memory probe's own seconds (kept out of
+    time to first gradient); None once a failure (a NaN or Inf included) is reported."""
+    from sciml_bench.measure.clock import clock
+    from sciml_bench.measure.memory import CallPeak
+    from sciml_bench.measure.status import Status
+
+    ram = CallPeak().start()  # what this gradient call needs above the RSS before it
+    start = clock()
+    try:
+        loss, grad = case.loss_and_grad(theta)
+    except Exception as e:
+        ram.stop()
+        report_failure(events, e, "first gradient", "first_grad", clock() - start)
+        return None
+    seconds = clock() - start
+    events.emit(phase="first_grad", s=seconds)
+    grad_rss_mb, grad_rss_source = ram.stop()
+    events.emit(grad_rss_mb=grad_rss_mb, grad_rss_source=grad_rss_source)
+    bad = _nonfinite_grad(name, loss, grad)
+    if bad:
+        # A NaN gradient from a "successful" solve is a failure, never a score.
+        events.emit(status=Status.NONFINITE.value, reason=bad, during="first gradient")
+        return None
+    if full:
+        events.emit(loss=loss, gradient=grad)
+    return seconds, ram.own_s
 
 
 def _nonfinite_grad(name: str, loss: float, grad: Any) -> str | None:
@@ -502,6 +530,34 @@ def _scores(problem: Any, ref: Any, ev: dict[str, Any], ok: bool) -> dict[str, A
     return out
 
 
+def _sample_columns(processes: Sequence[Process]) -> dict[str, Any]:
+    """The steady samples of a case's processes, and which process took each kind."""
+    samples, takers = _samples(processes)
+    return {
+        "cold_processes": len(processes),
+        "solve_samples": samples.get("solve", []),
+        "grad_samples": samples.get("grad", []),
+        "solve_sample_process": takers.get("solve"),
+        "grad_sample_process": takers.get("grad"),
+    }
+
+
+def _work_columns(ev: dict[str, Any]) -> dict[str, Any]:
+    """The first solve's step statistics and the full process's memory."""
+    stats = ev.get("stats", {})
+    return {
+        "steps": stats.get("steps"),
+        "rejected_steps": stats.get("rejected_steps"),
+        "rhs_evals": stats.get("rhs_evals"),
+        "jac_evals": stats.get("jac_evals"),
+        "lu_decomps": stats.get("lu_decomps"),
+        "peak_rss_mb": ev.get("peak_rss_mb"),
+        # the first gradient's RAM above the process's RSS before it (measure.memory.CallPeak)
+        "grad_rss_mb": ev.get("grad_rss_mb"),
+        "grad_rss_source": ev.get("grad_rss_source"),
+    }
+
+
 def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     """One record from the raw events of a case's worker processes (the first is the
     full one), scored against the reference the job carries."""
@@ -519,8 +575,6 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     for e in full.events:
         ev.update(e)
     phases, ttfg, detail = _cold(processes)
-    samples, takers = _samples(processes)
-    stats = ev.get("stats", {})
     rec: dict[str, Any] = {
         "kind": "ode",
         "problem": problem.name,
@@ -539,6 +593,8 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "linear_solver": (ev.get("case_info") or {}).get("linear_solver"),
         "backend_info": ev.get("backend_info"),
         "case_info": ev.get("case_info"),
+        # the BLAS/LAPACK libraries the worker had loaded and their threads (threadpoolctl)
+        "blas": ev.get("blas"),
         "status": status,
         "reason": reason,
         "t_reached": t_reached,
@@ -550,20 +606,8 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         # what the TTFG column measures: a backend without a gradient reports first solve
         "ttfg_kind": ev.get("ttfg_kind") or _ttfg_kind(opts["gradient_method"]),
         **failure_timing(full, phases[0]),
-        "cold_processes": len(processes),
-        "solve_samples": samples.get("solve", []),
-        "grad_samples": samples.get("grad", []),
-        "solve_sample_process": takers.get("solve"),
-        "grad_sample_process": takers.get("grad"),
-        "steps": stats.get("steps"),
-        "rejected_steps": stats.get("rejected_steps"),
-        "rhs_evals": stats.get("rhs_evals"),
-        "jac_evals": stats.get("jac_evals"),
-        "lu_decomps": stats.get("lu_decomps"),
-        "peak_rss_mb": ev.get("peak_rss_mb"),
-        # the first gradient's RAM above the process's RSS before it (measure.memory.CallPeak)
-        "grad_rss_mb": ev.get("grad_rss_mb"),
-        "grad_rss_source": ev.get("grad_rss_source"),
+        **_sample_columns(processes),
+        **_work_columns(ev),
         "worker_wall_s": full.wall_s,
         **reference_columns(ref, opts["gradient_method"]),
         **_scores(problem, ref, ev, status == Status.OK.value),

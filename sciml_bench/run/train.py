@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sciml_bench.run.events import report_failure
+from sciml_bench.run.events import built, report_failure
 from sciml_bench.run.jobs import Events, Process
 from sciml_bench.run.ode import (
     device_columns,
@@ -110,13 +110,9 @@ def work(job: dict[str, Any], events: Events) -> None:
     start = clock()
     problem = CompiledProblem.from_json(job["problem"])
     training = Training.from_json(job["training"])
-    try:
-        case = backend.build_training(problem, _options(job), training.adam)
-    except TrainingNotOffered as e:
-        events.emit(status="unavailable", reason=str(e), during="build")
-        return
-    except Exception as e:
-        report_failure(events, e, "build")
+    case = built(lambda: backend.build_training(problem, _options(job), training.adam),
+                 TrainingNotOffered, events)  # fmt: skip
+    if case is None:
         return
     events.emit(phase="build", s=clock() - start)
     if not placed(case, wanted, name, events, "build"):

@@ -21,9 +21,10 @@ comparison ``x >= 0``, whose derivative CasADi takes as 0), and every operator i
 so it is one sparse matrix product ``mtimes(M, s)``: ``lap`` and ``shift`` are the
 stencil's shifts under their boundary, ``sum``/``mean`` the block of ones (÷ n) that joins
 the elements sharing the indices off the summed axes. The matrices are built once, when
-the module loads, from element numbers with NumPy (the same ``_shift`` as the NumPy
-target's), as CSC ``DM``s; the components are interleaved back to ``y``'s layout by one
-``reshape``. CasADi then derives the exact sparse Jacobian from the graph.
+the module loads, from element numbers with NumPy (the entries and ``_shift`` of
+:mod:`.operators`, which the other targets read the grid with too), as CSC ``DM``s; the
+components are interleaved back to ``y``'s layout by one ``reshape``. CasADi then derives
+the exact sparse Jacobian from the graph.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from typing import Any
 
 import sympy
 
+from sciml_bench.problem.codegen.operators import ENTRIES_PY, NEIGHBOURS_PY, SHIFT_PY
+from sciml_bench.problem.codegen.printing import NamedPrinter, cse, symbol_names
 from sciml_bench.problem.generated import NOT_EXPRESSIBLE, NotExpressible
-from sciml_bench.problem.printing import NamedPrinter
 from sciml_bench.problem.spec import Network, Problem
 
 #: sympy functions as CasADi names them (``abs`` is ``fabs`` on symbols)
@@ -87,12 +89,9 @@ class _Printer(NamedPrinter):
 
 
 def _names(problem: Problem) -> dict[sympy.Symbol, str]:
-    names: dict[sympy.Symbol, str] = {sympy.Symbol("t", real=True): "t"}
-    names.update({s: f"s_{s.name}" for s in problem.state_symbols})
-    names.update({s: f"p_{s.name}" for s in problem.param_symbols})
-    for net in problem.networks:
-        names.update({o: f"n_{o.name}" for o in net.outputs})
-    return names
+    outs = [o for net in problem.networks for o in net.outputs]
+    return symbol_names((problem.state_symbols, "s_{name}"),
+                        (problem.param_symbols, "p_{name}"), (outs, "n_{name}"))  # fmt: skip
 
 
 def _network(net: Network, printer: _Printer) -> list[str]:
@@ -121,9 +120,7 @@ def _scalar_body(problem: Problem) -> list[str]:
     lines += [f"p_{s.name} = p[{i}]" for i, s in enumerate(problem.param_symbols)]
     for net in problem.networks:
         lines += _network(net, printer)
-    repl, reduced = sympy.cse(
-        list(problem.rhs), symbols=sympy.numbered_symbols("cse", real=True), order="none"
-    )
+    repl, reduced = cse(problem.rhs)
     for sym, _ in repl:
         names[sym] = sym.name
     lines += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
@@ -141,15 +138,14 @@ class _ArrayPrinter(_Printer):
         return f"({self._print(expr.args[0])} >= 0)"
 
 
-#: what the array form's module defines before ``rhs``: NumPy's ``_shift`` (the NumPy
-#: target's), the element numbers and the operator matrices built from them
+#: what the array form's module defines before ``rhs``, after the shared ``_shift`` and
+#: operator entries (:mod:`.operators`): the operator matrices built from those entries
 _ARRAY_HELPERS = """
 
 def _matrix(rows, cols, vals):
     \"\"\"The n_el x n_el CasADi matrix (CSC) of the triplets, duplicates summed.\"\"\"
-    key = np.concatenate(cols) * _NE + np.concatenate(rows)
-    keys, slot = np.unique(key, return_inverse=True)
-    values = np.bincount(slot, np.concatenate(vals), keys.size)
+    keys, slot = np.unique(cols * _NE + rows, return_inverse=True)
+    values = np.bincount(slot, vals, keys.size)
     r, c = keys % _NE, keys // _NE
     colind = np.searchsorted(c, np.arange(_NE + 1))
     return ca.DM(ca.Sparsity(_NE, _NE, colind.tolist(), r.tolist()), values)
@@ -157,27 +153,12 @@ def _matrix(rows, cols, vals):
 
 def _stencil(terms, bc):
     \"\"\"Σ coefficient x (the grid shifted by offset under bc), as a matrix.\"\"\"
-    rows, cols, vals = [], [], []
-    for offset, coeff in terms:
-        el, ok = _EL, np.ones(_SHAPE, dtype=bool)
-        for axis, k in zip(range(-len(offset), 0), offset):
-            if k:
-                el, ok = _shift(el, k, axis, bc), _shift(ok, k, axis, bc)
-        rows.append(_EL[ok])
-        cols.append(el[ok])
-        vals.append(np.full(int(ok.sum()), float(coeff)))
-    return _matrix(rows, cols, vals)
+    return _matrix(*_stencil_entries(_EL, terms, bc))
 
 
 def _along(axes, scale):
-    \"\"\"scale x the sum over axes (negative), broadcast back: each element joined to the
-    elements sharing its indices off those axes.\"\"\"
-    el = np.moveaxis(_EL, axes, range(-len(axes), 0))
-    groups = el.reshape(-1, math.prod(_SHAPE[a] for a in axes))
-    m = groups.shape[1]
-    rows = np.repeat(groups, m, axis=1).ravel()
-    cols = np.tile(groups, (1, m)).ravel()
-    return _matrix([rows], [cols], [np.full(rows.size, float(scale))])
+    \"\"\"scale x the sum over axes (negative), broadcast back, as a matrix.\"\"\"
+    return _matrix(*_group_entries(_EL, axes, scale))
 """
 
 
@@ -194,11 +175,9 @@ def _array_body(problem: Problem) -> tuple[list[str], list[str]]:
     """The array form: ``(module constants, body of rhs)``."""
     m = problem.array
     S = len(m.states)
-    names: dict[sympy.Symbol, str] = {sympy.Symbol("t", real=True): "t"}
-    names.update({s: f"s_{s.name}" for s in m.state_symbols})
-    names.update({s: f"p_{s.name}" for s in m.param_symbols})
-    names.update({s: f"_I_{s.name}" for s in m.index_symbols})
-    names.update({op.symbol: f"o{k}" for k, op in enumerate(m.operators)})
+    names = symbol_names((m.state_symbols, "s_{name}"), (m.param_symbols, "p_{name}"),
+                         (m.index_symbols, "_I_{name}"),
+                         ([op.symbol for op in m.operators], "o{k}"))  # fmt: skip
     consts = [f"_SHAPE = {m.shape}", f"_NE = {m.n_elements}",
               "_EL = np.arange(_NE).reshape(_SHAPE)"]  # fmt: skip
     for a, s in enumerate(m.index_symbols):
@@ -211,9 +190,7 @@ def _array_body(problem: Problem) -> tuple[list[str], list[str]]:
                                           else f"p[{a}]"))  # fmt: skip
     body += [f"o{k} = ca.mtimes(_OP{k}, s_{m.states[op.state]})"
              for k, op in enumerate(m.operators)]  # fmt: skip
-    repl, reduced = sympy.cse(
-        list(m.templates), symbols=sympy.numbered_symbols("cse", real=True), order="none"
-    )
+    repl, reduced = cse(m.templates)
     names.update({sym: sym.name for sym, _ in repl})
     printer = _ArrayPrinter(names)
     body += [f"{sym.name} = {printer.doprint(e)}" for sym, e in repl]
@@ -223,29 +200,14 @@ def _array_body(problem: Problem) -> tuple[list[str], list[str]]:
     return consts + ops, body
 
 
-def _array_source(problem: Problem, head: list[str]) -> str:
-    try:
-        consts, body = _array_body(problem)
-    except NotExpressible as e:
-        return "\n".join([*head, f"# {NOT_EXPRESSIBLE} in CasADi: {e}"]) + "\n"
-    from sciml_bench.problem.codegen_arrays import _SHIFT_PY
-
-    return "\n".join([
-        *head,
-        "import math",
-        "",
-        "import casadi as ca",
-        "import numpy as np",
-        _SHIFT_PY.format(xp="np"),
-        _ARRAY_HELPERS,
-        *consts,
-        "",
-        "",
-        "def rhs(t, y, p):",
-        '    """dy/dt as a CasADi column from symbols y (state), p (parameters) and t:',
-        '    column algebra on the grid, operators as sparse matrix products."""',
-        *["    " + ln for ln in body],
-    ]) + "\n"
+#: the array form's lines before its constants: imports, then the helpers
+_ARRAY_PREAMBLE = ["import math", "", "import casadi as ca", "import numpy as np",
+                   SHIFT_PY.format(xp="np"), NEIGHBOURS_PY, ENTRIES_PY, _ARRAY_HELPERS]
+_DOC = {
+    False: ['    """dy/dt as a CasADi column from symbols y (state), p (parameters) and t."""'],
+    True: ['    """dy/dt as a CasADi column from symbols y (state), p (parameters) and t:',
+           '    column algebra on the grid, operators as sparse matrix products."""'],
+}
 
 
 def casadi_source(problem: Problem) -> str:
@@ -254,18 +216,14 @@ def casadi_source(problem: Problem) -> str:
     :func:`~sciml_bench.problem.generated.not_expressible`); an array problem's is the
     array form (see the module docstring)."""
     head = [f"# Generated by sciml-bench from {problem.name!r} for casadi; do not edit."]
-    if problem.array is not None:
-        return _array_source(problem, head)
+    array = problem.array is not None
     try:
-        body = _scalar_body(problem)
+        if array:
+            consts, body = _array_body(problem)
+            preamble = [*_ARRAY_PREAMBLE, *consts]
+        else:
+            preamble, body = ["import casadi as ca"], _scalar_body(problem)
     except NotExpressible as e:
         return "\n".join([*head, f"# {NOT_EXPRESSIBLE} in CasADi: {e}"]) + "\n"
-    return "\n".join([
-        *head,
-        "import casadi as ca",
-        "",
-        "",
-        "def rhs(t, y, p):",
-        '    """dy/dt as a CasADi column from symbols y (state), p (parameters) and t."""',
-        *["    " + ln for ln in body],
-    ]) + "\n"
+    lines = [*head, *preamble, "", "", "def rhs(t, y, p):", *_DOC[array]]
+    return "\n".join([*lines, *["    " + ln for ln in body]]) + "\n"

@@ -1,10 +1,9 @@
-"""sympy expressions as DiffSL writes them: the printer both DiffSL generators share.
+"""sympy expressions as DiffSL writes them: the printer both DiffSL forms share.
 
 DiffSL (https://github.com/martinjrobins/diffsl) has ``+ - * /``, no power operator, a
 fixed set of functions and float literals without signs; :class:`DiffSLPrinter` writes
 that, and raises :class:`~sciml_bench.problem.generated.NotExpressible` for anything
-else. Used by :mod:`~sciml_bench.problem.codegen_diffsl` (scalar models) and
-:mod:`~sciml_bench.problem.codegen_diffsl_arrays` (array models).
+else. Used by :mod:`.diffsl` (scalar models) and :mod:`.diffsl_arrays` (array models).
 """
 
 from __future__ import annotations
@@ -13,8 +12,8 @@ from typing import Any
 
 import sympy
 
+from sciml_bench.problem.codegen.printing import NamedPrinter
 from sciml_bench.problem.generated import NotExpressible
-from sciml_bench.problem.printing import NamedPrinter
 
 #: sympy functions as DiffSL writes them (its pre-defined functions). ``tan`` is
 #: ``sin/cos``: DiffSL's ``tan`` compiles to ``llvm.tan``, which Enzyme (its automatic

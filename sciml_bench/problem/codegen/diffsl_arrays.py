@@ -7,14 +7,16 @@ elements (C order, flattened). DiffSL's state ``u_i`` holds them *state by state
 on ``x{s}_i`` and ``F_i`` lists the ``S`` ranges in the same order. The suite's flat layout
 interleaves the states (``y[e S + s]``); the model's output is ``out_i = u_i`` and the
 diffsol backend reorders what pydiffsol returns (solutions, sensitivities, the adjoint's
-``∂L/∂out``) by the permutation the model's first line states (:func:`layout`). (The
+``∂L/∂out``) by the permutation of the problem's state layout ``(S, n)``
+(:attr:`~sciml_bench.problem.arrays.ArrayModel.state_layout`, which the compiled problem
+carries as data; the model's first line states it for a reader, and nothing parses it). (The
 permutation written in DiffSL, ``P_ij u_j``, has ``n S`` single entries and no diagonal
 run: it made ROBER's 1000 groups compile in 5.0 s instead of 0.5 s.)
 
 Operators are linear maps of one state, written as DiffSL tensors:
 
 - ``lap`` and ``shift``: a sparse matrix ``L{k}_ij`` (the stencil's neighbours under the
-  boundary, duplicates summed) and ``o{k}_i = L{k}_ij x{s}_j``; the matrix is written as
+  boundary, duplicates summed: :func:`~.operators.operator_matrix`) and ``o{k}_i = L{k}_ij x{s}_j``; the matrix is written as
   diagonal runs ``(r0..r1, c0..c1): v`` (DiffSL's diagonal ranges), so a stencil costs
   O(runs) source lines, not O(n);
 - ``sum``/``mean`` over every axis: the contraction ``o{k} = c Σ_i x{s}_i`` (a scalar that
@@ -34,60 +36,25 @@ cannot write (a function it lacks, an index expression not finite on the grid) r
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import sympy
 
-from sciml_bench.problem.arrays import ArrayModel, Operator, grid_values
-from sciml_bench.problem.codegen_arrays import numpy_shift
+from sciml_bench.problem.arrays import ArrayModel, grid_values
+from sciml_bench.problem.codegen.diffsl_printing import DiffSLPrinter, number
+from sciml_bench.problem.codegen.operators import operator_matrix, reduction_scale
+from sciml_bench.problem.codegen.printing import cse, symbol_names
 from sciml_bench.problem.generated import NotExpressible
-from sciml_bench.problem.printing_diffsl import DiffSLPrinter as _Printer
-from sciml_bench.problem.printing_diffsl import number as _number
-
-_LAYOUT = re.compile(r"^// layout: (\d+) states x (\d+) elements", re.M)
 
 
-class _ArrayPrinter(_Printer):
+class _ArrayPrinter(DiffSLPrinter):
     """The scalar printer on DiffSL vectors: names carry their ``_i``; ``step`` is
     DiffSL's ``heaviside`` (its derivative 0, as the suite's)."""
 
     def _print_step(self, expr: Any) -> str:
         return f"heaviside({self._print(expr.args[0])})"
-
-
-#: the NumPy target's own ``_shift`` (x at index i + k along an axis, under a boundary), so
-#: that DiffSL's operator matrices and the NumPy code read the grid the same way
-_shift = numpy_shift()
-
-
-def operator_matrix(op: Operator, shape: tuple[int, ...]) -> dict[tuple[int, int], float]:
-    """The ``n × n`` matrix ``M`` with ``o = M x`` for a linear operator, as
-    ``{(row, col): value}`` (zeros dropped): ``Σ_offsets c · x[e + offset]`` under the
-    boundary for lap/shift; ``scale · Σ`` over the elements sharing the indices off the
-    summed axes for sum (scale 1) and mean (scale 1/count)."""
-    el = np.arange(math.prod(shape)).reshape(shape)
-    out: dict[tuple[int, int], float] = {}
-    if op.kind in ("sum", "mean"):
-        count = math.prod(shape[a] for a in op.axes)
-        scale = 1.0 if op.kind == "sum" else 1.0 / count
-        groups = np.moveaxis(el, op.axes, range(-len(op.axes), 0)).reshape(-1, count)
-        for g in groups:
-            for r in g:
-                for c in g:
-                    out[(int(r), int(c))] = scale
-        return out
-    for offset, coeff in op.stencil(len(shape)):
-        cols, ok = el, np.ones(shape, dtype=bool)
-        for axis, k in enumerate(offset):
-            if k:
-                cols, ok = _shift(cols, k, axis, op.boundary), _shift(ok, k, axis, op.boundary)
-        for r, c in zip(el[ok].tolist(), cols[ok].tolist(), strict=True):
-            out[(r, c)] = out.get((r, c), 0.0) + float(coeff)
-    return {k: v for k, v in out.items() if v != 0.0}
 
 
 def diagonal_runs(entries: dict[tuple[int, int], float]) -> Iterator[tuple[int, int, int, float]]:
@@ -114,7 +81,7 @@ def matrix_tensor(name: str, entries: dict[tuple[int, int], float], n_rows: int,
     lines = [f"{name}_ij {{"]
     for r, c, length, v in diagonal_runs(entries):
         at = f"({r}, {c})" if length == 1 else f"({r}..{r + length}, {c}..{c + length})"
-        lines.append(f"  {at}: {_number(v)},")
+        lines.append(f"  {at}: {number(v)},")
     if (n_rows - 1, n_cols - 1) not in entries:
         lines.append(f"  ({n_rows - 1}, {n_cols - 1}): 0.0,")
     lines.append("}")
@@ -130,7 +97,7 @@ def vector_tensor(name: str, values: np.ndarray) -> list[str]:
         j = i
         while j + 1 < len(v) and v[j + 1] == v[i]:
             j += 1
-        parts.append(_number(v[i]) if j == i else f"({i}:{j + 1}): {_number(v[i])}")
+        parts.append(number(v[i]) if j == i else f"({i}:{j + 1}): {number(v[i])}")
         i = j + 1
     return [f"{name}_i {{ {', '.join(parts)} }}"]
 
@@ -162,8 +129,7 @@ class _Hoister:
 def _names(m: ArrayModel, full_sums: set[int]) -> dict[sympy.Symbol, str]:
     """DiffSL names: states ``x{s}_i``, parameters ``p{k}`` (``p{k}_i`` per element),
     operators ``o{k}_i`` (``o{k}``, a scalar, for a sum over every axis)."""
-    names: dict[sympy.Symbol, str] = {sympy.Symbol("t", real=True): "t"}
-    names.update({y: f"x{s}_i" for s, y in enumerate(m.state_symbols)})
+    names = symbol_names((m.state_symbols, "x{k}_i"))
     names.update({sym: f"p{k}_i" if prm.per_element else f"p{k}"
                   for k, (sym, prm) in enumerate(zip(m.param_symbols, m.params, strict=True))})  # fmt: skip
     names.update({op.symbol: f"o{k}" if k in full_sums else f"o{k}_i"
@@ -179,12 +145,12 @@ def _inputs(problem: Any) -> list[str]:
     for k, prm in enumerate(m.params):
         if prm.per_element:
             vals = theta[prm.offset : prm.offset + m.n_elements]
-            v = _number(float(vals[0])) if np.all(vals == vals[0]) else "0.0"
+            v = number(float(vals[0])) if np.all(vals == vals[0]) else "0.0"
             parts.append(
                 f"  ({prm.offset}:{prm.offset + m.n_elements}): p{k} = {v},  // {prm.name}"
             )
         else:
-            parts.append(f"  p{k} = {_number(float(theta[prm.offset]))},  // {prm.name}")
+            parts.append(f"  p{k} = {number(float(theta[prm.offset]))},  // {prm.name}")
     return ["in_i {", *parts, "}"]
 
 
@@ -198,7 +164,7 @@ def _state(problem: Any) -> tuple[list[str], list[str]]:
     for s, name in enumerate(m.states):
         v = y0[:, s]
         if np.all(v == v[0]):
-            init = _number(float(v[0]))
+            init = number(float(v[0]))
         else:
             consts += vector_tensor(f"y0x{s}", v)
             init = f"y0x{s}_i"
@@ -213,8 +179,8 @@ def _operators(m: ArrayModel, full_sums: set[int]) -> tuple[list[str], list[str]
     for k, op in enumerate(m.operators):
         x = f"x{op.state}"
         if k in full_sums:
-            scale = 1.0 if op.kind == "sum" else 1.0 / m.n_elements
-            ops.append(f"o{k} {{ {_number(scale)} * {x}_i }}")
+            scale = reduction_scale(op, m.shape)
+            ops.append(f"o{k} {{ {number(scale)} * {x}_i }}")
             continue
         entries = operator_matrix(op, m.shape)
         if not entries:  # e.g. a dirichlet shift by the whole grid: reads only zeros
@@ -228,18 +194,14 @@ def _operators(m: ArrayModel, full_sums: set[int]) -> tuple[list[str], list[str]
     return mats, ops, zero
 
 
-def layout_line(m: ArrayModel) -> str:
-    """The comment that states the model's layout (:func:`layout` reads it back)."""
+def _layout_line(m: ArrayModel) -> str:
+    """The comment that states the model's layout, for a reader of the model (the
+    backends read :attr:`~sciml_bench.problem.arrays.ArrayModel.state_layout`)."""
+    S, n = m.state_layout
     return (
-        f"// layout: {len(m.states)} states x {m.n_elements} elements, state by state "
+        f"// layout: {S} states x {n} elements, state by state "
         "(u[s*n + e]); the suite's flat y[e*S + s] is out reshaped (S, n), transposed"
     )
-
-
-def layout(code: str) -> tuple[int, int] | None:
-    """``(S, n)`` of an array model's source (``None`` for a scalar model)."""
-    found = _LAYOUT.search(code)
-    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def _templates(m: ArrayModel, names: dict[sympy.Symbol, str],
@@ -252,9 +214,7 @@ def _templates(m: ArrayModel, names: dict[sympy.Symbol, str],
     consts = [ln for g, v in hoist.tensors for ln in vector_tensor(g.name, v)]
     names.update({g: f"{g.name}_i" for g, _ in hoist.tensors})
     vectors = {s for s, text in names.items() if text.endswith("_i")}
-    repl, reduced = sympy.cse(
-        templates, symbols=sympy.numbered_symbols("cse", real=True), order="none"
-    )
+    repl, reduced = cse(templates)
     printer = _ArrayPrinter(names)
     lines = []
     for k, (sym, e) in enumerate(repl):
@@ -287,5 +247,5 @@ def array_model(problem: Any) -> list[str]:
     mats, ops, zero = _operators(m, full_sums)
     grid, subexpr, F = _templates(m, names, zero)
     y0_consts, u = _state(problem)
-    return [layout_line(m), *_inputs(problem), *grid, *y0_consts, *mats, *u, *ops, *subexpr,
+    return [_layout_line(m), *_inputs(problem), *grid, *y0_consts, *mats, *u, *ops, *subexpr,
             *F, "out_i { u_i }"]  # fmt: skip

@@ -1,0 +1,104 @@
+"""What the compiled-solver backends share: SUNDIALS CVODES through CasADi
+(:mod:`~sciml_bench.backends.cvodes`) and diffsol through pydiffsol
+(:mod:`~sciml_bench.backends.diffsol`).
+
+Both compile the problem's generated model once at build (a CasADi graph, DiffSL text
+JIT-compiled by LLVM) and solve it in one call into native code, in float64. So both:
+
+- refuse a model their modelling language cannot express (:func:`expressible_source`);
+- differentiate with forward sensitivities for few parameters and the adjoint for many
+  (:func:`forward_or_adjoint`), as their guides recommend;
+- run array problems with a dense or a sparse Jacobian;
+- solve one trajectory per call, so offer no ensemble;
+- raise their failures as a ``RuntimeError`` whose text is classified into a status
+  (:func:`library_failure`);
+- count the shared step bound after the solve
+  (:func:`~sciml_bench.backends.step_bound.check_steps`): neither bounds the whole solve.
+
+Each backend module keeps what is its library's own: its settings, its compiled calls and
+how it reads its counters and error texts.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sciml_bench.backends.base import Backend, Case, CaseOptions, ProblemNotExpressible
+from sciml_bench.backends.ensemble import EnsembleCase, EnsembleNotOffered
+from sciml_bench.measure.status import SolverFailure, classify_message
+from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.ensemble import Batch
+
+#: CVODES' and diffsol's guides: forward sensitivities for few parameters, the adjoint for
+#: many. Their default gradient is ``forward`` up to this many parameters, ``adjoint``
+#: above (the crossover and robustness measured in docs/backends.md, "CVODES (through
+#: CasADi) and diffsol"; the reference gradient switches to directional derivatives
+#: above the same count)
+FORWARD_SENSITIVITY_LIMIT = 64
+
+
+def forward_or_adjoint(problem: CompiledProblem) -> str:
+    """``forward`` up to :data:`FORWARD_SENSITIVITY_LIMIT` parameters, else ``adjoint``."""
+    return "forward" if problem.n_params <= FORWARD_SENSITIVITY_LIMIT else "adjoint"
+
+
+def expressible_source(library: str, problem: CompiledProblem, target: str) -> str:
+    """The problem's generated ``target`` source, or :class:`ProblemNotExpressible` when
+    the code generator marked it as beyond the library's modelling language."""
+    from sciml_bench.problem.generated import not_expressible
+
+    source = problem.source[target]
+    why = not_expressible(source)
+    if why is not None:
+        raise ProblemNotExpressible(f"{library}: {problem.name} is {why}")
+    return source
+
+
+def library_failure(library: str, message: str, t_reached: float | None = None) -> SolverFailure:
+    """A failed library call as a status classified from its message (``library: message``)."""
+    return SolverFailure(classify_message(message), f"{library}: {message}", t_reached)
+
+
+class CompiledCase(Case):
+    """A case whose library calls raise ``RuntimeError`` on failure: :meth:`_call` turns
+    that into the library's :class:`SolverFailure` (:meth:`failure`), and the gradient
+    comes back as ``(L, dL/dθ)`` in the library's arrays."""
+
+    @abstractmethod
+    def failure(self, e: RuntimeError) -> SolverFailure:
+        """The library's error as a status, with how far in t it got where it tells."""
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RuntimeError as e:
+            raise self.failure(e) from None
+
+    def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
+        value, grad = raw
+        # the worker rejects a non-finite gradient
+        return float(value), np.asarray(grad, dtype=np.float64).ravel()
+
+
+class CompiledBackend(Backend):
+    """A compiled-solver library: float64, forward or adjoint sensitivities by parameter
+    count, dense or sparse Jacobians of array problems, no ensemble."""
+
+    #: array problems: the library's array model, with a dense or a sparse Jacobian
+    array_problems = True
+    jacobians = ("dense", "sparse")
+    ensemble_semantics = ("independent",)
+    #: why the library offers no ensemble (the row's reason)
+    no_ensemble: str = ""
+
+    def default_gradient(self, problem: CompiledProblem) -> str:
+        return forward_or_adjoint(problem)
+
+    def build_ensemble(
+        self, problem: CompiledProblem, options: CaseOptions, batch: Batch, semantics: str
+    ) -> EnsembleCase:
+        raise EnsembleNotOffered(f"{self.name}: no ensemble: {self.no_ensemble}")

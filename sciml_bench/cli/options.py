@@ -1,0 +1,92 @@
+"""What the commands share: the one-line user error, the exit codes, the backend names
+for help texts, and the option helpers (comma lists, a problem by name or file, a size)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from sciml_bench.backends import REGISTRY
+
+EXIT_BAD_INPUT = 2
+#: every backend, for the help texts (the registry imports no library)
+BACKEND_NAMES = tuple(REGISTRY)
+#: Ctrl-C; SIGTERM gives 143 and SIGHUP 129 (128 + the signal's number)
+EXIT_INTERRUPTED = 130
+
+
+class UserError(click.ClickException):
+    """A one-line error with what to do next; the traceback only with --debug."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class BadInput(click.ClickException):
+    """One line, exit code 2, for the reporting commands (no --debug traceback of a cause)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+def read_runs(files: Sequence[str]) -> list[Any]:
+    """The results files, or a :class:`BadInput` naming the one that cannot be read."""
+    from sciml_bench.results.store import ResultsError
+    from sciml_bench.results.store import read as read_results
+
+    try:
+        return [read_results(f) for f in files]
+    except ResultsError as e:
+        raise BadInput(str(e)) from None
+
+
+def load_problem(name: str | None, problem_file: str | None) -> Any:
+    from sciml_bench.problem import spec
+
+    if problem_file:
+        return spec.load(problem_file)
+    if not name:
+        raise UserError("name a problem (see `sciml-bench list`) or pass --problem-file PATH")
+    return spec.load(name)
+
+
+def comma_list(_ctx: click.Context, _param: click.Parameter, values: Sequence[str]) -> tuple[str, ...]:
+    """``-b scipy,diffrax`` as well as ``-b scipy -b diffrax`` (as --tolerances takes commas)."""
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+
+
+def check_offered(names: list[str], solvers: Sequence[str], gradients: Sequence[str]) -> None:
+    """Each --solver and --gradient must be offered by at least one chosen backend."""
+    from sciml_bench import backends
+
+    offered = {n: backends.get(n) for n in names}
+    for flag, wanted, pool in (
+        ("--solver", solvers, {s for b in offered.values() for s in b.solvers()}),
+        ("--gradient", gradients, {g for b in offered.values() for g in b.gradient_methods}),
+    ):
+        for w in wanted:
+            if w not in pool:
+                raise UserError(
+                    f"{flag} {w!r} is offered by none of {', '.join(names)}; "
+                    f"choose from {', '.join(sorted(pool))}"
+                )
+
+
+def sized(problem: Any, size: int | None) -> Any:
+    """``problem`` at ``--size`` (array problems only)."""
+    if size is None:
+        return problem
+    if problem.array is None:
+        raise UserError(f"--size applies to array problems ([sizes]); {problem.name} has none")
+    return at_size(problem, size)
+
+
+def at_size(problem: Any, size: int) -> Any:
+    """``problem`` at ``size``, or a one-line error naming the size (e.g. an offset larger
+    than a grid of that size)."""
+    from sciml_bench.problem import spec
+
+    try:
+        return spec.at_size(problem, size)
+    except spec.ProblemError as e:
+        raise UserError(f"--sizes {size}: {e}") from None

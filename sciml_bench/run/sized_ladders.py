@@ -1,0 +1,281 @@
+"""Array problems ([sizes]): one ladder of sizes per case and Jacobian kind, each size
+in a fresh worker, refused up front when its dense Jacobian would not fit in memory or
+its forecast least time exceeds the budget."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sciml_bench import backends
+from sciml_bench.measure.status import Status
+from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.reference import Reference
+from sciml_bench.results.store import ResultsWriter, summarize
+from sciml_bench.run import forecast
+from sciml_bench.run.cases import CaseSpec, Settings, case_job, plan
+from sciml_bench.run.executor import Executor, LocalExecutor
+from sciml_bench.run.interrupts import saved_on_interrupt
+from sciml_bench.run.ladder import Ladder, run_rung
+from sciml_bench.run.progress import Progress, to_stderr
+
+#: a dense Jacobian may take at most this share of the memory available when a ladder starts
+DENSE_MEMORY_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class SizedSpec:
+    """One ladder of an array problem: a case (``case.extra["jacobian"]`` its Jacobian
+    kind: ``dense``, ``sparse`` or ``none`` for an explicit solver) at each size."""
+
+    case: CaseSpec
+    jacobian: str
+    sizes: tuple[int, ...]
+    #: why the library has no path for this Jacobian kind (a kind asked for by --jacobian
+    #: that its solver does not offer): the ladder is one ``unavailable`` row, never a run
+    #: of another kind standing in for it
+    unavailable: str = ""
+
+    @property
+    def label(self) -> str:
+        c = self.case
+        return (f"{c.backend} {c.solver} {c.gradient_method} jacobian={self.jacobian} "
+                f"rtol={c.rtol:g}")  # fmt: skip
+
+
+def plan_sized(
+    problem: CompiledProblem,
+    backend_names: Sequence[str],
+    sizes: Sequence[int],
+    solvers: Sequence[str] = (),
+    gradients: Sequence[str] = (),
+    jacobians: Sequence[str] = (),
+    max_steps: int | None = None,
+    devices: Sequence[str] = ("cpu",),
+    rtols: Sequence[float] | None = None,
+) -> list[SizedSpec]:
+    """One ladder per case of :func:`plan` (at ``rtols``, atol keeping the problem's ratio as
+    for a single trajectory; default the problem's tolerances) and Jacobian kind: each of
+    ``jacobians`` (every kind its solver offers when none is asked for). A kind an implicit
+    solver does not offer is a ladder marked :attr:`SizedSpec.unavailable` (Diffrax asked
+    for ``sparse``), not its other kind run in its place; an explicit solver needs no
+    Jacobian and runs as ``none`` whatever is asked. A backend given no solver it offers
+    runs its array default (SciPy: BDF, which takes a sparse Jacobian)."""
+    out = []
+    for case in plan(problem, backend_names, solvers, gradients, rtols, max_steps, devices):
+        b = backends.get(case.backend)
+        if not any(s in b.solvers() for s in solvers):
+            case = replace(case, solver=b.array_solver(problem.stiff))
+        kinds = b.jacobian_kinds(case.solver)
+        asked = list(dict.fromkeys(jacobians)) if jacobians and kinds != ("none",) else kinds
+        for kind in asked:
+            why = "" if kind in kinds else kind_missing(b, case.solver, kind)
+            out.append(SizedSpec(replace(case, extra={**case.extra, "jacobian": kind}), kind,
+                                 tuple(sizes), why))  # fmt: skip
+    return out
+
+
+def kind_missing(backend: Any, solver: str, kind: str) -> str:
+    """Why ``backend``'s ``solver`` cannot run ``kind`` Jacobians, and what does: its own
+    kinds, and the backends whose array code offers ``kind``."""
+    why = backend.sparse_missing if kind == "sparse" and backend.sparse_missing else (
+        f"{backend.name} has no {kind} Jacobian path: {solver} takes "
+        f"{' or '.join(backend.jacobian_kinds(solver))} Jacobians only")  # fmt: skip
+    others = [n for n in backends.names()
+              if n != backend.name and _offers(backends.get(n), kind)]  # fmt: skip
+    fix = f"run --jacobian {','.join(backend.jacobian_kinds(solver))}"
+    return f"{why}; {fix}" + (f", or choose {', '.join(others)}" if others else "")
+
+
+def _offers(backend: Any, kind: str) -> bool:
+    """Whether ``backend`` runs array problems with ``kind`` Jacobians (class attributes
+    only: no library is imported)."""
+    return bool(backend.array_problems) and kind in backend.jacobians
+
+
+def memory_refusal(jacobian: str, n_state: int, available: int | None) -> str | None:
+    """Why a size is refused up front (its dense Jacobian would not fit in memory), or None."""
+    from sciml_bench.problem.arrays import dense_jacobian_bytes
+
+    if jacobian != "dense" or not available:
+        return None
+    need = dense_jacobian_bytes(n_state)
+    if need <= DENSE_MEMORY_SHARE * available:
+        return None
+    return (
+        f"not run: a dense Jacobian of {n_state} states needs about {_size_text(need)} "
+        "(3 n x n float64: the Jacobian, the iteration matrix and its LU), over "
+        f"{DENSE_MEMORY_SHARE:.0%} of the {_size_text(available)} available; a sparse "
+        "Jacobian runs this size"
+    )
+
+
+def _size_text(n_bytes: float) -> str:
+    """``21.6 GiB``, ``37.5 KiB``: three significant digits in the largest fitting unit."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes:.0f} B"
+
+
+class Rungs:
+    """Each size's problem, reference and compiled bundle, made once for every ladder (the
+    reference is also cached on disk, keyed by the content at that size)."""
+
+    def __init__(self, problem: Any, refresh: bool = False, progress: Progress = to_stderr):
+        self.problem = problem
+        self.refresh = refresh
+        self.progress = progress
+        self.made: dict[int, Any] = {}
+        self.sized: dict[int, Any] = {}
+
+    def at(self, size: int) -> Any:
+        """The problem file at ``size`` (parsed once; raises its format error)."""
+        from sciml_bench.problem import spec
+
+        if size not in self.sized:
+            self.sized[size] = spec.at_size(self.problem, size)
+        return self.sized[size]
+
+    def get(self, size: int) -> tuple[CompiledProblem, Reference, float]:
+        """``(compiled, reference, codegen seconds)`` at ``size``; a reference or problem
+        that cannot be made raises its error (for every ladder that asks)."""
+        from sciml_bench.problem import reference, spec
+
+        if size not in self.made:
+            try:
+                p = self.at(size)
+                self.progress(f"reference for {p.name} at size {size} ({p.n_state} states) ...")
+                # a reference that cannot be built leaves rows saying so, as for any problem
+                ref = reference.get_or_missing(p, refresh=self.refresh)
+                start = time.perf_counter()
+                compiled = reference.compile_problem(p, ref)
+                self.made[size] = (compiled, ref, time.perf_counter() - start)
+                built = "cached" if ref.cached else f"built in {ref.build_s:.1f} s"
+                if ref.missing:
+                    built = f"failed ({ref.missing})"
+                self.progress(f"reference: {built}, rtol {ref.rtol:g}")
+            except (reference.ReferenceError, spec.ProblemError) as e:
+                self.made[size] = e
+        made = self.made[size]
+        if isinstance(made, Exception):
+            raise made
+        return made  # type: ignore[no-any-return]
+
+
+def _sized_row(problem: str, ladder: SizedSpec, size: int | None, status: str, reason: str,
+               **extra: Any) -> dict[str, Any]:  # fmt: skip
+    c = ladder.case
+    return summarize({
+        "kind": "ode", "problem": problem, "backend": c.backend, "solver": c.solver,
+        "gradient_method": c.gradient_method, "jacobian": ladder.jacobian, "size": size,
+        "device": c.device, "device_requested": c.device_requested, "rtol": c.rtol,
+        "atol": c.atol, "status": status, "reason": reason, **extra,
+    })  # fmt: skip
+
+
+def _not_runnable(name: str, seen: dict[str, Any]) -> str | None:
+    """Why a backend runs no array problem here: not available, or no array code yet."""
+    if name not in seen:
+        b = backends.get(name)
+        av = b.availability()
+        if not av.ok:
+            seen[name] = f"{av.reason}. Fix: {av.fix}" if av.fix else av.reason
+        elif not b.array_problems:
+            seen[name] = b.array_missing or (
+                f"{name} has no array code yet: array problems ([sizes], vector states) do "
+                "not run on this backend")  # fmt: skip
+        else:
+            seen[name] = None
+    return seen[name]  # type: ignore[no-any-return]
+
+
+def run_sized(
+    problem: Any,
+    ladders: Sequence[SizedSpec],
+    writer: ResultsWriter,
+    settings: Settings,
+    executor: Executor | None = None,
+    progress: Progress = to_stderr,
+    refresh: bool = False,
+    available: int | None = None,
+) -> list[dict[str, Any]]:
+    """An array problem's ladders, size by size, one fresh worker per size, each row on disk
+    as it ends (:class:`Ladder`: after a size fails, larger ones are ``skipped``). A size whose
+    dense Jacobian would not fit in ``available`` bytes (default: what the machine has now)
+    is refused up front, a ``skipped`` row with the estimate. The first solve and gradient
+    are the warm-up: the steady samples follow them in the same process."""
+    import psutil
+
+    executor = executor or LocalExecutor(threads=settings.threads)
+    available = available if available is not None else psutil.virtual_memory().available
+    rungs = Rungs(problem, refresh, progress)
+    steady = replace(settings, warmups=0, cold=1)  # one process a rung: it takes every sample
+    done: list[dict[str, Any]] = []
+    seen: dict[str, Any] = {}
+    with saved_on_interrupt(writer, done):
+        for i, ladder in enumerate(ladders, 1):
+            why = _not_runnable(ladder.case.backend, seen)
+            if why is not None:
+                if not any(r["backend"] == ladder.case.backend for r in done):
+                    progress(f"[ladder {i}/{len(ladders)}] {ladder.case.backend}: unavailable ({why})")
+                    rec = _sized_row(problem.name, ladder, None, Status.UNAVAILABLE.value, why)
+                    writer.add(rec)
+                    done.append(rec)
+                continue
+            if ladder.unavailable:  # a Jacobian kind this library has no path for
+                progress(f"[ladder {i}/{len(ladders)}] {ladder.label}: unavailable "
+                         f"({ladder.unavailable})")  # fmt: skip
+                rec = _sized_row(problem.name, ladder, None, Status.UNAVAILABLE.value,
+                                 ladder.unavailable)  # fmt: skip
+                writer.add(rec)
+                done.append(rec)
+                continue
+            state = Ladder()
+            for size in ladder.sizes:
+                title = f"[ladder {i}/{len(ladders)}] {problem.name}: {ladder.label} size={size}"
+                rec = _rung(title, ladder, size, state, rungs, steady, executor, progress,
+                            available)  # fmt: skip
+                state.done(size, rec)
+                writer.add(rec)
+                done.append(rec)
+    return done
+
+
+def _rung(
+    title: str, ladder: SizedSpec, size: int, state: Ladder, rungs: Rungs, settings: Settings,
+    executor: Executor, progress: Progress, available: int | None,
+) -> dict[str, Any]:  # fmt: skip
+    """One size of one ladder: skipped, refused, or run in a fresh worker and recorded with
+    its size, states, the Jacobian's non-zeros and kind, and the reference's tolerance."""
+    name = rungs.problem.name
+    skip = state.skipped()
+    if skip is not None:
+        return _sized_row(name, ladder, size, Status.SKIPPED.value, skip)
+    try:
+        n_state = rungs.at(size).n_state
+        # before the reference at this size is made: a skipped rung costs nothing
+        least = forecast.least_seconds(state.completed, n_state)
+        if least is not None and least.beyond(settings.budget_s):
+            why = least.reason(settings.budget_s)
+            progress(f"{title}: {why}")
+            return _sized_row(name, ladder, size, Status.SKIPPED.value, why, n_state=n_state,
+                              forecast_least_s=least.seconds)  # fmt: skip
+        compiled, ref, codegen_s = rungs.get(size)
+    except Exception as e:  # a reference or problem that cannot be made at this size
+        return _sized_row(name, ladder, size, Status.ERROR.value, f"size {size}: {e}")
+    facts = {"n_state": compiled.n_state, "jac_nnz": compiled.jac_nnz}
+    refused = memory_refusal(ladder.jacobian, compiled.n_state, available)
+    if refused:
+        progress(f"{title}: {refused}")
+        return _sized_row(name, ladder, size, Status.SKIPPED.value, refused, **facts)
+    progress(f"{title} ({compiled.n_state} states, {compiled.jac_nnz} Jacobian non-zeros)")
+    job = case_job(ladder.case, compiled, ref, settings)
+    rec = run_rung(job, settings.budget_s, executor, progress)
+    rec.update(size=size, codegen_s=codegen_s, reference_rtol=ref.rtol, **facts)
+    if ref.tolerance_note:
+        rec["reference_note"] = ref.tolerance_note
+    return rec
+
