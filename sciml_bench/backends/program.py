@@ -147,15 +147,18 @@ from typing import Any
 
 import numpy as np
 import scipy.integrate""",
-    functions=("ScipyRun", "step_bound.steps_over", "integrate"),
+    functions=("jacobian_choice", "ScipyRun", "step_bound.steps_over", "integrate"),
     main=(
         "theta = np.asarray(THETA)",
+        "# the Jacobian of the row's kind (an array problem's dense, sparse or banded one)",
+        "jac_fn, jac_options, _ = jacobian_choice(globals(), SETTINGS['solver'], "
+        "SETTINGS.get('jacobian', 'dense'), SETTINGS['exact_jacobian'])",
         "# the parameters bound once per solve, in C (functools.partial), as the case does",
-        "exact = partial(jac, p=theta) if SETTINGS['exact_jacobian'] else None",
+        "exact = None if jac_fn is None else partial(jac_fn, p=theta)",
         "run = integrate(getattr(scipy.integrate, SETTINGS['solver']), partial(rhs, p=theta), "
         "exact, T_SPAN,",
         "                np.asarray(Y0), np.asarray(T_SAVE), SETTINGS['rtol'], "
-        "SETTINGS['atol'], SETTINGS['max_steps'])",
+        "SETTINGS['atol'], SETTINGS['max_steps'], **jac_options)",
         "print(f'scipy: {run.status} {run.message} at t={run.t}'.rstrip() + f'; {run.steps} "
         "steps, {run.nfev} RHS and {run.njev} Jacobian evaluations, {run.nlu} LU "
         "decompositions')",

@@ -47,10 +47,13 @@ _SOLVERS = {
 }
 
 
-def jacobian_choice(ns: dict[str, Any], solver: str, kind: str) -> tuple[Any, dict[str, int], str]:
+def jacobian_choice(
+    ns: dict[str, Any], solver: str, kind: str, implicit: bool
+) -> tuple[Any, dict[str, int], str]:
     """The generated Jacobian ``solver`` gets for ``kind`` (``dense``/``sparse``), the
-    solver's options that go with it, and the linear solver as SciPy names it."""
-    if solver not in IMPLICIT:
+    solver's options that go with it, and the linear solver as SciPy names it (``implicit``:
+    whether the solver takes a Jacobian; passed in, as the printed program has no table)."""
+    if not implicit:
         return None, {}, f"none ({solver} is explicit)"
     if kind == "sparse" and solver == "LSODA":
         lower, upper = ns["JAC_BANDS"]
@@ -83,9 +86,12 @@ def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, A
     """The plain settings of one case (``sciml-bench codegen`` prints them): the method,
     whether it gets the exact Jacobian (the implicit ones do), tolerances, step bound
     (the same for every problem: ``problem`` is taken as every backend's is)."""
-    return {"solver": options.solver, "exact_jacobian": options.solver in IMPLICIT,
-            "rtol": options.rtol, "atol": options.atol, "max_steps": options.max_steps,
-            "dtype": options.dtype}  # fmt: skip
+    settings = {"solver": options.solver, "exact_jacobian": options.solver in IMPLICIT,
+                "rtol": options.rtol, "atol": options.atol, "max_steps": options.max_steps,
+                "dtype": options.dtype}  # fmt: skip
+    if problem.size is not None:  # an array problem: the Jacobian's kind is an axis
+        settings["jacobian"] = options.extra.get("jacobian", "dense")
+    return settings
 
 
 def integrate(
@@ -142,8 +148,9 @@ class ScipyCase(Case):
         #: extra solver options of the Jacobian's kind (LSODA's band)
         self.jac_options: dict[str, int] = {}
         if problem.size is not None:  # an array problem: the Jacobian's kind is an axis
-            kind = options.extra.get("jacobian", "dense")
-            self.jac, self.jac_options, solver = jacobian_choice(ns, options.solver, kind)
+            kind = self.settings["jacobian"]
+            self.jac, self.jac_options, solver = jacobian_choice(
+                ns, options.solver, kind, self.settings["exact_jacobian"])
             self.info = {"jacobian": kind, "linear_solver": solver}
         self.t_eval = np.asarray(problem.t_save, dtype=np.float64)
 
