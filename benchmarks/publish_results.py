@@ -2,7 +2,8 @@
 
 Runs every shipped problem with default settings and the CNN quick baseline,
 each into ``results/published/``, then ``sciml-bench report`` into ``results/``
-and writes ``results/README.md`` (the hardware, the commands, the report).
+and writes ``results/README.md`` (the hardware, the commands, the report) and
+``docs/fairness.md`` (``sciml-bench fairness`` over this machine's published rows).
 
 Results files measured on the GPU machine (``gpu_checks.py`` brings them back from the
 device tool's ``$OUT``) go, as they came, into ``results/published-gpu/``: they are kept
@@ -151,6 +152,9 @@ self-contained page.
 """
     (RESULTS / "README.md").write_text(header + report)
     print(f"wrote {RESULTS / 'README.md'}", file=sys.stderr)
+    # the fairness page reads this machine's rows (GPU rows are another machine's threads)
+    page = ROOT / "docs" / "fairness.md" if RESULTS == ROOT / "results" else RESULTS / "fairness.md"
+    sh("fairness", *sorted(str(p) for p in RAW.glob("*.h5")), "-o", str(page))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ time per iteration ÷ a bare training loop written as the library's own examples
 
 1. Per problem (``--problems``, default the two with a ``[training]`` section), one
    ``sciml-bench run NAME --train`` on every available backend: each row's time to the
-   target loss, with the first iteration's compilation and without it (warm), divided by
+   target loss, from the build's start (build and compilation included) and warm (the
+   iterations alone, the first at most the median), divided by
    the fastest row's; a row that did not reach it says why (its status and reason).
 2. The spiral's median time per iteration (the first, compiling one, excluded) in the
    suite (``-b diffrax,torchdiffeq``) ÷ a bare loop: ``_bare_train_torchdiffeq.py``

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sciml_bench.measure.metrics import PASS_TOL
+from sciml_bench.measure.noise import LOAD_LIMIT
 from sciml_bench.results import store as results
 
 REQUIRED = {
@@ -119,6 +120,12 @@ def test_results_file_holds_raw_samples_and_environment(run) -> None:
     # what the first gradient needed in RAM (its JIT compilation included), and how known
     assert d["grad_rss_mb"] > 1 and d["grad_rss_source"] in ("high_water", "sampled")
     assert printed["grad_rss_mb"] == pytest.approx(d["grad_rss_mb"])
+    # one compiled call's need, measured after the steady samples: XLA's compilation is in
+    # the first call's figure only, so the warm one is far below it; SciPy has no gradient
+    assert 0 <= d["grad_warm_rss_mb"] < d["grad_rss_mb"] / 2
+    assert d["grad_warm_rss_source"] in ("high_water", "sampled")
+    scipy = next(r for r in stored.records if r["backend"] == "scipy")
+    assert scipy.get("grad_warm_rss_mb") is None
 
 
 @pytest.mark.slow
@@ -134,11 +141,18 @@ def test_show_prints_the_table_again(run) -> None:
     records, _ = run
     passing = [x for x in records if x["status"] == "ok" and x.get("gradient_tier") == "pass"]
     assert {x["backend"] for x in passing} >= {"diffrax", "diffsol"}  # CVODES: warn at 1e-6
-    best = min(passing, key=lambda x: x["grad_s"])
     verdict = " ".join(r.stdout.rsplit("\nverdict", 1)[1].split())
+    # rows timed while other processes took more than LOAD_LIMIT cores are not judged (the
+    # suite's other test process often does): the verdict names the fastest idle one
+    load = {x["backend"]: x.get("others_cpu") or 0.0 for x in results.read(path).records}
+    idle = [x for x in passing if load[x["backend"]] <= LOAD_LIMIT]
+    if not idle:
+        assert "timed under load" in verdict, verdict
+        return
+    best = min(idle, key=lambda x: x["grad_s"])
     assert verdict.startswith(f": steady gradient: {best['backend']} {best['solver']} "
                               f"{best['gradient_method']} "), verdict  # fmt: skip
-    assert "faster than" in verdict and "; first gradient: " in verdict
+    assert "; first gradient: " in verdict
 
 
 @pytest.mark.slow

@@ -322,6 +322,12 @@ def test_quick_cli_training_run_prints_and_stores_its_rows(tmp_path: Path) -> No
     assert rec["curve_iteration"] == [0, 1, 2, 3, 4] and len(rec["iteration_samples"]) == 5
     assert np.all(np.diff(rec["curve_time_s"]) > 0) and rec["curve_loss"][-1] < rec["curve_loss"][0]
     assert rec["curve_tier"] == "pass" and rec["curve_compared"] == 5
+    # one clock from the build's start; the gradients checked at the reference's iterates
+    assert rec["time_to_target_clock"].startswith("build start")
+    assert rec["curve_time_s"][0] > rec["phases"][0][1] > 0
+    assert rec["iterate_gradient_iterations"] == [0, 1, 3]
+    assert 0 < rec["iterate_gradient_error"] < 1e-3 and len(rec["iterate_gradient_errors"]) == 3
+    assert "verdict (time to target): no row reached the target loss" in r.stdout
     assert len(rec["reference_curve_loss"]) == 5 and rec["iteration_s"] > 0
     assert rec["final_loss"] == rec["curve_loss"][-1] and rec["target_reached"] is False
     assert (rec["learning_rate"], rec["eps"]) == (0.05, 1e-8)

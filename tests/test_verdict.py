@@ -41,9 +41,12 @@ def test_the_fastest_passing_row_wins_each_criterion_with_its_ratio() -> None:
     assert steady.ratio == pytest.approx(3.0) and steady.clears_noise
     assert (first.winner["backend"], first.ratio) == ("b", pytest.approx(2.5))
     assert v.text() == (
-        "verdict: steady gradient: a S G (10 ms), 3.00x faster than b S G (30 ms); "
-        "first gradient: b S G (2 s), 2.50x faster than a S G (5 s)"
-    )  # c is faster but its gradient only warns: never the answer
+        "verdict: steady gradient: a S G (10 ms, gradient error 1.00e-06), 3.00x faster than "
+        "b S G (30 ms); first gradient: b S G (2 s, gradient error 1.00e-06), 2.50x faster "
+        "than a S G (5 s); faster but left out: "
+        "c S G (steady gradient 1 ms, 10x faster; first gradient 1 s, 2.00x faster): "
+        "gradient error 1.00e-03, warn"
+    )  # c is faster but its gradient only warns: never the answer, never hidden
 
 
 def test_a_ratio_inside_the_noise_floor_is_a_tie() -> None:

@@ -9,22 +9,28 @@ the ROBER UDE's 43 parameters, forward gradient 534 ms on SX against 962 ms on M
 handed to
 ``casadi.integrator("F", "cvodes", {"x", "p", "t", "ode"}, t0, t_save, options)``: one
 compiled call solves and returns the states at every save time. CasADi supplies CVODES
-with the exact Jacobian of the expression graph (its default sparse ``qr`` linear solver
-in the Newton iteration).
+with the exact Jacobian of the expression graph.
 
 Solvers: ``BDF`` (stiff default; Newton iteration) and ``Adams`` (non-stiff default, with
 functional iteration, as the CVODES guide recommends for non-stiff problems).
 
-Gradients: the loss ``L = Σ W (Y − O)² + Σ C Y`` is written on CasADi's ``MX`` graph over
-the integrator's output and differentiated by CasADi, which generates the sensitivity
-problem itself:
+Gradients: the loss ``L = Σ W (Y − O)² + Σ C Y`` and its derivative come from one
+``casadi.Function`` of the parameters (:func:`loss_function`):
 
-- ``forward``: ``jtimes(L, p, I)``, forward mode in ``n_params`` directions; CasADi
-  integrates the forward sensitivity equations as states augmenting the ODE (all of them
-  under CVODES' error control);
+- ``forward``: forward sensitivities as CasADi makes them: CasADi's augmented ODE (the
+  state plus one sensitivity per parameter, all under CVODES' error control) integrated
+  by CVODES; this is not CVODES' own forward-sensitivity (FSA) module. The case calls the
+  integrator CasADi derives for ``F``'s forward mode (``nfwd = n_params``) once: it
+  returns the trajectory and its sensitivities, so the loss and the gradient come from one
+  pass (``jtimes`` on the loss also called ``F`` for the value: measured, interleaved in
+  one process, that second integration was 11-24% of the double pass's time: ROBER 19%,
+  ROBER groups at 30 and 3,000 states 17% and 11%, the Brusselator at N = 8 24%);
 - ``adjoint``: ``gradient(L, p)``, reverse mode; CasADi drives CVODES' adjoint module
   (a checkpointed forward pass, ``CVodeF``, then the adjoint ODE backwards, ``CVodeB``,
-  with the parameter gradient as its quadrature).
+  with the parameter gradient as its quadrature). The loss's own call of ``F`` integrates
+  the trajectory once more before that: the adjoint's seeds ``2W(Y − O) + C`` need ``Y``
+  before CasADi's reverse-mode call starts, so the double pass stays, declared in the
+  row's ``idiom``.
 
 The default follows CVODES' guide (forward sensitivities for few parameters, the adjoint
 when parameters are many and the outputs few): ``forward`` up to
@@ -32,13 +38,18 @@ when parameters are many and the outputs few): ``forward`` up to
 above. The adjoint's gradient quadrature is under error control (``quad_err_con``), as
 the states are: without it the spiral's adjoint gradient was off by 1.5e-3, with it 5e-5.
 
-Array problems (``[sizes]``): the generated CasADi code is column algebra on the grid with
-its operators as sparse matrix products (see :mod:`sciml_bench.problem.codegen.casadi`),
-always on ``SX``, so CasADi derives the exact sparse Jacobian from the graph. The case's
-``jacobian`` (``options.extra``) picks CVODES' linear solver in the Newton iteration:
-``sparse`` is CasADi's ``csparse`` (CSparse's sparse LU; CasADi 3.8 offers no KLU),
-``dense`` is ``lapacklu`` (LAPACK's dense LU); ``Adams`` uses functional iteration and no
-linear solver. Scalar problems keep CasADi's default (``qr``).
+Linear solver (Newton iteration), measured per problem class with
+``benchmarks/best_config.py --backend cvodes`` and recorded on every row with why
+(``config_reason``): scalar problems keep CasADi's default ``qr`` (sparse QR); an array
+problem's ``jacobian`` (``options.extra``) picks ``qr`` (sparse) or ``lapacklu`` (LAPACK's
+dense LU), and a sparse Jacobian of :data:`MUMPS_FROM` states or more that is not narrowly
+banded (the 2-D Brusselator's periodic Laplacian) is factorised by ``mumps`` (MUMPS, a
+multifrontal LU with its own fill-reducing ordering; on a narrow band, as ROBER groups',
+its setup costs more than it saves). CasADi 3.8 offers no KLU.
+``Adams`` uses functional iteration and no linear solver. Array problems' generated CasADi
+code is column algebra on the grid with its operators as sparse matrix products (see
+:mod:`sciml_bench.problem.codegen.casadi`), always on ``SX``, so CasADi derives the exact
+sparse Jacobian from the graph.
 
 Step bound: CVODES' ``max_num_steps`` (``mxstep``) counts steps per call to ``CVode``, and
 CasADi calls it once per save interval, so alone it would allow ``n_save × max_steps``.
@@ -72,22 +83,76 @@ _SOLVERS = {
     "Adams": SolverInfo("Adams", False, "CVODES Adams-Moulton (orders 1-12), functional iteration"),
 }
 _GRADIENTS = {
-    "forward": "CVODES forward sensitivities (CasADi forward mode, one direction per parameter)",
-    "adjoint": "CVODES adjoint sensitivities, checkpointed (CasADi reverse mode)",
+    "forward": ("forward sensitivities: CasADi's augmented ODE (state plus one sensitivity "
+                "per parameter) integrated by CVODES, not CVODES' own FSA module; value and "
+                "gradient from that one pass"),
+    "adjoint": ("CVODES' adjoint module, checkpointed (CasADi reverse mode); the loss's "
+                "forward solve runs again inside it"),
 }
 #: a problem with a network and more parameters than this is built on MX symbols
 MX_FROM = 100
 #: CVODES' method and nonlinear iteration per solver name
 _METHOD = {"BDF": ("bdf", "newton"), "Adams": ("adams", "functional")}
-#: an array problem's linear solver per Jacobian kind (CasADi's plugin names)
-ARRAY_LINEAR_SOLVERS = {"sparse": "csparse", "dense": "lapacklu"}
-#: how the generated code runs, recorded in each row
-IDIOM = (
-    "casadi.integrator('F', 'cvodes', {x, p, t, ode}, t0, t_save, opts) over the generated "
-    "CasADi expressions; timed solve = F(x0=..., p=...); timed gradient = one casadi.Function "
-    "of p returning the loss (on the MX graph of F's output) and its jtimes (forward) or "
-    "gradient (adjoint); CVODES' flags and stats() are read after the clock"
+#: an array problem's linear solver per Jacobian kind (CasADi's plugin names); a sparse
+#: Jacobian that is large and not narrowly banded is factorised by MUMPS instead
+ARRAY_LINEAR_SOLVERS = {"sparse": "qr", "dense": "lapacklu"}
+#: a sparse Jacobian of this many states or more, with a half-bandwidth over
+#: :data:`BANDED_UP_TO`, is factorised by MUMPS (measured in :data:`CONFIG_REASONS`)
+MUMPS_FROM = 256
+#: a Jacobian whose non-zeros all lie within this many diagonals of the main one
+#: factorises with no fill outside that band, so CasADi's ``qr`` stays cheap
+BANDED_UP_TO = 16
+#: why each problem class runs with its linear solver: ``benchmarks/best_config.py
+#: --backend cvodes`` on the shared 2-core machine, one process, side by side (recorded
+#: on every row as ``config_reason``)
+CONFIG_REASONS = {
+    "scalar": ("qr (CasADi's default): on stiff-robertson csparse took 1.18x and mumps 5.6x "
+               "its solve time, the same steps (best_config.py --backend cvodes --clock cpu, "
+               "2026-11-27)"),
+    "dense": ("lapacklu (LAPACK dense LU): the case asks for a dense Jacobian; "
+              "lapackqr was within the noise of it on stiff-robertson-groups at 30 and 300 states "
+              "(0.73x to 2.4x by row), so the LU, about half QR's flops, stays (best_config.py "
+              "--backend cvodes --jacobian dense --clock cpu, 2026-11-27)"),
+    "sparse": ("qr (sparse QR): below 256 states, or a band within 16 diagonals; "
+               "stiff-robertson-groups at 3,000 states: csparse 1.07x, mumps 6.8x its solve "
+               "time; stiff-brusselator-2d N=8 (128 states): csparse 0.99x, mumps 1.21x "
+               "(best_config.py --backend cvodes --clock cpu, 2026-11-27)"),
+    "mumps": ("mumps (MUMPS sparse LU): 256 states or more with a wide band; "
+              "stiff-brusselator-2d N=16 (512 states): qr 2.8x, csparse 3.1x its solve time "
+              "(best_config.py --backend cvodes --clock cpu); N=32 (2,048 states): qr 9.4x, "
+              "csparse 22x, the same 453 steps and loss (one wall-clock run of the same "
+              "integrator; 2026-11-27)"),
+    "functional": "Adams: functional iteration, no linear solver (the CVODES guide's advice)",
+    "case": "set by the case (options.extra['linear_solver'])",
+}
+#: CasADi options measured and left at CasADi's default (recorded on every row)
+LEFT_AT_DEFAULT = (
+    "always_recalculate_jacobian: CasADi's direct linear-solver interface evaluates and "
+    "factorises the Jacobian at every CVODES lsetup whatever its value (same Jacobian "
+    "evaluations and factorisations with True and False, times within the noise)"
 )
+#: how the generated code runs, recorded in each row (per gradient method)
+_IDIOM = (
+    "casadi.integrator('F', 'cvodes', {x, p, t, ode}, t0, t_save, opts) over the generated "
+    "CasADi expressions; timed solve = F(x0=..., p=...); CVODES' flags and stats() are read "
+    "after the clock; timed gradient = one casadi.Function of p returning the loss and its "
+    "gradient: "
+)
+IDIOM = {
+    "forward": _IDIOM + (
+        "one call of the integrator CasADi derives for F's forward mode (nfwd = n_params: "
+        "CasADi's augmented ODE, state plus one sensitivity per parameter, all under CVODES' "
+        "error control; not CVODES' own FSA module), the loss and its gradient from that one "
+        "pass; F is not called again (that second integration was 11-24% of the earlier "
+        "double pass's time: stiff-robertson 19%, stiff-brusselator-2d N=8 24%)"),
+    "adjoint": _IDIOM + (
+        "the loss on the MX graph of F's output and gradient(L, p): F's forward solve, then "
+        "CasADi's reverse-mode integrator, which runs its own checkpointed forward pass "
+        "(CVodeF) and the adjoint backwards (CVodeB); the forward trajectory is integrated "
+        "twice, because the adjoint's seeds 2W(Y-O)+C need Y before that call starts "
+        "(measured share of the gradient call, the value-only solve's time: 4% on "
+        "stiff-robertson, 21% on stiff-brusselator-2d N=8)"),
+}
 #: CasADi's error text names the CVODES call and flag: CVode returned "CV_TOO_MUCH_WORK"
 _FLAG = re.compile(r'(CVode\w*) returned "(CV_[A-Z_]+)"')
 #: what a flag from the adjoint's backward pass (``CVodeB``) means here
@@ -95,13 +160,40 @@ _BACKWARD = (" in the adjoint's backward pass (CasADi leaves its step bound at S
              "default, 500 steps per save interval)")
 
 
-def integrator_options(options: CaseOptions, array: bool = False) -> dict[str, Any]:
+def linear_solver_choice(
+    options: CaseOptions, problem: CompiledProblem | None = None
+) -> tuple[str | None, str]:
+    """CVODES' linear solver in the Newton iteration as CasADi names it (``None``: CasADi's
+    default, ``qr``) and the key of :data:`CONFIG_REASONS` that says why: a scalar problem
+    (``problem`` None or without ``[sizes]``) keeps the default; an array problem takes
+    its Jacobian kind's, MUMPS for a sparse one of :data:`MUMPS_FROM` states or more whose
+    half-bandwidth exceeds :data:`BANDED_UP_TO`. The case's
+    ``options.extra["linear_solver"]`` overrides (``benchmarks/best_config.py`` tries each)."""
+    if _METHOD[options.solver][1] != "newton":
+        return None, "functional"
+    if "linear_solver" in options.extra:
+        return str(options.extra["linear_solver"]), "case"
+    if problem is None or problem.size is None:
+        return None, "scalar"
+    kind = options.extra.get("jacobian", "sparse")
+    band = max(problem.jac_bands or (0,))
+    if kind == "sparse" and problem.n_state >= MUMPS_FROM and band > BANDED_UP_TO:
+        return "mumps", "mumps"
+    return ARRAY_LINEAR_SOLVERS[kind], kind
+
+
+def integrator_options(
+    options: CaseOptions, problem: CompiledProblem | None = None
+) -> dict[str, Any]:
     """CVODES options through CasADi: the shared tolerances and step bound, the method, and
-    for an ``array`` problem's Newton iteration the linear solver of its Jacobian kind."""
+    for the Newton iteration the linear solver of :func:`linear_solver_choice`."""
     lmm, iteration = _METHOD[options.solver]
     extra: dict[str, Any] = {}
-    if array and iteration == "newton":
-        extra["linear_solver"] = ARRAY_LINEAR_SOLVERS[options.extra.get("jacobian", "sparse")]
+    solver, _ = linear_solver_choice(options, problem)
+    if solver is not None:
+        extra["linear_solver"] = solver
+    if "always_recalculate_jacobian" in options.extra:  # measured by best_config.py only
+        extra["always_recalculate_jacobian"] = bool(options.extra["always_recalculate_jacobian"])
     return {
         **extra,
         "abstol": options.atol,
@@ -129,8 +221,8 @@ def symbolics(problem: CompiledProblem) -> str:
 def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
     """The plain settings of one case (``sciml-bench codegen`` prints them): the symbol
     type, CVODES' options through CasADi, the gradient method and the step bound."""
-    array = problem.size is not None
-    return {"symbolics": symbolics(problem), "integrator": integrator_options(options, array),
+    opts = integrator_options(options, problem)
+    return {"symbolics": symbolics(problem), "integrator": opts,
             "gradient": options.gradient_method, "max_steps": options.max_steps,
             "dtype": options.dtype}  # fmt: skip
 
@@ -163,22 +255,40 @@ def integrator(
 
 
 def loss_function(F: Any, y0: Any, n_params: int, loss_arrays: Any, method: str) -> Any:
-    """``G(p) -> (L, dL/dp)``: the loss on the MX graph of the integrator's output,
+    """``G(p) -> (L, dL/dp)`` for the loss
 
         L(p) = Σ_ij W_ij (Y_ij(p) − O_ij)² + Σ_ij C_ij Y_ij(p),
+        dL/dp_k = Σ_ij (2 W_ij (Y_ij − O_ij) + C_ij) S_ij^k,   S^k = ∂Y/∂p_k.
 
-    and its derivative by forward mode (``jtimes`` against the identity: one direction
-    per parameter) or reverse mode (``gradient``)."""
+    ``forward``: one call of the integrator CasADi derives for ``F``'s forward mode in
+    ``n_params`` directions (``fsens{n}_F``: ``F``'s options with ``nfwd = n``; inputs
+    ``x0`` and ``p`` with one column for the point and one per direction, output ``xf``
+    with, per save time, ``Y`` then each ``S^k``), so ``Y`` and every ``S^k`` come from one
+    pass; ``F.forward(n)`` itself calls it but keeps only the ``S^k``, so ``jtimes`` would
+    integrate ``Y`` again in ``F``. ``adjoint``: reverse mode, ``gradient(L, p)``, on the MX
+    graph of ``F``'s output."""
     import casadi as ca
 
     P = ca.MX.sym("p", n_params)
-    Y = F(x0=ca.DM(y0), p=P)["xf"]  # n_state x n_save: the transposed layout
-    W, O, C = (ca.DM(np.asarray(a).T) for a in loss_arrays)
-    D = Y - O
-    L = ca.sum1(ca.sum2(W * D * D)) + ca.sum1(ca.sum2(C * Y))
-    forward = method == "forward"
-    dL = ca.jtimes(L, P, ca.DM.eye(n_params), False).T if forward else ca.gradient(L, P)
-    return ca.Function("G", [P], [L, dL])
+    W, O, C = (ca.DM(np.asarray(a).T) for a in loss_arrays)  # n_state x n_save, as F's xf
+    if method != "forward":
+        Y = F(x0=ca.DM(y0), p=P)["xf"]
+        L = ca.sum1(ca.sum2(W * (Y - O) ** 2)) + ca.sum1(ca.sum2(C * Y))
+        return ca.Function("G", [P], [L, ca.gradient(L, P)])
+    n_save, k = W.size2(), 1 + n_params  # xf's columns: per save time, Y then each S^k
+    x0 = ca.horzcat(ca.DM(y0), ca.DM.zeros(len(y0), n_params))  # dy0/dp = 0
+    name = f"fsens{n_params}_{F.name()}"
+    sens = next((f for f in F.forward(n_params).find_functions() if f.name() == name), None)
+    if sens is None:
+        raise RuntimeError(f"CasADi {ca.__version__} has no {name} in F's forward mode (this "
+                           "suite uses CasADi 3.8's): use --gradient adjoint")  # fmt: skip
+    out = sens(x0=x0, p=ca.horzcat(P, ca.DM.eye(n_params)))["xf"]
+    Y = out[:, [j * k for j in range(n_save)]]
+    R = 2 * W * (Y - O) + C
+    dL = [ca.sum1(ca.sum2(R * out[:, [j * k + d for j in range(n_save)]]))
+          for d in range(1, k)]  # fmt: skip
+    L = ca.sum1(ca.sum2(W * (Y - O) ** 2)) + ca.sum1(ca.sum2(C * Y))
+    return ca.Function("G", [P], [L, ca.vertcat(*dL)])
 
 
 def cvodes_failure(e: RuntimeError, stats: Mapping[str, Any] | None) -> SolverFailure:
@@ -196,15 +306,28 @@ def cvodes_failure(e: RuntimeError, stats: Mapping[str, Any] | None) -> SolverFa
     return library_failure("cvodes", message, t)
 
 
-def linear_solver(options: CaseOptions, array: bool) -> str:
+#: what each of CasADi's linear solvers is
+_SOLVER_WORDS = {
+    "qr": "qr (CasADi's default, sparse QR)", "csparse": "csparse (CSparse sparse LU)",
+    "mumps": "mumps (MUMPS sparse multifrontal LU, serial)",
+    "lapacklu": "lapacklu (LAPACK dense LU)", "lapackqr": "lapackqr (LAPACK dense QR)",
+    "ldl": "ldl (CasADi's sparse LDL)",
+}  # fmt: skip
+
+
+def linear_solver(options: CaseOptions, problem: CompiledProblem | None = None) -> str:
     """What CVODES' Newton iteration factorises, as CasADi names it."""
+    name, _ = linear_solver_choice(options, problem)
     if _METHOD[options.solver][1] != "newton":
         return f"none ({options.solver}: functional iteration)"
-    if not array:
-        return "qr (CasADi's default, sparse)"
-    if options.extra.get("jacobian", "sparse") == "dense":
-        return "lapacklu (LAPACK dense LU) on CasADi's exact Jacobian"
-    return "csparse (CSparse sparse LU) on CasADi's exact sparse Jacobian"
+    return f"{_SOLVER_WORDS.get(name or 'qr', str(name))} on CasADi's exact Jacobian"
+
+
+def config_reason(options: CaseOptions, problem: CompiledProblem | None = None) -> str:
+    """Why the case runs with its linear solver (measured), and the options measured and
+    left at CasADi's default."""
+    _, key = linear_solver_choice(options, problem)
+    return f"{CONFIG_REASONS[key]}; {LEFT_AT_DEFAULT}"
 
 
 class CvodesCase(CompiledCase):
@@ -218,12 +341,12 @@ class CvodesCase(CompiledCase):
         self.x0 = ca.DM(problem.y0)
         self.max_steps = options.max_steps
         self._ca = ca
-        array = problem.size is not None
         self.info = {
-            "idiom": IDIOM,
+            "idiom": IDIOM[options.gradient_method],
             "symbolics": kind,
-            "linear_solver": linear_solver(options, array),
-            "options": {k: v for k, v in integrator_options(options, array).items()
+            "linear_solver": linear_solver(options, problem),
+            "config_reason": config_reason(options, problem),
+            "options": {k: v for k, v in integrator_options(options, problem).items()
                         if "warn" not in k},  # fmt: skip
         }
 

@@ -25,8 +25,7 @@ def _side(arg: str, name: str) -> list[str]:
 
 
 @click.command()
-@click.argument("old")
-@click.argument("new")
+@click.argument("files", nargs=-1, required=True, metavar="OLD NEW | F1 F2 F3 ...")
 @click.option("--fail-above", type=click.FloatRange(min=1.0, min_open=True), default=None,
               metavar="RATIO",
               help="Exit with code 1 if any timing is reported slower by more than RATIO "
@@ -46,10 +45,13 @@ def _side(arg: str, name: str) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--allow-mixed-hardware", is_flag=True,
               help="Pair cases measured on different hardware (CPU, cores, GPU, driver).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              metavar="PATH", help="With three or more files: draw each timing's series "
+                                   "with its change points marked (PNG).")
 def compare(
-    old: str, new: str, fail_above: float | None, alpha: float | None, as_json: bool,
+    files: tuple[str, ...], fail_above: float | None, alpha: float | None, as_json: bool,
     allow_mixed_hardware: bool = False, noise_floor: float | None = None,
-    load_limit: float | None = None,
+    load_limit: float | None = None, plot_path: str | None = None,
 ) -> None:
     """Compare results OLD and NEW, case by case: each a file, or several runs of the
     same code as a comma list (a.h5,b.h5,c.h5).
@@ -78,7 +80,26 @@ def compare(
     Examples:
       sciml-bench compare results/main.h5 results/branch.h5 --fail-above 1.10
       sciml-bench compare main1.h5,main2.h5,main3.h5 br1.h5,br2.h5,br3.h5
+      sciml-bench compare v1.h5 v2.h5 v3.h5 v4.h5 v5.h5 v6.h5 --plot steps.png
+
+    With three or more files (a series, in the order given: one per commit or
+    version; each may be a comma list of runs), it reports per timing the
+    change points of the files' medians instead: a penalised L1 step fit whose
+    penalty comes from the series' own noise, every step beyond the noise
+    floor, e.g. "between file 3 and 4: 1.31x slower (median 12.0 ms -> 15.7
+    ms)". --fail-above then fails on any slower step above RATIO; --alpha does
+    not apply.
     """
+    if len(files) == 1:
+        raise BadInput("compare needs two results files (OLD NEW), or three or more for a "
+                       "series (F1 F2 F3 ...)")
+    if len(files) > 2:
+        _compare_series(files, fail_above, as_json, allow_mixed_hardware, noise_floor,
+                        load_limit, plot_path)  # fmt: skip
+        return
+    if plot_path:
+        raise BadInput("--plot draws a series: give three or more results files")
+    old, new = files
     olds = read_runs(_side(old, "OLD"))
     news = read_runs(_side(new, "NEW"))
     comp = _compared(olds, news, alpha, noise_floor, load_limit, allow_mixed_hardware)
@@ -143,3 +164,37 @@ def _exit_on_regression(comp: Any, fail_above: float) -> None:
         sys.exit(EXIT_REGRESSION)
     click.echo(f"OK: no slowdown reported above {fail_above:g}x, no status regression",
                err=True)  # fmt: skip
+
+
+def _compare_series(files: tuple[str, ...], fail_above: float | None, as_json: bool,
+                    allow_mixed_hardware: bool, noise_floor: float | None,
+                    load_limit: float | None, plot_path: str | None) -> None:
+    """``compare F1 F2 F3 ...``: change points per timing over the series, printed as text
+    or JSON, drawn with ``--plot``, and exit 1 with ``--fail-above`` on a slower step."""
+    from sciml_bench.results import compare as cmp
+    from sciml_bench.results import series as ser
+
+    runs = [read_runs(_side(f, f"file {i}")) for i, f in enumerate(files, start=1)]
+    s = ser.series([[r.records for r in rs] for rs in runs],
+                   cmp.NOISE_FLOOR if noise_floor is None else noise_floor,
+                   cmp.LOAD_LIMIT if load_limit is None else load_limit)  # fmt: skip
+    mixed = ser.mixed_hardware(s)
+    if mixed and not allow_mixed_hardware:
+        k = mixed[0][0]
+        raise BadInput(f"{len(mixed)} case(s) ran on different hardware across the series, "
+                       f"e.g. {k[0]} {cmp.key_label(k)}; compare files from the same "
+                       "hardware, or pass --allow-mixed-hardware")  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(ser.to_json(s, fail_above), indent=2, default=str))
+    else:
+        click.echo(ser.render(s, fail_above))
+    if plot_path:
+        click.echo(f"wrote {ser.plot(s, plot_path)}", err=True)
+    if fail_above is not None:
+        slow = s.slowdowns(fail_above)
+        if slow:
+            t, st = slow[0]
+            click.echo(f"FAIL: {len(slow)} step(s) slower than {fail_above:g}x, e.g. "
+                       f"{t.label} {st.sentence()}", err=True)  # fmt: skip
+            sys.exit(EXIT_REGRESSION)
+        click.echo(f"OK: no step slower than {fail_above:g}x", err=True)

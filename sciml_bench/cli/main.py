@@ -70,13 +70,14 @@ def main(debug: bool) -> None:
 def _register_commands() -> None:
     from sciml_bench.cli.catalogue import list_
     from sciml_bench.cli.codegen import codegen
+    from sciml_bench.cli.fairness import fairness_cmd
     from sciml_bench.cli.julia import julia
     from sciml_bench.cli.reference import reference_cmd
     from sciml_bench.cli.report import register
     from sciml_bench.cli.run import run
     from sciml_bench.cli.show import show
 
-    for command in (run, show, list_, codegen, reference_cmd, julia):
+    for command in (run, show, list_, codegen, reference_cmd, julia, fairness_cmd):
         main.add_command(command)
     register(main)
 

@@ -65,7 +65,7 @@ def check_offered(names: list[str], solvers: Sequence[str], gradients: Sequence[
         ("--gradient", gradients, {g for b in offered.values() for g in b.gradient_methods}),
     ):
         for w in wanted:
-            if w not in pool:
+            if w not in pool and not (flag == "--gradient" and w == "all"):
                 raise UserError(
                     f"{flag} {w!r} is offered by none of {', '.join(names)}; "
                     f"choose from {', '.join(sorted(pool))}"
@@ -90,3 +90,17 @@ def at_size(problem: Any, size: int) -> Any:
         return spec.at_size(problem, size)
     except spec.ProblemError as e:
         raise UserError(f"--sizes {size}: {e}") from None
+
+
+def gradient_rtol_option(f: Any) -> Any:
+    """``--gradient-rtol E`` on every command that prints a verdict (``run``, ``show``,
+    ``report``): the verdict counts rows whose gradient error is at most E. None (not
+    given) is the verdict's default, the *pass* tier (``measure.metrics.PASS_TOL``; not
+    imported here, so that ``--help`` loads no NumPy)."""
+    return click.option(
+        "--gradient-rtol", type=click.FloatRange(0, 1, min_open=True), default=None,
+        metavar="E",
+        help="The verdict under each table counts rows whose gradient error is at most E "
+             "[default: 1e-4, the pass tier]; faster rows above it are named beside the "
+             "winner with their errors.",
+    )(f)  # fmt: skip

@@ -13,7 +13,7 @@ import click
 
 from sciml_bench.cli.compare import EXIT_REGRESSION, compare
 from sciml_bench.cli.export import export_cmd
-from sciml_bench.cli.options import EXIT_BAD_INPUT, BadInput, read_runs
+from sciml_bench.cli.options import EXIT_BAD_INPUT, BadInput, gradient_rtol_option, read_runs
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_REGRESSION", "register", "report"]
 
@@ -31,7 +31,8 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_REGRESSION", "register", "report"]
               default="rel_l2", show_default=True,
               help="Solution error of the table and of the work-precision x axis: "
                    "rel_l2 (solution_error), rel_final, final (DiffEqDevTools), l2.")  # fmt: skip
-def report(files: tuple[str, ...], out: str, metric: str) -> None:
+@gradient_rtol_option
+def report(files: tuple[str, ...], out: str, metric: str, gradient_rtol: float | None) -> None:
     """Write a Markdown and a self-contained HTML report of results FILES.
 
     Per problem: a table of every case (status, TTFG, steady-state solve and
@@ -52,7 +53,7 @@ def report(files: tuple[str, ...], out: str, metric: str) -> None:
     require("matplotlib", "report", "sciml-bench report")  # before anything is written
     runs = read_runs(files)
     try:
-        paths = publish.write(runs, Path(out), metric)
+        paths = publish.write(runs, Path(out), metric, gradient_rtol)
     except OSError as e:
         raise BadInput(
             f"cannot write the report to {out!r}: {e.strerror or e}; choose a writable --out"

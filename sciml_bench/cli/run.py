@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from sciml_bench.cli.options import BACKEND_NAMES, comma_list
+from sciml_bench.cli.options import BACKEND_NAMES, comma_list, gradient_rtol_option
 from sciml_bench.cli.run_execute import execute, print_records
 from sciml_bench.cli.run_plan import RunOptions, plan_run
 
@@ -58,7 +58,8 @@ def _dask_options(f: Any) -> Any:
               help="Solver name(s), repeated or comma-separated; each applies to the "
               "backends that offer it.")
 @click.option("--gradient", "gradients", multiple=True, callback=comma_list,
-              help="Gradient method(s), repeated or comma-separated, e.g. BacksolveAdjoint. "
+              help="Gradient method(s), repeated or comma-separated, e.g. BacksolveAdjoint; "
+              "'all': every method each backend offers, each its own row. "
               "cvodes and diffsol: forward or adjoint; their default is forward up to 64 "
               "parameters and adjoint above (their guides: forward sensitivities for few "
               "parameters, the adjoint for many).")
@@ -136,6 +137,7 @@ def _dask_options(f: Any) -> Any:
 @click.option("--train", is_flag=True, help="Train each problem's [training] section (Adam, "
               "to its target loss) on every backend instead of timing solve and gradient "
               "(quick: 5 iterations).")
+@gradient_rtol_option
 @_dask_options
 def run(**options: Any) -> None:
     """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend
@@ -158,7 +160,9 @@ def run(**options: Any) -> None:
     status and a reason. Results go to one HDF5 file per run in --out. Under
     each problem's table a verdict names the fastest rows with a passing
     gradient (steady and first gradient), the ratio to the runner-up and
-    whether it clears the noise floor (--json: records of kind "verdict").
+    whether it clears the noise floor (--json: records of kind "verdict"), and
+    names faster rows left out with their gradient errors; --gradient-rtol E
+    counts rows whose gradient error is at most E instead of the pass tier.
 
     \b
     Examples:
@@ -177,9 +181,11 @@ def run(**options: Any) -> None:
     With --train, each backend trains the problem's [training] section in one fresh
     worker: Adam with the declared constants in the library's own loop, from the
     problem's initial parameters. Rows: time to first gradient, median time per
-    iteration, time to the target loss (with and without the first iteration's
-    compilation), final loss, and the loss curve's agreement with SciPy's reference
-    curve over the first iterations; the curve is stored.
+    iteration, time to the target loss (one clock for every library: from the start of
+    the build, so JIT compilation counts wherever the library does it; in parentheses,
+    without the first iteration's extra cost), final loss, the loss curve's agreement
+    with SciPy's reference curve, and the gradient's error at recorded iterates; the
+    curve is stored.
 
     A problem with an [ensemble] section runs one case per backend x semantics
     (independent: per-member steps; coupled: one error norm) x ensemble size,
@@ -191,5 +197,5 @@ def run(**options: Any) -> None:
     """
     opts = RunOptions.from_click(options)
     records, path = execute(plan_run(opts), opts)
-    print_records(records, opts.as_json)
+    print_records(records, opts.as_json, opts.gradient_rtol)
     click.echo(f"\nsaved {len(records)} case(s) to {path}", err=True)

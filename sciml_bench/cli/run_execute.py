@@ -58,13 +58,13 @@ def _execute_on(plan: RunPlan, o: RunOptions, executor: Any) -> tuple[list[dict[
         with signals.stop_signals():  # SIGTERM and SIGHUP end the run as Ctrl-C does
             records = _measure(plan, o, writer, executor)
     except runner.Interrupt as e:
-        _interrupted(writer.records, str(e), e.signum, o.as_json)
+        _interrupted(writer.records, str(e), e.signum, o.as_json, o.gradient_rtol)
     except KeyboardInterrupt as e:  # outside a case, e.g. while building a reference
         sig = signals.signal_of(e)
         writer.finish("interrupted", interrupted_by=sig.name)
         n = len(writer.records)
         _interrupted(writer.records, f"interrupted by {sig.name}: {n} completed case(s) are "
-                     f"saved in {writer.path}", sig, o.as_json)  # fmt: skip
+                     f"saved in {writer.path}", sig, o.as_json, o.gradient_rtol)  # fmt: skip
     except Exception:
         # e.g. a reference that cannot be built: keep what was measured, leave no empty file
         if writer.records:
@@ -130,22 +130,26 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
     return records
 
 
-def print_records(records: list[dict[str, Any]], as_json: bool) -> None:
-    """The records as ``run`` prints them: the table, or JSON with ``--json``."""
+def print_records(
+    records: list[dict[str, Any]], as_json: bool, gradient_rtol: float | None = None
+) -> None:
+    """The records as ``run`` prints them: the table, or JSON with ``--json``; the verdicts
+    judged against ``--gradient-rtol``."""
     from sciml_bench.results.table import json_records, table
 
     if as_json:
-        click.echo(json.dumps(json_records(records), indent=2, default=str))
+        click.echo(json.dumps(json_records(records, gradient_rtol), indent=2, default=str))
     else:
-        click.echo(table(records))
+        click.echo(table(records, gradient_rtol))
 
 
-def _interrupted(records: list[dict[str, Any]], message: str, signum: int, as_json: bool) -> NoReturn:
+def _interrupted(records: list[dict[str, Any]], message: str, signum: int, as_json: bool,
+                 gradient_rtol: float | None = None) -> NoReturn:  # fmt: skip
     """Print what completed, as a finished run would (table or JSON); exit 128 + signal."""
     from sciml_bench.run.signals import exit_status
 
     if as_json or records:  # an interrupted run with no rows prints no empty table
-        print_records(records, as_json)
+        print_records(records, as_json, gradient_rtol)
     click.echo(message, err=True)
     sys.exit(exit_status(signal.Signals(signum)))
 

@@ -61,6 +61,8 @@ class RunOptions:
     dtype: str | None = None
     dt: float | None = None
     executor: str = "local"
+    #: --gradient-rtol: the accuracy the verdict judges against (None: the pass tier)
+    gradient_rtol: float | None = None
     #: --scheduler, --cluster, --workers, --per-worker, --retries and the --slurm-* options
     #: (None: DaskOptions' defaults)
     dask: DaskOptions | None = None

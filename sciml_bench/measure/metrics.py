@@ -16,7 +16,13 @@ on one footing) and natural components otherwise:
 - ``max_rel`` = max_i |g_i − r_i| / max(|r_i|, 1e-6 ‖r‖_∞)
 - ``cosine``  = g·r / (‖g‖ ‖r‖)
 
-and tiers: pass ≤ 1e-4, warn ≤ 1e-2, otherwise (or non-finite) fail.
+and tiers: pass ≤ 1e-4, warn ≤ 1e-2, otherwise (or non-finite) fail. A tier is given
+only where the reference resolves it: its own error estimate ``ε_ref`` (on the same
+measure, :attr:`~sciml_bench.problem.reference.Reference.reference_error`) must be at most
+a tenth of the bound of the tier the row's error falls in (:data:`JUDGE_MARGIN`): pass
+needs ``ε_ref ≤ 1e-5``, warn ``ε_ref ≤ 1e-3``. Otherwise the tier is ``unjudged`` and
+:func:`tier_note` says why. A fail (error above 1e-2) needs ``ε_ref ≤ 1e-3`` too: an
+error the reference cannot resolve is no evidence against the row.
 
 With many parameters the reference has directional derivatives ``d_k ≈ ∇L·v_k``
 along seeded unit directions instead of a full gradient; then ``g·v_k`` is
@@ -29,6 +35,10 @@ import numpy as np
 
 PASS_TOL = 1e-4
 WARN_TOL = 1e-2
+#: a tier is given only where the reference's own error estimate is at most this
+#: fraction of the tier's bound (fail is judged at the warn bound)
+JUDGE_MARGIN = 0.1
+UNJUDGED = "unjudged"
 
 
 def solution_error(y: np.ndarray, ref: np.ndarray) -> dict[str, float]:
@@ -80,9 +90,38 @@ def directional_error(
     return _compare(V @ g, np.asarray(derivatives, dtype=float))
 
 
-def gradient_tier(max_rel: float | None) -> str:
-    if max_rel is None:
-        return ""
+def _tier(max_rel: float) -> str:
     if not np.isfinite(max_rel) or max_rel > WARN_TOL:
         return "fail"
     return "pass" if max_rel <= PASS_TOL else "warn"
+
+
+def _needed(tier: str) -> float:
+    """The largest reference error that can judge ``tier``: a tenth of its bound."""
+    return JUDGE_MARGIN * (PASS_TOL if tier == "pass" else WARN_TOL)
+
+
+def gradient_tier(max_rel: float | None, reference_error: float | None = None) -> str:
+    """``pass``/``warn``/``fail`` by ``max_rel``; ``unjudged`` where the reference's own
+    error estimate is above a tenth of that tier's bound (or is not finite). A non-finite
+    ``max_rel`` (the row's gradient is NaN) fails whatever the reference."""
+    if max_rel is None:
+        return ""
+    tier = _tier(max_rel)
+    if reference_error is None or not np.isfinite(max_rel):
+        return tier
+    if not np.isfinite(reference_error) or reference_error > _needed(tier):
+        return UNJUDGED
+    return tier
+
+
+def tier_note(max_rel: float | None, reference_error: float | None) -> str:
+    """Why a row is ``unjudged`` ("" when it is judged): its error, the tier it would
+    get, and the reference error that tier needs."""
+    if max_rel is None or gradient_tier(max_rel, reference_error) != UNJUDGED:
+        return ""
+    tier = _tier(max_rel)
+    return (f"gradient error {max_rel:.2e} would be {tier}, but the reference's own error "
+            f"estimate {reference_error:.2e} is above {_needed(tier):.0e} (a tenth of the "
+            f"{'pass' if tier == 'pass' else 'warn'} bound): the reference cannot resolve "
+            "it; tighten [reference] rtol/atol or use fewer states")  # fmt: skip

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 import numpy as np
 import sympy
 
-from sciml_bench.problem import expr
+from sciml_bench.problem import expr, parameter_arrays
 
 #: boundary conditions an operator may name
 BOUNDARIES = ("periodic", "dirichlet", "neumann")
@@ -440,15 +440,44 @@ def _grid_value(
     return vals
 
 
+def _param_values(
+    r: Reader, key: str, name: str, v: Any, base: Mapping[str, sympy.Expr],
+    shape: tuple[int, ...],
+) -> tuple[np.ndarray, bool]:  # fmt: skip
+    """One ``[parameters]`` entry's values (one, or one per element) and whether they are
+    per element: a number, ``{ value, per_element, log }`` or a seeded draw."""
+    if parameter_arrays.is_drawn(v):
+        return parameter_arrays.read_draw(r, key, name, math.prod(shape)), True
+    per_element = False
+    if isinstance(v, Mapping):
+        extra = set(v) - {"value", "log", "per_element"}
+        if extra:
+            raise r.fail(
+                key, f"unknown key(s) {sorted(extra)}; use value, log and per_element "
+                "(or draw, around, spread, seed: a drawn parameter)"
+            )  # fmt: skip
+        per_element = r.boolean(f"{key}.per_element", False)
+        raw = r.get(f"{key}.value")
+    else:
+        raw = v
+    if per_element:
+        index = [e for e in base.values() if e.is_Symbol]
+        return _grid_value(r, f"{key}.value", raw, base, index, shape).ravel(), True
+    if isinstance(raw, str):
+        raise r.fail(f"{key}.value", "an expression needs per_element = true")
+    return np.array([r.number(f"{key}.value" if isinstance(v, Mapping) else key)]), False
+
+
 def _params(
     r: Reader, states: list[str], base: Mapping[str, sympy.Expr], shape: tuple[int, ...]
 ) -> tuple[list[ArrayParam], list[float], list[bool], list[str], list[float]]:
-    """``[parameters]``: ``k = 0.04`` or ``D = { value = 0.1 | "expr", per_element = true,
-    log = ... }``; differentiated in log space when positive (as in scalar problems)."""
+    """``[parameters]``: ``k = 0.04``, ``D = { value = 0.1 | "expr", per_element = true,
+    log = ... }`` or a seeded draw per element, ``k = { draw = "loguniform", around = 0.04,
+    spread = 0.2, seed = 1 }`` (:mod:`sciml_bench.problem.parameter_arrays`);
+    differentiated in log space when positive (as in scalar problems)."""
     table = r.table("parameters", {})
     if not table:
         raise r.fail("parameters", "declare at least one parameter to differentiate")
-    index = [v for v in base.values() if v.is_Symbol]
     params: list[ArrayParam] = []
     theta: list[float] = []
     log: list[bool] = []
@@ -459,21 +488,7 @@ def _params(
         key = f"parameters.{name}"
         if name in base or name in states:
             raise r.fail(key, f"{name!r} is a size, index or state name")
-        per_element = False
-        if isinstance(v, Mapping):
-            extra = set(v) - {"value", "log", "per_element"}
-            if extra:
-                raise r.fail(key, f"unknown key(s) {sorted(extra)}; use value, log and per_element")
-            per_element = r.boolean(f"{key}.per_element", False)
-            raw = r.get(f"{key}.value")
-        else:
-            raw = v
-        if per_element:
-            vals = _grid_value(r, f"{key}.value", raw, base, index, shape).ravel()
-        elif isinstance(raw, str):
-            raise r.fail(f"{key}.value", "an expression needs per_element = true")
-        else:
-            vals = np.array([r.number(f"{key}.value" if isinstance(v, Mapping) else key)])
+        vals, per_element = _param_values(r, key, str(name), v, base, shape)
         positive = bool(np.all(vals > 0))
         lg = r.boolean(f"{key}.log", positive) if isinstance(v, Mapping) else positive
         if lg and not positive:

@@ -223,11 +223,13 @@ def _sample_gradient(
 ) -> tuple[np.ndarray, list[np.ndarray] | None, list[float] | None]:
     """``∂L̄/∂θ`` at ``θ₀`` by central FD (log space for positive parameters) up to
     ``FULL_FD_MAX_PARAMS`` parameters; beyond, an empty gradient and the FD derivatives
-    along seeded unit directions. Returns the gradient, the directions and those derivatives."""
+    along seeded directions (:func:`~sciml_bench.problem.reference.directional_central`).
+    Returns the gradient, the directions and those derivatives."""
     if problem.n_params > single.FULL_FD_MAX_PARAMS:
-        directions = single._directions(problem.n_params, problem.content_hash)
-        directional = [single._fd_directional(loss, theta0, v, h) for v in directions]
-        return np.zeros(0), directions, directional
+        units = single._directions(problem.n_params, problem.content_hash)
+        directions, directional = single.directional_central(
+            loss, theta0, units, h, np.asarray(problem.log_params))
+        return np.zeros(0), directions, directional.tolist()
     return single._fd_gradient(loss, theta0, np.asarray(problem.log_params), h), None, None
 
 

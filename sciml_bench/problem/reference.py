@@ -26,6 +26,16 @@ in the finite differences alone keeps the solution and sets
 ``gradient_missing``. Results are cached on disk, keyed by a hash of the
 problem's content, and verified by checksum when read; a missing reference is
 never cached.
+
+Every reference gradient carries its own error estimate, ``reference_error``, on the
+measure the tiers use (:mod:`sciml_bench.measure.metrics`: log-space components,
+``max_i |a_i − b_i| / max(|b_i|, 1e-6 ‖b‖_∞)``), from two independent levels of
+refinement: where the complex-step cross-check ran, its agreement with FD; where the FD is
+Richardson-extrapolated (array problems, directional mode, and any full FD without the
+complex-step check), ``|g_R − g(h/2)|``, the error of the finer step that extrapolation
+removed (an over-estimate of the extrapolated gradient's error). ``gradient_check`` says
+what a row is compared with: ``full`` (every component) or ``directional 8`` (8 seeded
+unit directions, :data:`N_DIRECTIONS`).
 """
 
 from __future__ import annotations
@@ -48,12 +58,15 @@ import numpy as np
 from sciml_bench.problem import codegen
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.loss import loss_arrays
+from sciml_bench.problem.sensitivity import SensitivityError, array_gradient
 from sciml_bench.problem.spec import Problem
 
 #: bump when the reference algorithm changes, so old cache entries are not reused
 #: (3: the method string says what ran; complex_step_skipped, gradient_missing;
-#: 4: array problems' FD is Richardson-extrapolated)
-REFERENCE_VERSION = 4
+#: 4: array problems' FD is Richardson-extrapolated; 5: directional FD extrapolated too,
+#: reference_error and gradient_check stored; 6: directional steps in log space for positive
+#: parameters, forward sensitivities above 1,000 states)
+REFERENCE_VERSION = 6
 DEFAULT_RTOL = 1e-12
 DEFAULT_FD_STEP = 1e-4
 CS_STEP = 1e-30
@@ -112,6 +125,10 @@ class Reference:
     missing: str = ""
     #: the cache file this reference was read from or written to ("" when neither)
     cache_path: str = ""
+    #: the gradient's own error estimate on the tiers' measure (None: no gradient)
+    reference_error: float | None = None
+    #: what a row's gradient is checked against: "full" or "directional 8" ("" if none)
+    gradient_check: str = ""
 
     def gradient_by_name(self, names: list[str] | tuple[str, ...]) -> dict[str, float]:
         return dict(zip(names, self.gradient, strict=True)) if self.gradient else {}
@@ -224,13 +241,53 @@ def _directions(n: int, content_hash: str) -> list[np.ndarray]:
     return out
 
 
-def _fd_directional(
-    loss: Callable[[np.ndarray], float], theta: np.ndarray, v: np.ndarray, h: float
-) -> float:
-    """Central difference of L along a unit direction, in natural units:
-    ``∇L·v ≈ (L(θ + εv) − L(θ − εv)) / 2ε`` with ``ε = h·max(1, ‖θ‖_∞)``."""
-    eps = h * max(1.0, float(np.max(np.abs(theta))))
-    return float((loss(theta + eps * v) - loss(theta - eps * v)) / (2 * eps))
+def rel_error(a: np.ndarray, b: np.ndarray) -> float:
+    """``max_i |a_i − b_i| / max(|b_i|, 1e-6 ‖b‖_∞)``: the tiers' measure
+    (:func:`sciml_bench.measure.metrics.gradient_error`), for the reference's estimate."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    floor = max(1e-6 * float(np.max(np.abs(b))), 1e-300) if b.size else 1e-300
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), floor))) if b.size else 0.0
+
+
+def directional_fd(
+    loss: Callable[[np.ndarray], float],
+    theta: np.ndarray,
+    units: list[np.ndarray],
+    h: float,
+    log: np.ndarray | None = None,
+) -> tuple[list[np.ndarray], list[float], float]:
+    """Directional derivatives along seeded unit vectors ``u_k``, each Richardson-
+    extrapolated from central differences at ``h`` and ``h/2``: ``d_k = (4 d_k(h/2) −
+    d_k(h)) / 3``. The step moves a log-space parameter multiplicatively and the others
+    additively at one scale, ``θ_i(ε) = θ_i e^{ε u_i}`` or ``θ_i + ε c u_i`` (``c =
+    max(1, max |θ_j|)`` over the others), so no parameter is pushed across zero however
+    different their magnitudes (ROBER's rates span 0.04 to 3e7), and
+
+        dL/dε = Σ_i g_i D_i u_i = g·w_k,   D_i = θ_i (log) or c,   w_k = D ∘ u_k,
+
+    the derivative along the natural-units direction ``w_k`` a row's gradient is scored on.
+    Returns ``(w, d, error)``, ``error = rel_error(d(h/2), d)``: what extrapolation removed
+    from the finer step, the estimate of ``d``'s own error. Costs 4 solves per direction."""
+    directions, coarse = directional_central(loss, theta, units, h, log)
+    _, fine = directional_central(loss, theta, units, h / 2, log)
+    d = (4 * fine - coarse) / 3
+    return directions, d.tolist(), rel_error(fine, d)
+
+
+def directional_central(
+    loss: Callable[[np.ndarray], float], theta: np.ndarray, units: list[np.ndarray], h: float,
+    log: np.ndarray | None = None,
+) -> tuple[list[np.ndarray], np.ndarray]:  # fmt: skip
+    """One central difference per unit ``u_k`` at step ``h`` (:func:`directional_fd`'s
+    step): the natural-units directions ``w_k = D ∘ u_k`` and ``d_k ≈ g·w_k``."""
+    log = np.zeros(theta.size, bool) if log is None else np.asarray(log, bool) & (theta > 0)
+    c = max(1.0, float(np.max(np.abs(theta[~log]), initial=0.0)))
+
+    def at(u: np.ndarray, eps: float) -> np.ndarray:
+        return np.where(log, theta * np.exp(eps * u), theta + eps * c * u)
+
+    d = np.array([(loss(at(u, h)) - loss(at(u, -h))) / (2 * h) for u in units], dtype=float)
+    return [np.where(log, theta, c) * u for u in units], d
 
 
 def _cs_gradient(
@@ -386,27 +443,122 @@ class _FD:
     missing: str = ""
     #: Richardson extrapolation's spread (array problems), else None
     spread: float | None = None
+    #: the estimate of the gradient's own error (tiers' measure), None until known
+    error: float | None = None
+    #: the method string when the gradient is forward sensitivities ("" for FD)
+    sensitivity: str = ""
+
+
+def _cs_will_run(problem: Problem) -> bool:
+    """Whether :func:`cross_check` will try complex step (its size and abs() rules)."""
+    return (problem.n_params <= CS_MAX_PARAMS and problem.n_state <= CS_MAX_STATES
+            and _is_analytic(problem))  # fmt: skip
+
+
+def _extrapolated(
+    loss: Callable[[np.ndarray], Any], theta0: np.ndarray, log: np.ndarray, h: float,
+    coarse: np.ndarray | None = None,
+) -> _FD:
+    """Full FD at ``h`` (``coarse`` when already made) and ``h/2``, Richardson-extrapolated
+    (:func:`richardson`); its error estimate is ``|g_R − g(h/2)|`` on the tiers' measure."""
+    if coarse is None:
+        coarse = _fd_gradient(loss, theta0, log, h)
+    fine = _fd_gradient(loss, theta0, log, h / 2)
+    g = (4 * fine - coarse) / 3
+    scale = np.where(log, theta0, 1.0)
+    top = max(float(np.max(np.abs(fine))), 1e-300)
+    spread = float(np.max(np.abs(fine - coarse) / np.maximum(np.abs(fine), 1e-8 * top)))
+    return _FD(g, spread=spread, error=rel_error(fine * scale, g * scale))
 
 
 def _gradient(
     problem: Problem, loss: Callable[[np.ndarray], Any], theta0: np.ndarray, h: float
 ) -> _FD:
-    """Central FD: every component up to ``FULL_FD_MAX_PARAMS`` parameters (extrapolated
-    from ``h`` and ``h/2`` for an array problem, whose step is large: :func:`richardson`),
-    else along seeded directions. A solver failure at a perturbed θ leaves no gradient,
-    and says so."""
+    """Central FD: every component up to ``FULL_FD_MAX_PARAMS`` parameters, else along
+    seeded directions. Extrapolated from ``h`` and ``h/2`` (:func:`richardson`,
+    :func:`directional_fd`) wherever the complex-step check will not run to estimate the
+    error: an array problem (whose step is large), directional mode, many parameters,
+    abs(). A solver failure at a perturbed θ leaves no gradient, and says so."""
     log = np.asarray(problem.log_params)
     try:
         if problem.n_params > FULL_FD_MAX_PARAMS:
-            directions = _directions(problem.n_params, problem.content_hash)
-            directional = [_fd_directional(loss, theta0, v, h) for v in directions]
-            return _FD(np.zeros(0), directions, directional)
-        if problem.array is not None:
-            g, spread = richardson(loss, theta0, log, h)
-            return _FD(g, spread=spread)
+            units = _directions(problem.n_params, problem.content_hash)
+            directions, directional, err = directional_fd(loss, theta0, units, h, log)
+            return _FD(np.zeros(0), directions, directional, error=err)
+        if problem.array is not None or not _cs_will_run(problem):
+            return _extrapolated(loss, theta0, log, h)
         return _FD(_fd_gradient(loss, theta0, log, h))
     except ReferenceError as e:
         return _FD(np.zeros(0), missing=f"central FD at a perturbed θ: {e}")
+
+
+def _estimate(
+    fd: _FD, agreement: float | None, loss: Callable[[np.ndarray], Any],
+    theta0: np.ndarray, log: np.ndarray, h: float,
+) -> _FD:
+    """The gradient's error estimate: the complex-step agreement where it ran (it compares
+    the very gradient reported with one that has no truncation error), else Richardson's
+    ``|g_R − g(h/2)|``, the error of the finer step, which bounds the extrapolated one's
+    loosely (on the 2-D Brusselator at 512 states: 1.5e-4, where complex step finds 5.8e-7).
+    A plain FD whose complex step failed at run time is extrapolated now, so that no
+    reference gradient goes without an estimate."""
+    if fd.missing:
+        return fd
+    if agreement is not None:
+        fd.error = agreement
+        return fd
+    if fd.error is None:
+        try:
+            return _extrapolated(loss, theta0, log, h, coarse=fd.g)
+        except ReferenceError as e:
+            return _FD(np.zeros(0), missing=f"central FD at h/2 at a perturbed θ: {e}")
+    return fd
+
+
+def _sensitivities(
+    problem: Problem, cfg: _Settings, arrays: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> tuple[_FD | None, str]:
+    """Above ``CS_MAX_STATES`` states (no complex-step check; FD's two steps disagree by
+    up to 1e-2 on the 2-D Brusselator at 2,048 states) an array problem's gradient is
+    forward sensitivities (:func:`~sciml_bench.problem.sensitivity.array_gradient`) at
+    ``rtol/10`` and ``rtol`` (atol alike): the tighter is the reference, their difference
+    its error estimate. ``(None, why)`` where they do not apply or fail: FD instead."""
+    if problem.array is None or problem.n_state <= CS_MAX_STATES:
+        return None, ""
+    try:
+        _, loose = array_gradient(problem, arrays, cfg.rtol, cfg.atol, cfg.method)
+        _, tight = array_gradient(problem, arrays, cfg.rtol / 10, cfg.atol / 10, cfg.method)
+    except (SensitivityError, ArithmeticError, ValueError, MemoryError) as e:
+        first = " ".join(str(e).split())[:200]
+        return None, f"; forward sensitivities failed ({type(e).__name__}: {first}), so FD"
+    scale = np.where(np.asarray(problem.log_params), np.asarray(problem.theta0), 1.0)
+    text = (f"scipy.solve_ivp {cfg.method} with exact sparse Jacobian; forward sensitivities "
+            f"(complex step for df/dtheta) at rtol {cfg.rtol / 10:g}, atol {cfg.atol / 10:g}, "
+            f"against rtol {cfg.rtol:g}")  # fmt: skip
+    return _FD(tight, error=rel_error(loose * scale, tight * scale), sensitivity=text), ""
+
+
+def _estimate_text(fd: _FD) -> str:
+    """The end of the ``method`` string: directional extrapolation, the error estimate."""
+    if fd.missing or fd.error is None:
+        return ""
+    along = ("; along each direction at h and h/2, Richardson-extrapolated"
+             if fd.directions is not None else "")  # fmt: skip
+    return f"{along}; the gradient's own error estimate {fd.error:.2g} (relative, as tiered)"
+
+
+def _gradient_method(fd: _FD) -> str:
+    """The ``gradient_method`` string: what the FD (or the sensitivities) were."""
+    if fd.missing:
+        return "none"
+    if fd.sensitivity:
+        return "forward sensitivities at rtol/10, checked against rtol"
+    if fd.directions is not None:
+        return (f"central finite differences along {N_DIRECTIONS} seeded directions (log "
+                "space for positive parameters), at h and h/2, Richardson-extrapolated")  # fmt: skip
+    if fd.spread is not None:
+        return "central finite differences at h and h/2, Richardson-extrapolated"
+    return "central finite differences"
 
 
 def build(problem: Problem) -> Reference:
@@ -431,15 +583,19 @@ def build(problem: Problem) -> Reference:
     except ReferenceError as e:
         e.observations = None if observations is None else observations.tolist()
         raise
-    fd = _gradient(problem, loss, theta0, cfg.h)
-    g, directions, gradient_missing = fd.g, fd.directions, fd.missing
+    sens, failed = _sensitivities(problem, cfg, (W, O, C))
+    fd = sens or _gradient(problem, loss, theta0, cfg.h)
     log = np.asarray(problem.log_params)
-    agreement, skipped = cross_check(problem, lambda z: loss(z, "BDF"), g, theta0, log)
+    agreement, skipped = cross_check(problem, lambda z: loss(z, "BDF"), fd.g, theta0, log)
+    fd = _estimate(fd, agreement, loss, theta0, log, cfg.h)
+    g, directions, gradient_missing = fd.g, fd.directions, fd.missing
     return Reference(
         problem=problem.name,
         content_hash=problem.content_hash,
-        method=describe(cfg.method, cfg.h, agreement, skipped, gradient_missing,
-                        problem.array is not None, fd.spread),  # fmt: skip
+        method=(fd.sensitivity + checked(agreement, skipped) if fd.sensitivity
+                else describe(cfg.method, cfg.h, agreement, skipped, gradient_missing,
+                              problem.array is not None, fd.spread) + failed)
+        + _estimate_text(fd),  # fmt: skip
         rtol=cfg.rtol,
         atol=cfg.atol,
         t=list(problem.t_save),
@@ -447,13 +603,7 @@ def build(problem: Problem) -> Reference:
         observations=None if observations is None else observations.tolist(),
         loss=float(loss_of(y)),
         gradient=g.tolist(),
-        gradient_method=(
-            "none" if gradient_missing
-            else "central finite differences at h and h/2, Richardson-extrapolated"
-            if fd.spread is not None
-            else "central finite differences" if directions is None
-            else f"central finite differences along {N_DIRECTIONS} seeded unit directions"
-        ),  # fmt: skip
+        gradient_method=_gradient_method(fd),
         fd_step=cfg.h,
         complex_step_agreement=agreement,
         build_s=time.perf_counter() - start,
@@ -462,6 +612,9 @@ def build(problem: Problem) -> Reference:
         directional_derivatives=fd.directional,
         complex_step_skipped=skipped,
         gradient_missing=gradient_missing,
+        reference_error=None if gradient_missing else fd.error,
+        gradient_check="" if gradient_missing
+        else "full" if directions is None else f"directional {N_DIRECTIONS}",
     )
 
 

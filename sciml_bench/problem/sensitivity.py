@@ -1,4 +1,5 @@
-"""The reference gradient for training: forward sensitivities, solved by SciPy.
+"""The reference gradient by forward sensitivities, solved by SciPy: for training, and
+(:func:`array_gradient`, staggered, sparse) for array problems above 1,000 states.
 
 The finite-difference reference (:mod:`sciml_bench.problem.reference`) costs ``2P`` tight
 solves per gradient and, past 64 parameters, checks 8 directions only: too costly, or not
@@ -123,3 +124,51 @@ class Sensitivities:
             dS = self.jac(t, yc, theta) @ S + self.jac_p(t, yc, theta) * scale
             out[n:, m] = np.imag(dS).ravel() / CS_STEP
         return out
+
+
+
+def array_gradient(
+    problem: Problem, loss: tuple[np.ndarray, np.ndarray, np.ndarray], rtol: float,
+    atol: float, method: str = "BDF",
+) -> tuple[float, np.ndarray]:
+    """An array problem's ``L`` and ``∂L/∂θ`` (natural units) by staggered forward
+    sensitivities with the exact sparse Jacobian: ``y`` first (dense output), then the
+    linear system ``S̃_j' = J(t, y(t)) S̃_j + F̃_j`` for every column at once, with
+    ``F̃_j = θ_j ∂f/∂θ_j`` (log-space parameters) or ``∂f/∂θ_j`` by complex step in
+    ``θ_j`` through the generated RHS (no truncation error). Newton gets the exact
+    ``I_P ⊗ J`` (the system is linear in ``S̃``), both solves ``rtol``/``atol``. Solving
+    ``(y, S̃)`` together without the coupling block ``∂(J S̃)/∂y`` stalled at rtol 1e-9.
+    ``loss`` is ``(W, O, C)``. 2-D Brusselator at 512 states: 15 s at rtol 1e-9."""
+    import scipy.sparse as sp
+    from scipy.integrate import solve_ivp
+
+    ns = codegen.load_python(codegen.generate(problem, "numpy"))
+    rhs, jac = ns["rhs"], ns["jac_sparse"]
+    theta = np.asarray(problem.theta0, dtype=float)
+    n, P, t_save = problem.n_state, problem.n_params, np.asarray(problem.t_save)
+    log = np.asarray(problem.log_params, bool) & (theta > 0)
+    steps = [theta.astype(complex) for _ in range(P)]
+    for j, z in enumerate(steps):
+        z[j] = theta[j] * np.exp(1j * CS_STEP) if log[j] else theta[j] + 1j * CS_STEP
+    kw: dict[str, Any] = {"method": method, "t_eval": t_save, "rtol": rtol, "atol": atol}
+    ys = solve_ivp(lambda t, y: rhs(t, y, theta), problem.t_span,
+                   np.asarray(problem.y0, float), dense_output=True,
+                   jac=lambda t, y: jac(t, y, theta), **kw)  # fmt: skip
+
+    def f(t: float, s: np.ndarray) -> np.ndarray:
+        y = ys.sol(t)
+        F = np.stack([np.imag(rhs(t, y, z)) / CS_STEP for z in steps])
+        return (s.reshape(P, n) @ jac(t, y, theta).T + F).ravel()
+
+    def jz(t: float, s: np.ndarray) -> Any:
+        return sp.block_diag([sp.csc_matrix(jac(t, ys.sol(t), theta))] * P, format="csc")
+
+    sol = solve_ivp(f, problem.t_span, np.zeros(n * P), jac=jz, **kw) if ys.success else ys
+    if not sol.success:
+        raise SensitivityError(f"sensitivity solve ({method}) failed for {problem.name!r}: "
+                               f"{sol.message}")  # fmt: skip
+    W, O, C = loss
+    y, S = ys.y.T, sol.y.T.reshape(len(t_save), P, n)
+    g = np.einsum("in,ipn->p", 2.0 * W * (y - O) + C, S)
+    value = float(np.sum(W * (y - O) ** 2) + np.sum(C * y))
+    return value, g / np.where(log, theta, 1.0)

@@ -412,7 +412,7 @@ def compare(
     return compare_many([old], [new], alpha, floor, load_limit)
 
 
-def _by_case(runs: Sequence[Sequence[dict[str, Any]]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+def by_case(runs: Sequence[Sequence[dict[str, Any]]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
     """Each case's records across runs, in run order. A case repeated within one file is
     told apart by its occurrence (the 2nd pairs with the 2nd), as before."""
     out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
@@ -433,7 +433,7 @@ def compare_many(
     timing both sides measured, with the run as the unit where each side has two or
     more runs (:func:`compare_runs`); timings of rows measured under load are not judged
     (:func:`judge_load`)."""
-    old, new = _by_case(old_runs), _by_case(new_runs)
+    old, new = by_case(old_runs), by_case(new_runs)
     cases: list[CaseComparison] = []
     only_new: list[dict[str, Any]] = []
     for ukey, news in new.items():

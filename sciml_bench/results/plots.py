@@ -8,9 +8,10 @@ missing point is never silent. :func:`save` writes PNG and SVG.
 
 The figures:
 
-- :func:`work_precision_figure`: solution error (x) against the steady-state
-  median time (y) of solve and of gradient, log-log, one marked line per
-  backend/solver/gradient method through its tolerance rungs;
+- :func:`work_precision_figure`: error (x) against the steady-state median time (y),
+  log-log, one marked line per backend/solver/gradient method through its tolerance
+  rungs: the solve panel against the solution error, the gradient panel against the
+  gradient error (what a gradient's time buys);
 - :func:`ttfg_figure`: time to first gradient stacked by cold phase (median
   over cold processes), with the min-max spread of the total across processes; a
   failed row adds, hatched, the time it spent in the phase it failed in, and a row
@@ -68,6 +69,8 @@ TARGET_STYLES = ("--", "-.", (0, (1, 1)), (0, (6, 2, 1, 2, 1, 2)))
 #: the solve and gradient panels of the work-precision, growth and scaling figures:
 #: median time key, its IQR key, what it times
 TIME_PANELS = (("solve_s", "solve_iqr", "solve"), ("grad_s", "grad_iqr", "gradient"))
+#: the gradient panel's error: max_i |g_i - g_ref,i| / max(|g_ref,i|, floor) (measure.metrics)
+GRADIENT_ERROR = "gradient_error"
 
 
 @dataclass
@@ -237,14 +240,17 @@ def _samples(r: dict[str, Any], key: str) -> np.ndarray:
 
 
 def work_precision_figure(records: Sequence[dict[str, Any]], metric: str = "rel_l2") -> Plot:
-    """Error against steady-state median time, solve and gradient panels."""
+    """Error against steady-state median time: the solve panel's x is the solution error
+    (``metric``), the gradient panel's the gradient error against the reference gradient."""
     key = ERROR_METRICS[metric]
-    plot = Plot("work_precision", f"Work-precision ({METRIC_LABELS[metric]})")
+    plot = Plot("work_precision", f"Work-precision ({METRIC_LABELS[metric]}; gradient error)")
     plot.notes += _missing_rungs(records, key)
     cases: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         cases.setdefault(case_label(r), []).append(r)
-    lines = {p: _rungs(cases, key, p[0]) for p in TIME_PANELS}
+    error_of = {"solve_s": key, "grad_s": GRADIENT_ERROR}  # each panel's x: its own error
+    lines = {p: _rungs(cases, error_of[p[0]], p[0]) for p in TIME_PANELS}
+    plot.notes += _no_gradient_error(records)
     panels = [p for p in TIME_PANELS if any(lines[p].values())]
     if not panels:
         plot.notes.insert(0, "no ok case has both a solution error and a steady-state time")
@@ -259,13 +265,14 @@ def work_precision_figure(records: Sequence[dict[str, Any]], metric: str = "rel_
     order = list(cases)  # one colour and marker per case, the same in both panels
     handles: dict[str, Any] = {}
     for ax, panel in zip(axes[0], panels, strict=True):
+        err = error_of[panel[0]]
         for lab, rs in lines[panel].items():
             if rs:
-                line = _work_precision_line(ax, rs, key, panel, lab, order.index(lab))
+                line = _work_precision_line(ax, rs, err, panel, lab, order.index(lab))
                 handles.setdefault(lab, line)
                 if not one_rtol:
-                    _label_rtols(ax, rs, key, panel[0])
-        _work_precision_axes(ax, metric, panel[2])
+                    _label_rtols(ax, rs, err, panel[0])
+        _work_precision_axes(ax, metric if err == key else "gradient", panel[2])
     axes[0][-1].legend(
         list(handles.values()), list(handles), fontsize=8, loc="upper left",
         bbox_to_anchor=(1.02, 1.0), title="rtol next to each point" if not one_rtol else None,
@@ -290,14 +297,27 @@ def _missing_rungs(records: Sequence[dict[str, Any]], key: str) -> list[str]:
     return notes
 
 
+def _no_gradient_error(records: Sequence[dict[str, Any]]) -> list[str]:
+    """A note for each ok row with a gradient time but no gradient error to plot it at."""
+    return [f"not in the gradient panel: {case_label(r, True)}: no {GRADIENT_ERROR} recorded"
+            + (f" ({_short(r['gradient_error_note'])})" if r.get("gradient_error_note") else "")
+            for r in records if _is_ok(r) and finite(r.get("grad_s"))
+            and not _positive(r.get(GRADIENT_ERROR))]  # fmt: skip
+
+
+def _positive(x: Any) -> bool:
+    """A finite value above zero: a point a log axis can place."""
+    return finite(x) and x > 0
+
+
 def _rungs(
     cases: dict[str, list[dict[str, Any]]], key: str, time_key: str
 ) -> dict[str, list[dict[str, Any]]]:
-    """Each case's drawable rungs (ok, with an error ``key`` and a time ``time_key``), in
-    order of tolerance; a case with none keeps an empty list."""
+    """Each case's drawable rungs (ok, with an error ``key`` above zero, for the log axis,
+    and a time ``time_key``), in order of tolerance; a case with none keeps an empty list."""
     return {
         lab: sorted(
-            (r for r in rs if _is_ok(r) and finite(r.get(key)) and finite(r.get(time_key))),
+            (r for r in rs if _is_ok(r) and _positive(r.get(key)) and finite(r.get(time_key))),
             key=lambda r: r.get("rtol") or 0.0,
         )
         for lab, rs in cases.items()
@@ -335,14 +355,16 @@ def _label_rtols(ax: Any, rs: list[dict[str, Any]], key: str, time_key: str) -> 
 
 
 def _work_precision_axes(ax: Any, metric: str, what: str) -> None:
-    """Log-log axes, the error axis inverted so that more precise is to the right."""
+    """Log-log axes, the error axis inverted so that more precise is to the right;
+    ``metric`` names the x axis's error (``gradient``: the gradient error)."""
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.margins(0.1)  # room for the rtol labels at the ends of a line
     ax.invert_xaxis()  # more precise to the right, as in DiffEqDevTools
     _log_axis(ax.xaxis, sci=True)
     _log_axis(ax.yaxis, seconds=True)
-    ax.set_xlabel(f"{metric} error (more precise →)")
+    ax.set_xlabel("gradient error, max relative component (more precise →)"
+                  if metric == "gradient" else f"{metric} error (more precise →)")
     ax.set_ylabel(f"{what} time, median [IQR]")
     ax.set_title(what, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sciml_bench.results import growth, plots, scaling, training
+from sciml_bench.results import gradient_scaling, growth, plots, scaling, training
 from sciml_bench.results.store import Run
 from sciml_bench.results.table import (
     SIZED_COLUMNS,
@@ -293,8 +293,10 @@ def reference_sources(refs: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2") -> list[Block]:
-    """The report's blocks; figures are written to ``out/figures`` on the way."""
+def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2",
+          gradient_rtol: float | None = None) -> list[Block]:  # fmt: skip
+    """The report's blocks; figures are written to ``out/figures`` on the way; verdicts
+    judged against ``gradient_rtol`` (``--gradient-rtol``; None: the pass tier)."""
     metric_key = plots.ERROR_METRICS[metric]
     several = len(runs) > 1
     # with several files, "#1", "#2"... tell their cases apart in tables and figures
@@ -327,7 +329,8 @@ def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2") -> list[Block]
             if name == "cnn":
                 blocks += cnn_blocks(group, out, prefix)
             else:
-                blocks += _case_blocks(group, out, prefix, metric, metric_key, several)
+                blocks += _case_blocks(group, out, prefix, metric, metric_key, several,
+                                       gradient_rtol)  # fmt: skip
     return blocks
 
 
@@ -359,32 +362,39 @@ def _table(
     return Table(header, [([r.get("_run", "")] if several else []) + row(r) for r in recs])
 
 
-def verdict_blocks(recs: Sequence[dict[str, Any]], which: str = "whose gradient passes"
-                   ) -> list[Block]:  # fmt: skip
+def verdict_blocks(recs: Sequence[dict[str, Any]], which: str = "whose gradient passes",
+                   gradient_rtol: float | None = None) -> list[Block]:  # fmt: skip
     """The verdict under a table (:mod:`sciml_bench.results.verdict`), one item per
-    comparison (tolerance, size, results file)."""
-    from sciml_bench.measure.noise import NOISE_FLOOR
+    comparison (tolerance, size, results file), judged against ``gradient_rtol``."""
+    from sciml_bench.measure.noise import NOISE_FLOOR, PROCESS_FLOOR
     from sciml_bench.results import verdict
 
-    found = verdict.verdicts(recs)
+    found = verdict.verdicts(recs, gradient_rtol)
+    if gradient_rtol is not None:
+        which = f"whose gradient error is at most {gradient_rtol:g} (`--gradient-rtol`)"
     if not found:
         return []
     return [
         Para(f"**Verdict**: the fastest rows {which}, the ratio to the "
-             f"runner-up, and whether it clears the {NOISE_FLOOR:.2f}x noise floor:"),
+             f"runner-up, and whether it clears the {NOISE_FLOOR:.2f}x noise floor "
+             f"({PROCESS_FLOOR:g}x for steady timings and one-sample first ones)"
+             + ("; faster rows left out are named with the reason:"
+                if any(v.left_out or v.loaded for v in found) else ":")),
         Notes([v.text().removeprefix("verdict").lstrip(" :") for v in found]),
     ]  # fmt: skip
 
 
 def _case_blocks(
     recs: list[dict[str, Any]], out: Path, prefix: str, metric: str, metric_key: str,
-    several: bool,
+    several: bool, gradient_rtol: float | None = None,
 ) -> list[Block]:  # fmt: skip
     """The table, failure notes and figures of one problem's cases on one machine."""
     ens = [r for r in recs if scaling.is_ensemble(r)]
-    blocks: list[Block] = _ensemble_blocks(ens, out, prefix, metric_key, several) if ens else []
+    blocks: list[Block] = _ensemble_blocks(ens, out, prefix, metric_key, several,
+                                                      gradient_rtol) if ens else []  # fmt: skip
     sized = [r for r in recs if growth.is_sized(r)]
     blocks += _sized_blocks(sized, out, prefix, several) if sized else []
+    blocks += verdict_blocks(sized, gradient_rtol=gradient_rtol)  # one per size (and rtol)
     trained = [r for r in recs if training.is_training(r)]
     blocks += _training_blocks(trained, out, prefix, several) if trained else []
     recs = [r for r in recs if not scaling.is_ensemble(r) and not growth.is_sized(r)
@@ -395,7 +405,7 @@ def _case_blocks(
     blocks += titled_notes("Failures and notes:", failure_notes(recs) + reference_notes(recs))
     # cases timed beside others on their host
     blocks += titled_notes("Load:", load_notes(recs))
-    blocks += verdict_blocks(recs)
+    blocks += verdict_blocks(recs, gradient_rtol=gradient_rtol)
     ok = [r for r in recs if r.get("kind", "ode") == "ode"]
     for plot in (
         plots.work_precision_figure(ok, metric),
@@ -408,7 +418,8 @@ def _case_blocks(
 
 
 def _ensemble_blocks(
-    recs: list[dict[str, Any]], out: Path, prefix: str, metric_key: str, several: bool
+    recs: list[dict[str, Any]], out: Path, prefix: str, metric_key: str, several: bool,
+    gradient_rtol: float | None = None,
 ) -> list[Block]:
     """An ensemble problem: one row per ladder rung, where ladders stopped, failures, and
     the scaling figure with its crossovers in words."""
@@ -424,7 +435,7 @@ def _ensemble_blocks(
         _table(recs, ENSEMBLE_COLUMNS, lambda r: ensemble_row(r, metric_key), several),
         *titled_notes("Ladders that stopped:", ladder_stops(recs)),
         *titled_notes("Failures and notes:", failure_notes(recs)),
-        *verdict_blocks(recs),
+        *verdict_blocks(recs, gradient_rtol=gradient_rtol),
     ]
     blocks.append(_figure(scaling.scaling_figure(recs), out, prefix))
     texts = scaling.scaling_texts(recs)
@@ -442,8 +453,8 @@ def _sized_blocks(
     blocks: list[Block] = [
         Para(
             "Array problem: one row per backend x solver x Jacobian kind x size, each size in a "
-            "fresh worker (TTFG from that one process; its first solve and gradient are the "
-            "warm-up). states: n; jac nnz: the exact Jacobian's structural non-zeros; peak MB: "
+            "fresh worker (TTFG from that one process; its first gradient and one untimed solve "
+            "are the warm-up). states: n; jac nnz: the exact Jacobian's structural non-zeros; peak MB: "
             "the worker's peak RSS. p: the slope of log time against log n between the two "
             "largest sizes a line completed."
         ),
@@ -453,13 +464,17 @@ def _sized_blocks(
         ("Growth (time ∝ states^p):", growth.growth_texts(recs)),
         ("Dense ÷ sparse at the largest size both completed:", growth.ratio(recs)),
         ("Linear solvers, as each library names them:", growth.linear_solvers(recs)),
+        *((f"{title[0].upper()}{title[1:]}:", lines)
+          for title, lines in gradient_scaling.titled_notes(recs)),
         ("Reference tolerances loosened at size:",
          sorted({f"size {r['size']}: {r['reference_note']}" for r in recs
                  if r.get("reference_note")})),
-        ("Failures and notes:", failure_notes(recs)),
+        ("Failures and notes:", failure_notes(recs) + reference_notes(recs)),
     ):  # fmt: skip
         blocks += titled_notes(title, lines)
     blocks.append(_figure(growth.growth_figure(recs), out, prefix))
+    if gradient_scaling.laddered_params(recs):
+        blocks.append(_figure(gradient_scaling.gradient_scaling_figure(recs), out, prefix))
     return blocks
 
 
@@ -473,8 +488,10 @@ def _training_blocks(
             "one fresh worker, Adam with the declared constants in the library's own loop, "
             "from the problem's initial parameters. ms/iter: median timed iteration [IQR] "
             "(gradient and update). To target: the first iteration whose loss reached the "
-            "target and the wall time to it, from the first iteration's start (compilation "
-            "included; in brackets, with the first iteration counted at the median). Curve "
+            "target and the wall time to it, from the build's start (build and compilation "
+            "included, for every backend; in brackets, the iterations alone with the first "
+            "at most the median). Gradient at iterates: the worst error of the backend's "
+            "gradient against the reference's at the reference curve's iterates. Curve "
             "vs reference: the largest relative deviation of the loss curve from SciPy's "
             "reference curve (its forward-sensitivity gradient in the same Adam loop) over "
             "the first K iterations; pass ≤ 1e-3, warn ≤ 1e-2, else fail, with the iteration "
@@ -482,6 +499,7 @@ def _training_blocks(
         ),
         _table(recs, training.COLUMNS, _training_row, several),
         *titled_notes("Failures and notes:", failure_notes(recs)),
+        Para("**Verdict** " + training.verdict_text(recs).removeprefix("verdict ")),
     ]
     blocks.append(_figure(training.training_figure(recs), out, prefix))
     return blocks
@@ -611,10 +629,11 @@ def to_html(blocks: Sequence[Block]) -> str:
     )
 
 
-def write(runs: Sequence[Run], out: Path, metric: str = "rel_l2") -> dict[str, Path]:
+def write(runs: Sequence[Run], out: Path, metric: str = "rel_l2",
+          gradient_rtol: float | None = None) -> dict[str, Path]:  # fmt: skip
     """Write ``report.md``, ``report.html`` and ``figures/*.png|svg`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    blocks = build(runs, out, metric)
+    blocks = build(runs, out, metric, gradient_rtol)
     md = out / "report.md"
     md.write_text(to_markdown(blocks, out), encoding="utf-8")
     page = out / "report.html"

@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from sciml_bench.results import growth, training
+from sciml_bench.results import gradient_scaling, growth, training
 
 ODE_COLUMNS = (
     "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s", "solve ms [IQR]",
@@ -27,7 +27,7 @@ JSON_KEYS = (
     # where and beside what it ran (stored rows have them; --executor dask rows too)
     "host", "hardware", "dask_worker", "concurrent_cases", "threads", "threads_source",
     "xla_threads", "worker_threads",
-    "grad_rss_mb", "grad_rss_source", "kind",
+    "grad_rss_mb", "grad_rss_source", "grad_warm_rss_mb", "grad_warm_rss_source", "kind",
     # the floating-point type computed in and asked for (--dtype), a fixed step (--dt)
     "dtype", "dtype_requested", "dt",
 )
@@ -38,6 +38,8 @@ CLAIM_JSON_KEYS = (
     "failed_phase_s", "failed_phase_s_estimated", "reference_method", "complex_step_agreement",
     "complex_step_skipped", "reference_unverified", "reference_source", "reference_path",
     "solution_error_note", "gradient_error_note",
+    # which check scored the gradient, the reference's own error, why a row is unjudged
+    "gradient_check", "reference_error", "gradient_tier_note",
 )  # fmt: skip
 
 
@@ -218,15 +220,16 @@ def control_cell(r: dict[str, Any]) -> str:
 
 
 def grad_memory_cell(r: dict[str, Any]) -> str:
-    """What the first gradient needed in memory: on the CPU the RAM above the worker's RSS
-    before it (``grad_rss_mb``; ``≥`` marks a sampled lower bound), on a GPU the
-    allocator's peak over the case (``alloc_peak_mb``, ``gpu``); ``-`` when not measured."""
+    """What a gradient call needed in memory: on the CPU the RAM above the worker's RSS
+    before the first call (``grad_rss_mb``, compilation included), then ``/`` that of a
+    compiled call after the steady samples (``grad_warm_rss_mb``) where measured (``≥``
+    marks a sampled lower bound); on a GPU the allocator's peak over the case
+    (``alloc_peak_mb``, ``gpu``); ``-`` when not measured."""
     if r.get("device") == "cuda" and r.get("alloc_peak_mb") is not None:
         return f"{r['alloc_peak_mb']:.3g} gpu"
-    mb = r.get("grad_rss_mb")
-    if mb is None:
-        return "-"
-    return ("≥" if r.get("grad_rss_source") == "sampled" else "") + f"{mb:.3g}"
+    cells = [("≥" if r.get(f"{key}_source") == "sampled" else "") + f"{r[key]:.3g}"
+             for key in ("grad_rss_mb", "grad_warm_rss_mb") if r.get(key) is not None]  # fmt: skip
+    return " / ".join(cells) or "-"
 
 
 def ttfg_cell(r: dict[str, Any], ok_cell: str | None = None) -> str:
@@ -252,19 +255,46 @@ def _finite(x: Any) -> bool:
 def error_cells(r: dict[str, Any], sol: str, grad: str) -> tuple[str, str]:
     """The solution- and gradient-error cells (formatted by the caller) with what they
     claim: ``no ref`` where there was nothing to score against, ``*`` after a gradient
-    error scored against an unverified reference (notes: :func:`reference_notes`)."""
+    error scored against an unverified reference, ``†`` after a ladder rung's scored
+    against a reference that was never cross-checked (notes: :func:`reference_notes`)."""
     if r.get("solution_error_note"):
         sol = "no ref"
     if r.get("gradient_error_note"):
         grad = "no ref"
     elif r.get("reference_unverified") and r.get("gradient_error") is not None:
         grad += "*"
+    elif unchecked(r):
+        grad += "†"
     return sol, grad
+
+
+def unchecked(r: dict[str, Any]) -> bool:
+    """Whether a ladder rung's gradient error is scored against a reference gradient that
+    no complex-step cross-check verified (``complex_step_skipped``: above 1,000 states its
+    three complex BDF solves cost too much) and that gives no error estimate of its own
+    (``reference_error``: references from version 6 on give one, and their tier is gated on
+    it). Single-trajectory rows are not marked: their reference's ``method`` says whether the
+    check ran."""
+    return (growth.is_sized(r) and bool(r.get("complex_step_skipped"))
+            and r.get("gradient_error") is not None
+            and r.get("reference_error") is None)  # fmt: skip
+
+
+def _unchecked_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One ``†`` line per reason a ladder's cross-check did not run, with its sizes."""
+    sizes: dict[str, list[str]] = {}
+    for r in records:
+        if unchecked(r):
+            sizes.setdefault(str(r["complex_step_skipped"]), []).append(str(r.get("size")))
+    return [f"† size {', '.join(dict.fromkeys(n))}: the reference gradient was not "
+            f"cross-checked by complex step, {why.removeprefix('not run: ')}: its finite "
+            "differences are unverified" for why, n in sizes.items()]  # fmt: skip
 
 
 def reference_notes(records: Sequence[dict[str, Any]]) -> list[str]:
     """One line per distinct thing a problem's rows claim about their numbers: no
-    reference (or no reference gradient) and why, an unverified reference, TTFG columns
+    reference (or no reference gradient) and why, an unverified reference (``*``), ladder
+    rungs whose reference was never cross-checked (``†``), TTFG columns
     that are times to first solve, and failed rows' partial TTFG."""
     from sciml_bench.measure.metrics import PASS_TOL
 
@@ -284,6 +314,7 @@ def reference_notes(records: Sequence[dict[str, Any]]) -> list[str]:
                 f"{PASS_TOL / 100:g} (PASS_TOL/100)"
             )
             break
+    out += _unchecked_notes(records)
     solve = sorted({str(r.get("backend")) for r in records
                     if r.get("ttfg_kind") == "solve" and _finite(r.get("ttfg_s"))})  # fmt: skip
     if solve:  # "scipy computes ...; its", "scipy and X compute ...; their"
@@ -331,8 +362,9 @@ def render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out)
 
 
-def table(records: Sequence[dict[str, Any]]) -> str:
-    """One table per problem, failures with their reasons underneath."""
+def table(records: Sequence[dict[str, Any]], gradient_rtol: float | None = None) -> str:
+    """One table per problem, failures with their reasons underneath, then its verdict
+    (judged against ``gradient_rtol``; None: the pass tier)."""
     out: list[str] = []
     problems: dict[str, list[dict[str, Any]]] = {}
     for r in records:
@@ -355,6 +387,7 @@ def table(records: Sequence[dict[str, Any]]) -> str:
         if trained:
             rows = [training.row(r, device_cell(r)) for r in trained]
             out += [f"\n{name} (training)", render(training.COLUMNS, rows)]
+            out += training.verdict_lines(trained, gradient_rtol)
         other = [r for r in other if r.get("kind") not in ("cnn", "ensemble", "train")]
         if cnn:
             out += [f"\n{name}", render(CNN_COLUMNS, [cnn_row(r) for r in cnn])]
@@ -371,11 +404,11 @@ def table(records: Sequence[dict[str, Any]]) -> str:
                 f"{', '.join(labels)}: {status}: {reason}", width=100, subsequent_indent="    "
             )
             out.append("  " + wrapped)
-        for note in reference_notes(ode):
+        for note in reference_notes(ode + sized):
             out.append("  " + textwrap.fill(note, width=100, subsequent_indent="    "))
         out += [textwrap.fill(n, width=100, initial_indent="  ", subsequent_indent="    ")
                 for n in load_notes(recs)]  # fmt: skip
-        out += verdict_lines(recs)
+        out += verdict_lines(recs, gradient_rtol)
     return "\n".join(out).lstrip("\n")
 
 
@@ -387,6 +420,7 @@ def sized_notes(records: Sequence[dict[str, Any]]) -> list[str]:
         ("growth, time ∝ states^p between the two largest sizes completed", growth.growth_texts(records)),
         ("dense ÷ sparse at the largest size both completed", growth.ratio(records)),
         ("linear solvers", growth.linear_solvers(records)),
+        *gradient_scaling.titled_notes(records),
     ):  # fmt: skip
         if lines:
             out.append(f"  {title}:")
@@ -484,19 +518,24 @@ def generic_table(records: Sequence[dict[str, Any]]) -> str:
     return render(keys, rows)
 
 
-def verdict_lines(records: Sequence[dict[str, Any]]) -> list[str]:
-    """The verdict lines of one problem's rows (:mod:`sciml_bench.results.verdict`)."""
+def verdict_lines(
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
+) -> list[str]:
+    """The verdict lines of one problem's rows (:mod:`sciml_bench.results.verdict`),
+    judged against ``gradient_rtol`` (``--gradient-rtol``; None: the pass tier)."""
     from sciml_bench.results import verdict
 
-    return verdict.lines(records)
+    return verdict.lines(records, gradient_rtol=gradient_rtol)
 
 
-def json_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def json_records(
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
+) -> list[dict[str, Any]]:
     """What ``--json`` prints: every case's :func:`json_record`, then the verdicts
     (records with ``kind = "verdict"``; consumers of case rows skip them by kind)."""
     from sciml_bench.results import verdict
 
-    return [json_record(r) for r in records] + verdict.json_records(records)
+    return [json_record(r) for r in records] + verdict.json_records(records, gradient_rtol)
 
 
 def json_record(r: dict[str, Any]) -> dict[str, Any]:

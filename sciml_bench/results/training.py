@@ -2,10 +2,18 @@
 
 The table has one row per backend x solver x gradient method x device: time to first
 gradient, median seconds per iteration [IQR], the iteration and wall time at which the
-loss first reached the target (with the first iteration's compilation, and without it:
-``warm``) or ``not reached``, the final loss, the curve's agreement with the reference
-curve over its first K iterations (max relative deviation, tier, the iteration where it
-departed) and the iterations done.
+loss first reached the target, from the build's start (build and compilation included,
+:data:`sciml_bench.measure.training.CLOCK`; in brackets ``warm``: the iterations alone,
+the first at most the median) or ``not reached``, the final loss, the curve's agreement
+with the reference curve over its first K iterations (max relative deviation, tier, the
+iteration where it departed), the worst gradient error at the reference's iterates (and
+its tier) and the iterations done.
+
+The verdict under the table (:func:`verdict_lines`) names the fastest row to the target
+among those that qualify: ``ok``, the target reached, and gradients at the iterates within
+``gradient_rtol`` (default the pass tier, 1e-4), not timed under load. A time to target is
+one process a side, so the ratio to the runner-up must clear
+:data:`~sciml_bench.measure.noise.PROCESS_FLOOR` to name a winner; inside it the two tie.
 
 The figure (:func:`training_figure`) draws each row's loss against wall time and against
 iteration, log loss, the target as a horizontal line and, on the iteration panel, the
@@ -17,18 +25,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sciml_bench.measure.metrics import PASS_TOL
+from sciml_bench.measure.noise import LOAD_LIMIT, PROCESS_FLOOR, clears_noise, others_load
 from sciml_bench.results.plots import MARKERS, Plot, _finish, _log_axis, _plt, case_label, finite
 
 COLUMNS = (
     "backend", "solver", "gradient", "device", "status", "TTFG s", "ms/iter [IQR]",
-    "to target: iter, s (warm s)", "final loss", "curve vs reference", "iterations",
+    "to target: iter, s (warm s)", "final loss", "curve vs reference",
+    "gradient at iterates", "iterations",
 )  # fmt: skip
 
 #: keys of a training row in the machine-readable (--json) record, besides the ODE keys
 JSON_KEYS = (
     "kind", "iterations", "iterations_done", "iteration_s", "first_iteration_s",
     "target_loss", "target_reached", "target_iteration", "time_to_target_s",
-    "time_to_target_warm_s", "initial_loss", "final_loss", "curve_deviation",
+    "time_to_target_warm_s", "time_to_target_clock", "iterate_gradient_error",
+    "iterate_gradient_tier", "iterate_gradient_worst_at", "initial_loss", "final_loss", "curve_deviation",
     "curve_departed_at", "curve_tier", "curve_compared", "learning_rate", "beta1", "beta2",
     "eps",
 )  # fmt: skip
@@ -74,6 +86,16 @@ def agreement(r: dict[str, Any]) -> str:
     return s
 
 
+def iterate_gradient(r: dict[str, Any]) -> str:
+    """``3.2e-07 pass``; ``1.0e-02 warn at 7`` (the worst iterate, when not θ0); ``-``."""
+    e = r.get("iterate_gradient_error")
+    if not isinstance(e, int | float):
+        return "-"
+    at = r.get("iterate_gradient_worst_at")
+    where = f" at {at}" if at else ""
+    return f"{e:.1e} {r.get('iterate_gradient_tier', '')}".rstrip() + where
+
+
 def row(r: dict[str, Any], device: str) -> list[str]:
     """One training row of the terminal table (and, marked up, the report's); ``device`` is
     the row's device cell (:func:`sciml_bench.results.table.device_cell`)."""
@@ -89,6 +111,7 @@ def row(r: dict[str, Any], device: str) -> list[str]:
         to_target(r),
         _num(r.get("final_loss"), ".3g"),
         agreement(r),
+        iterate_gradient(r),
         f"{done}/{n}" if done is not None and n is not None and r.get("status") != "unavailable"
         else "-",
     ]
@@ -134,7 +157,7 @@ def training_figure(records: Sequence[dict[str, Any]]) -> Plot:
     if all(t > 0 for r in recs for t in r["curve_time_s"]):  # compilation can dwarf the rest
         ax_t.set_xscale("log")
         _log_axis(ax_t.xaxis, seconds=True)
-    ax_t.set_xlabel("wall time (timed iterations; the first includes compilation)")
+    ax_t.set_xlabel("wall time from the build's start (build, compilation, timed iterations)")
     ax_i.set_xlabel("iteration")
     ax_i.legend(fontsize=7, loc="best")
     _finish(fig, recs, plot.title)
@@ -146,3 +169,94 @@ def _label(r: dict[str, Any]) -> str:
     """``backend solver gradient_method``, and the device when it is not the CPU."""
     dev = r.get("device")
     return case_label(r) + (f" on {dev}" if dev not in (None, "", "cpu") else "")
+
+
+# --- the verdict under the table ---------------------------------------------------------------
+
+#: the criterion: seconds from the build's start to the target loss
+CRITERION = "time to target"
+
+
+def qualifies(r: dict[str, Any], gradient_rtol: float = PASS_TOL) -> bool:
+    """``ok``, the target reached, the worst gradient error at the reference iterates at
+    most ``gradient_rtol`` (NaN never is), and not timed under load."""
+    e, load = r.get("iterate_gradient_error"), others_load(r)
+    return (r.get("status") == "ok" and bool(r.get("target_reached"))
+            and finite(r.get("time_to_target_s")) and isinstance(e, int | float)
+            and e <= gradient_rtol and not (load is not None and load > LOAD_LIMIT))  # fmt: skip
+
+
+def verdict_text(records: Sequence[dict[str, Any]], gradient_rtol: float | None = None) -> str:
+    """One sentence: the fastest qualifying row to the target (:func:`qualifies`), the
+    ratio ``t_runner_up / t_fastest`` and whether it clears the one-process floor
+    (:data:`PROCESS_FLOOR`), or why no row qualifies; then the rows that reached the
+    target sooner but were left out for their gradients, with their errors."""
+    from sciml_bench.results.verdict import label
+
+    rtol = PASS_TOL if gradient_rtol is None else float(gradient_rtol)
+    rows = [r for r in records if is_training(r)]
+    good = sorted((r for r in rows if qualifies(r, rtol)), key=lambda r: r["time_to_target_s"])
+    if not good:
+        return f"verdict ({CRITERION}): {_why_none(rows, rtol)}"
+    win = good[0]
+    head = f"{label(win)} ({win['time_to_target_s']:.3g} s from the build's start)"
+    if len(good) == 1:
+        body = (f"{head} is the only row that reached the target with gradients at the "
+                f"iterates within {rtol:.0e}")  # fmt: skip
+    else:
+        ratio = good[1]["time_to_target_s"] / win["time_to_target_s"]
+        other = f"{label(good[1])} ({good[1]['time_to_target_s']:.3g} s)"
+        body = (f"{head}, {ratio:.2f}x faster than {other}" if clears_noise(ratio, PROCESS_FLOOR)
+                else f"{head} and {other} tie: {ratio:.2f}x is inside the "
+                f"{PROCESS_FLOOR:.2f}x one-process floor")  # fmt: skip
+    sooner = [r for r in rows if r.get("status") == "ok" and not qualifies(r, rtol)
+              and finite(r.get("time_to_target_s"))
+              and r["time_to_target_s"] < win["time_to_target_s"]]  # fmt: skip
+    if sooner:
+        body += "; sooner but left out: " + "; ".join(
+            f"{label(r)} ({r['time_to_target_s']:.3g} s): {_gradient_said(r)}" for r in sooner)
+    return f"verdict ({CRITERION}): {body}"
+
+
+def _gradient_said(r: dict[str, Any]) -> str:
+    """Why a row that reached the target sooner does not qualify (load or gradient)."""
+    load, e = others_load(r), r.get("iterate_gradient_error")
+    if isinstance(e, int | float):
+        if load is not None and load > LOAD_LIMIT and e <= PASS_TOL:
+            return f"timed under load (others_cpu {load:.2f})"
+        return f"gradient error at the iterates {e:.2e} {r.get('iterate_gradient_tier', '')}".rstrip()
+    return "gradients not checked at the iterates" + (
+        f" ({r['iterate_gradient_note']})" if r.get("iterate_gradient_note") else "")
+
+
+def _why_none(rows: Sequence[dict[str, Any]], rtol: float) -> str:
+    """Why no training row qualifies, in one clause."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if not ok:
+        return "no row finished its training"
+    reached = [r for r in ok if r.get("target_reached")]
+    if not reached:
+        return "no row reached the target loss"
+    checked = [r for r in reached if isinstance(r.get("iterate_gradient_error"), int | float)]
+    if not checked:
+        return "no row that reached the target has its gradients checked at the iterates"
+    accurate = [r for r in checked if r["iterate_gradient_error"] <= rtol]
+    if accurate:
+        return f"every row that reached the target with gradients within {rtol:.0e} was " \
+               f"timed under load (others_cpu above {LOAD_LIMIT:g} cores)"
+    best = min(checked, key=lambda r: r["iterate_gradient_error"])
+    return (f"no row reached the target with gradients at the iterates within {rtol:.0e} "
+            f"(the best: {case_label(best)}, {best['iterate_gradient_error']:.2e})")
+
+
+def verdict_lines(
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None, width: int = 100
+) -> list[str]:
+    """The verdict under a problem's training table, wrapped at ``width`` (none without
+    training rows)."""
+    import textwrap
+
+    if not any(is_training(r) for r in records):
+        return []
+    return [textwrap.fill(verdict_text(records, gradient_rtol), width=width,
+                          subsequent_indent="    ")]  # fmt: skip

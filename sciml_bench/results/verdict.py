@@ -1,8 +1,11 @@
 """The verdict under a problem's table: which row to use, by how much, and whether it shows.
 
-Among the rows of one comparison that qualify (ODE and ensemble rows: status ``ok`` and a
-gradient in the *pass* tier; CNN rows: ``ok``, trained beyond chance and not flagged for
-lost accuracy), each criterion names its fastest row by the median of its samples:
+Among the rows of one comparison that qualify (ODE and ensemble rows: status ``ok``, a
+gradient error ``e <= gradient_rtol`` (default :data:`~sciml_bench.measure.metrics.PASS_TOL`
+= 1e-4, the *pass* tier; ``--gradient-rtol`` on ``run``, ``show`` and ``report``) and timed
+with other processes taking at most :data:`~sciml_bench.measure.noise.LOAD_LIMIT` cores
+(``others_cpu``); CNN rows: ``ok``, trained beyond chance and not flagged for lost
+accuracy), each criterion names its fastest row by the median of its samples:
 
 - ODE and ensemble rows: the **steady gradient** (``grad_s``) and the **first gradient**
   (``ttfg_s``, time to first gradient of a fresh process);
@@ -12,10 +15,19 @@ Each winner comes with the ratio ``r = t_runner_up / t_fastest >= 1`` and whethe
 clears the noise floor (:func:`sciml_bench.measure.noise.clears_noise`); inside it the
 two are a tie. Steady criteria (each row's samples from one run's few processes) must clear
 :data:`~sciml_bench.measure.noise.PROCESS_FLOOR` (2.1x), since fresh processes of the
-same code differ by up to 2x; first-process criteria, the run-to-run floor (1.1x). A comparison is one set of rows that answer the same question: one
-``size`` (an ensemble's rung, a size ladder's size), one ``rtol``, one results file in a
-report of several; CNN rows also one model, precision, pipeline and dataset. When no row
-qualifies, one sentence says why. Computed when read, never stored.
+same code differ by up to 2x; first-process criteria, the run-to-run floor (1.1x), unless
+either row holds a single sample of it (``--quick``, a ladder's rung): one fresh process a
+side is the process-to-process spread again, so PROCESS_FLOOR. A comparison is one set of
+rows that answer the same question: one ``size`` (an ensemble's rung, a size ladder's
+size), one ``rtol``, one results file in a report of several; CNN rows also one model,
+precision, pipeline and dataset.
+
+No row drops out in silence (ODE and ensemble rows): a row that computed a gradient and is
+faster than a winner by its ratio ``t_winner / t_row > 1`` but does not qualify is named
+beside the winner with the ratio, whether it clears the pair's floor, and why it was left
+out (its gradient error and tier, so that a 1.18e-4 ``warn`` row 174x faster is seen and
+judged by the reader, not hidden by the fourth digit); rows timed under load are named
+apart. When no row qualifies, one sentence says why. Computed when read, never stored.
 """
 
 from __future__ import annotations
@@ -27,7 +39,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.measure.noise import NOISE_FLOOR, PROCESS_FLOOR, clears_noise
+from sciml_bench.measure.metrics import PASS_TOL, WARN_TOL
+from sciml_bench.measure.noise import (
+    LOAD_LIMIT,
+    NOISE_FLOOR,
+    PROCESS_FLOOR,
+    clears_noise,
+    others_load,
+)
 
 #: keys whose values split rows into separate comparisons (absent keys are ignored)
 GROUP_KEYS = ("_run", "size", "rtol")
@@ -38,10 +57,33 @@ CNN_CRITERIA = (("training", "train_s"), ("first step", "time_to_first_step_s"))
 #: criteria whose samples all come from one process per row: two rows' medians differ by
 #: process-level noise too (up to 2.03x measured between fresh processes of identical
 #: code), so their floor is PROCESS_FLOOR; first gradient and first step are fresh
-#: processes already, and keep NOISE_FLOOR
+#: processes already, and keep NOISE_FLOOR (unless a row holds one sample: SAMPLE_KEYS)
 ONE_PROCESS = ("steady gradient", "training")
+#: the raw samples behind a median, where a record keeps them: a first gradient from one
+#: cold process is one draw of the process-to-process spread, judged at PROCESS_FLOOR
+SAMPLE_KEYS = {"ttfg_s": "ttfg_samples", "grad_s": "grad_samples"}
 #: what names a row in a verdict, in order (present, non-default values only)
 LABEL_KEYS = ("backend", "solver", "gradient_method", "semantics")
+#: the gradient accuracy a row must reach by default: the *pass* tier
+DEFAULT_GRADIENT_RTOL = PASS_TOL
+#: faster rows left out that a verdict's line names, the fastest first (--json: all)
+MAX_LEFT_OUT = 5
+
+
+def samples(r: dict[str, Any], key: str) -> int | None:
+    """How many raw samples ``r``'s median ``key`` comes from, or None where the record
+    keeps no sample list for it (CNN timings, hand-built records)."""
+    raw = r.get(SAMPLE_KEYS.get(key, ""))
+    return len(raw) if isinstance(raw, list | tuple) else None
+
+
+def pair_floor(criterion: str, key: str, a: dict[str, Any], b: dict[str, Any]) -> float:
+    """The ratio two rows' medians of ``key`` must differ by to be told apart:
+    PROCESS_FLOOR for a one-process criterion or where either row holds a single sample,
+    else NOISE_FLOOR."""
+    if criterion in ONE_PROCESS or 1 in (samples(a, key), samples(b, key)):
+        return PROCESS_FLOOR
+    return NOISE_FLOOR
 
 
 @dataclass(frozen=True)
@@ -61,9 +103,21 @@ class Pick:
         return float(self.runner_up[self.key]) / float(self.winner[self.key])
 
     @property
+    def one_sample(self) -> bool:
+        """Whether the winner or the runner-up holds one sample of a first-process timing."""
+        if self.criterion in ONE_PROCESS:
+            return False
+        rows = (self.winner,) if self.runner_up is None else (self.winner, self.runner_up)
+        return any(samples(r, self.key) == 1 for r in rows)
+
+    @property
     def floor(self) -> float:
         """The ratio this criterion must clear to name a winner (else a tie)."""
-        return PROCESS_FLOOR if self.criterion in ONE_PROCESS else NOISE_FLOOR
+        return PROCESS_FLOOR if self.criterion in ONE_PROCESS or self.one_sample else NOISE_FLOOR
+
+    @property
+    def floor_name(self) -> str:
+        return "one-sample floor" if self.one_sample else "noise floor"
 
     @property
     def clears_noise(self) -> bool | None:
@@ -72,8 +126,47 @@ class Pick:
 
 
 @dataclass(frozen=True)
+class Faster:
+    """One criterion by which a left-out row beat the winner (``ratio = t_winner / t_row
+    > 1``) or at least the runner-up (``ratio <= 1``), its seconds, and the floor the row
+    and the winner must differ by."""
+
+    criterion: str
+    seconds: float
+    ratio: float
+    floor: float
+
+    @property
+    def clears_noise(self) -> bool:
+        """Whether it beat the winner by more than the floor."""
+        return self.ratio > 1 and clears_noise(self.ratio, self.floor)
+
+    def text(self) -> str:
+        head = f"{self.criterion} {_seconds(self.seconds)}"
+        if self.ratio <= 1:
+            return f"{head}, ahead of the runner-up"
+        inside = "" if self.clears_noise else f", inside the {self.floor:.2f}x floor"
+        return f"{head}, {_times(self.ratio)} faster{inside}"
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A row that does not qualify but beat a winner or its runner-up, and why."""
+
+    row: dict[str, Any]
+    why: str
+    faster: tuple[Faster, ...]
+
+    def text(self) -> str:
+        """``diffsol bdf forward sparse Jacobian (steady gradient 33 ms, 174x faster):
+        gradient error 1.18e-04, warn``."""
+        return f"{label(self.row)} ({'; '.join(f.text() for f in self.faster)}): {self.why}"
+
+
+@dataclass(frozen=True)
 class Verdict:
-    """One comparison's verdict: its group, the picks, or why nothing qualified."""
+    """One comparison's verdict: its group, the picks, or why nothing qualified; the faster
+    rows left out and the rows timed under load."""
 
     problem: str
     group: dict[str, Any]
@@ -82,17 +175,37 @@ class Verdict:
     reason: str | None
     #: what a qualifying row is, for the sentence of a lone one
     noun: str = "row with a passing gradient"
+    left_out: tuple[LeftOut, ...] = ()
+    #: rows accurate enough whose others_cpu exceeded LOAD_LIMIT: left out for the load
+    loaded: tuple[dict[str, Any], ...] = ()
+    #: the gradient accuracy judged against (None: a kind without gradients, CNN)
+    gradient_rtol: float | None = None
 
     def text(self) -> str:
         """One line (wrapped by :func:`lines`)."""
-        where = ", ".join(_group_label(k, v) for k, v in self.group.items())
-        head = f"verdict{' (' + where + ')' if where else ''}:"
+        where = [_group_label(k, v) for k, v in self.group.items()]
+        if self.gradient_rtol is not None and self.gradient_rtol != DEFAULT_GRADIENT_RTOL:
+            where.append(f"gradient error ≤ {_sci(self.gradient_rtol)}")
+        head = f"verdict{' (' + ', '.join(where) + ')' if where else ''}:"
+        # beside faster rows left out for their errors, the winners show theirs
+        err = bool(self.left_out)
         if self.reason:
-            return f"{head} {self.reason}"
-        if self.qualified == 1:
+            body = self.reason
+        elif self.qualified == 1:
+            lone = self.picks[0].winner
             times = ", ".join(f"{p.criterion} {_seconds(p.winner[p.key])}" for p in self.picks)
-            return f"{head} {label(self.picks[0].winner)} is the only {self.noun} ({times})"
-        return f"{head} " + "; ".join(_pick_text(p) for p in self.picks)
+            body = f"{label(lone)} is the only {self.noun} ({times}{_error_text(lone, err)})"
+        else:
+            body = "; ".join(_pick_text(p, err) for p in self.picks)
+        if self.left_out:
+            named = "; ".join(x.text() for x in self.left_out[:MAX_LEFT_OUT])
+            more = len(self.left_out) - MAX_LEFT_OUT
+            body += f"; faster but left out: {named}"
+            body += f"; and {more} more (--json lists them)" if more > 0 else ""
+        if self.loaded:
+            body += (f"; left out, timed under load (others_cpu above {LOAD_LIMIT:g} cores): "
+                     + ", ".join(f"{label(r)} ({others_load(r):.2f})" for r in self.loaded))
+        return f"{head} {body}"
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` record: ``kind = "verdict"`` (see docs/results-schema.md)."""
@@ -103,6 +216,8 @@ class Verdict:
         out["qualified"] = self.qualified
         out["noise_floor"] = NOISE_FLOOR
         out["reason"] = self.reason
+        if self.gradient_rtol is not None:
+            out["gradient_rtol"] = self.gradient_rtol
         for p in self.picks:
             out[p.criterion.replace(" ", "_")] = {
                 "winner": _row_id(p.winner), "s": p.winner[p.key],
@@ -110,6 +225,13 @@ class Verdict:
                 "runner_up_s": None if p.runner_up is None else p.runner_up[p.key],
                 "ratio": p.ratio, "floor": p.floor, "clears_noise": p.clears_noise,
             }  # fmt: skip
+        out["left_out"] = [
+            {"row": _row_id(x.row), "why": x.why, "gradient_error": x.row.get("gradient_error"),
+             "faster": {f.criterion.replace(" ", "_"): {"s": f.seconds, "ratio": f.ratio,
+                        "floor": f.floor, "clears_noise": f.clears_noise} for f in x.faster}}
+            for x in self.left_out
+        ]  # fmt: skip
+        out["loaded"] = [{"row": _row_id(r), "others_cpu": others_load(r)} for r in self.loaded]
         out["text"] = self.text()
         return out
 
@@ -119,7 +241,7 @@ def _finite(x: Any) -> bool:
 
 
 def _row_id(r: dict[str, Any]) -> dict[str, Any]:
-    keys = (*LABEL_KEYS, "device", "dtype", "size", "rtol", "dt")
+    keys = (*LABEL_KEYS, "jacobian", "device", "dtype", "size", "rtol", "dt")
     return {k: r[k] for k in keys if r.get(k) not in (None, "")}
 
 
@@ -144,11 +266,19 @@ def _seconds(s: float) -> str:
     return f"{s * 1e3:.3g} ms" if s < 1.0 else f"{s:.3g} s"
 
 
+def _times(r: float) -> str:
+    return f"{r:.2f}x" if r < 10 else f"{r:.3g}x"
+
+
+def _sci(x: float) -> str:
+    """``1e-04``, ``1.5e-04``: a tolerance as the table prints one (table.fmt_rtol)."""
+    mant, exp = f"{float(x):.2e}".split("e")
+    return f"{mant.rstrip('0').rstrip('.')}e{exp}"
+
+
 def _group_label(key: str, value: Any) -> str:
-    if key == "rtol":
-        # as the table prints a tolerance (table.fmt_rtol; table imports this module)
-        mant, exp = f"{float(value):.2e}".split("e")
-        return f"rtol {mant.rstrip('0').rstrip('.')}e{exp}"
+    if key == "rtol":  # as the table prints a tolerance (table imports this module)
+        return f"rtol {_sci(value)}"
     if key == "size":
         return f"n={value}"
     if key == "_run":
@@ -156,29 +286,79 @@ def _group_label(key: str, value: Any) -> str:
     return f"{key} {value}"
 
 
-def _pick_text(p: Pick) -> str:
+def _error_text(r: dict[str, Any], shown: bool) -> str:
+    """``, gradient error 8.25e-05`` where ``shown`` and the row has one."""
+    e = _error(r)
+    return f", gradient error {e:.2e}" if shown and e is not None else ""
+
+
+def _pick_text(p: Pick, with_error: bool = False) -> str:
     t = p.winner[p.key]
-    head = f"{p.criterion}: {label(p.winner)} ({_seconds(t)})"
+    head = f"{p.criterion}: {label(p.winner)} ({_seconds(t)}{_error_text(p.winner, with_error)})"
     if p.runner_up is None:
         return f"{head}, the only qualifying row with this timing"
-    r = p.ratio or 1.0
-    times = f"{r:.2f}x" if r < 10 else f"{r:.3g}x"
+    times = _times(p.ratio or 1.0)
     other = f"{label(p.runner_up)} ({_seconds(p.runner_up[p.key])})"
     if p.clears_noise:
         return f"{head}, {times} faster than {other}"
-    return f"{head} and {other} tie: {times} is inside the {p.floor:.2f}x noise floor"
+    return f"{head} and {other} tie: {times} is inside the {p.floor:.2f}x {p.floor_name}"
 
 
-def _qualifies_ode(r: dict[str, Any]) -> bool:
-    return r.get("status") == "ok" and r.get("gradient_tier") == "pass"
+def _error(r: dict[str, Any]) -> float | None:
+    e = r.get("gradient_error")
+    return float(e) if isinstance(e, int | float) and not isinstance(e, bool) else None
 
 
-def _qualifies_cnn(r: dict[str, Any]) -> bool:
+def _accurate(r: dict[str, Any], rtol: float) -> bool:
+    """``gradient_error <= rtol`` (NaN never is), scored against a reference able to judge
+    it: an ``unjudged`` row's error is within the reference's own (its tier says why)."""
+    e = _error(r)
+    return e is not None and e <= rtol and r.get("gradient_tier") != "unjudged"
+
+
+def _loaded(r: dict[str, Any]) -> bool:
+    load = others_load(r)
+    return load is not None and load > LOAD_LIMIT
+
+
+def _has_gradient(r: dict[str, Any]) -> bool:
+    """Whether a row computed a gradient (SciPy's rows solve only: their TTFG is a solve)."""
+    if r.get("gradient_method") == "none" or r.get("ttfg_kind") == "solve":
+        return False
+    return _error(r) is not None or bool(r.get("gradient_error_note")) or _finite(r.get("grad_s"))
+
+
+def _qualifies_ode(r: dict[str, Any], rtol: float) -> bool:
+    return r.get("status") == "ok" and _accurate(r, rtol) and not _loaded(r)
+
+
+def _qualifies_cnn(r: dict[str, Any], _rtol: float) -> bool:
     return (r.get("status") == "ok" and not r.get("trained_to_chance")
             and not r.get("precision_flagged"))  # fmt: skip
 
 
-def _why_none_ode(rows: Sequence[dict[str, Any]]) -> str:
+def _short_of(rtol: float) -> str:
+    """What a row lacks that does not reach ``rtol``: a passing gradient by default."""
+    if rtol == DEFAULT_GRADIENT_RTOL:
+        return "a passing gradient"
+    return f"a gradient error ≤ {_sci(rtol)}"
+
+
+def _why_left_out(r: dict[str, Any], rtol: float) -> str:
+    """Why a row that computed a gradient does not qualify (it is ``ok`` and not loaded)."""
+    e = _error(r)
+    if e is None:
+        note = r.get("gradient_error_note")
+        return f"gradient not scored ({note})" if note else "gradient not scored"
+    tier = r.get("gradient_tier") or ("fail" if not math.isfinite(e) or e > WARN_TOL
+                                      else "pass" if e <= PASS_TOL else "warn")  # fmt: skip
+    why = f"gradient error {e:.2e}, {tier}"
+    if tier == "unjudged":  # the reference's own error is too large to tell
+        return f"{why} ({r['gradient_tier_note']})" if r.get("gradient_tier_note") else why
+    return why if rtol == DEFAULT_GRADIENT_RTOL else f"{why}, above the {_sci(rtol)} asked"
+
+
+def _why_none_ode(rows: Sequence[dict[str, Any]], rtol: float = DEFAULT_GRADIENT_RTOL) -> str:
     """Why no row of a comparison qualifies, in one sentence."""
     ok = [r for r in rows if r.get("status") == "ok"]
     if not ok:
@@ -188,13 +368,42 @@ def _why_none_ode(rows: Sequence[dict[str, Any]]) -> str:
     if not scored:
         names = ", ".join(sorted({label(r) for r in ok}))
         return f"no backend computed a gradient (the rows that finished: {names})"
+    accurate = [r for r in scored if _accurate(r, rtol)]
+    if accurate:  # all of them loaded, or there would be a qualifying row
+        names = ", ".join(f"{label(r)} (others_cpu {others_load(r):.2f}{_times_of(r)})"
+                          for r in accurate)  # fmt: skip
+        return (f"every row with {_short_of(rtol)} was timed under load (others_cpu above "
+                f"{LOAD_LIMIT:g} cores), so none is judged: {names}; rerun them on an "
+                "otherwise idle machine")
     best = min(scored, key=lambda r: (math.isnan(r["gradient_error"]), r["gradient_error"]))
     tier = best.get("gradient_tier") or "no tier"
-    return (f"no backend produced a passing gradient (the best: {label(best)}, gradient "
-            f"error {best['gradient_error']:.2e}, {tier})")  # fmt: skip
+    return (f"no backend produced {_short_of(rtol)} (the best: {label(best)}, gradient "
+            f"error {best['gradient_error']:.2e}, {tier}){_fastest_near_miss(scored, best)}")
 
 
-def _why_none_cnn(rows: Sequence[dict[str, Any]]) -> str:
+def _fastest_near_miss(scored: Sequence[dict[str, Any]], best: dict[str, Any]) -> str:
+    """``; the fastest within the warn tier: ...`` where that is not the most accurate row
+    already named: the row a reader who can live with a ``warn`` gradient would take."""
+    near = [r for r in scored if _accurate(r, WARN_TOL)
+            and any(_finite(r.get(k)) for _, k in ODE_CRITERIA)]  # fmt: skip
+    if not near:
+        return ""
+    fastest = min(near, key=lambda r: tuple(float(r[k]) if _finite(r.get(k)) else math.inf
+                                            for _, k in ODE_CRITERIA))  # fmt: skip
+    if fastest is best:
+        return ""
+    load = f", timed under load (others_cpu {others_load(fastest):.2f})" if _loaded(fastest) else ""
+    return (f"; the fastest within the warn tier: {label(fastest)} "
+            f"({_times_of(fastest).removeprefix(', ')}), gradient error "
+            f"{fastest['gradient_error']:.2e}{load}")
+
+
+def _times_of(r: dict[str, Any]) -> str:
+    """``, steady gradient 33 ms, first gradient 900 ms``: a row's timings that exist."""
+    return "".join(f", {c} {_seconds(r[k])}" for c, k in ODE_CRITERIA if _finite(r.get(k)))
+
+
+def _why_none_cnn(rows: Sequence[dict[str, Any]], _rtol: float = DEFAULT_GRADIENT_RTOL) -> str:
     ok = [r for r in rows if r.get("status") == "ok"]
     if not ok:
         counts = Counter(str(r.get("status", "?")) for r in rows)
@@ -206,16 +415,18 @@ def _why_none_cnn(rows: Sequence[dict[str, Any]]) -> str:
 class _Kind:
     group_keys: tuple[str, ...]
     criteria: tuple[tuple[str, str], ...]
-    qualifies: Callable[[dict[str, Any]], bool]
-    why_none: Callable[[Sequence[dict[str, Any]]], str]
+    qualifies: Callable[[dict[str, Any], float], bool]
+    why_none: Callable[[Sequence[dict[str, Any]], float], str]
     noun: str = "row with a passing gradient"
+    #: rows judged by gradient accuracy and load: faster rows left out are named
+    gradients: bool = True
 
 
 _KINDS = {
     "ode": _Kind(GROUP_KEYS, ODE_CRITERIA, _qualifies_ode, _why_none_ode),
     "ensemble": _Kind(GROUP_KEYS, ODE_CRITERIA, _qualifies_ode, _why_none_ode),
     "cnn": _Kind(CNN_GROUP_KEYS, CNN_CRITERIA, _qualifies_cnn, _why_none_cnn,
-                 "variant that trained beyond chance"),
+                 "variant that trained beyond chance", gradients=False),
 }
 
 
@@ -252,36 +463,90 @@ def _pick(rows: list[dict[str, Any]], criterion: str, key: str) -> Pick | None:
     return Pick(criterion, key, timed[0], timed[1] if len(timed) > 1 else None)
 
 
-def verdicts(records: Sequence[dict[str, Any]]) -> list[Verdict]:
-    """Every comparison's verdict, problem by problem in the order the records came."""
+def _bar(p: Pick) -> float:
+    """The time a left-out row must beat to be named: the runner-up's, else the winner's."""
+    return float((p.runner_up or p.winner)[p.key])
+
+
+def _left_out(
+    members: Sequence[dict[str, Any]], picks: Sequence[Pick], rtol: float
+) -> tuple[LeftOut, ...]:
+    """The ``ok`` rows with a gradient short of ``rtol`` that beat a winner (or, where it
+    has one, its runner-up: the row a reader sees between the two) by some criterion,
+    those within the warn tier first, then the fastest, each with its ratios and why it
+    was left out (loaded or not: its error leaves it out regardless; accurate rows under
+    load are named apart)."""
+    out = []
+    for r in members:
+        if r.get("status") != "ok" or _accurate(r, rtol) or not _has_gradient(r):
+            continue
+        faster = tuple(
+            Faster(p.criterion, float(r[p.key]), float(p.winner[p.key]) / float(r[p.key]),
+                   pair_floor(p.criterion, p.key, r, p.winner))
+            for p in picks if _finite(r.get(p.key)) and float(r[p.key]) < _bar(p)
+        )  # fmt: skip
+        if faster:
+            out.append(LeftOut(r, _why_left_out(r, rtol), faster))
+    # the near misses (within the warn tier) first, as the reader's alternatives; then speed
+    return tuple(sorted(out, key=lambda x: (not _accurate(x.row, max(rtol, WARN_TOL)),
+                                            -max(f.ratio for f in x.faster))))  # fmt: skip
+
+
+def _verdict(problem: str, spec: _Kind, group: dict[str, Any], members: list[dict[str, Any]],
+             rtol: float) -> Verdict:  # fmt: skip
+    """One comparison's verdict under ``spec``'s rules, judged against ``rtol``."""
+    good = [r for r in members if spec.qualifies(r, rtol)]
+    picks = tuple(p for c, k in spec.criteria if (p := _pick(good, c, k)) is not None)
+    reason = None
+    if not good:
+        reason = spec.why_none(members, rtol)
+    elif not picks:
+        reason = "no qualifying row has timings (an interrupted run?)"
+    if not spec.gradients:
+        return Verdict(problem, group, len(good), picks, reason, spec.noun)
+    noun = "row with " + _short_of(rtol).removeprefix("a ")
+    noun = spec.noun if rtol == DEFAULT_GRADIENT_RTOL else noun
+    # rows that would qualify but for the load (the others are left out by their error)
+    loaded = tuple(r for r in members
+                   if r.get("status") == "ok" and _accurate(r, rtol) and _loaded(r))  # fmt: skip
+    return Verdict(problem, group, len(good), picks, reason, noun,
+                   _left_out(members, picks, rtol) if picks else (),
+                   () if reason and "under load" in reason else loaded, rtol)  # fmt: skip
+
+
+def verdicts(
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
+) -> list[Verdict]:
+    """Every comparison's verdict, problem by problem in the order the records came; ODE
+    and ensemble rows qualify with ``gradient_error <= gradient_rtol`` (None: the default,
+    the *pass* tier)."""
+    rtol = DEFAULT_GRADIENT_RTOL if gradient_rtol is None else float(gradient_rtol)
+    if not (rtol > 0 and math.isfinite(rtol)):
+        raise ValueError(f"gradient_rtol must be a positive number, not {gradient_rtol!r}")
     by_problem: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in records:
         kind = _kind(r)
         if kind in _KINDS:
             by_problem.setdefault((str(r.get("problem", "?")), kind), []).append(r)
-    out = []
-    for (problem, kind), rows in by_problem.items():
-        spec = _KINDS[kind]
-        for group, members in _groups(rows, spec.group_keys):
-            good = [r for r in members if spec.qualifies(r)]
-            picks = tuple(p for c, k in spec.criteria if (p := _pick(good, c, k)) is not None)
-            reason = None
-            if not good:
-                reason = spec.why_none(members)
-            elif not picks:
-                reason = "no qualifying row has timings (an interrupted run?)"
-            out.append(Verdict(problem, group, len(good), picks, reason, spec.noun))
-    return out
-
-
-def lines(records: Sequence[dict[str, Any]], width: int = 100) -> list[str]:
-    """The verdicts of ``records`` as terminal lines, each wrapped at ``width``."""
     return [
-        textwrap.fill(v.text(), width=width, subsequent_indent="    ")
-        for v in verdicts(records)
+        _verdict(problem, _KINDS[kind], group, members, rtol)
+        for (problem, kind), rows in by_problem.items()
+        for group, members in _groups(rows, _KINDS[kind].group_keys)
     ]
 
 
-def json_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def lines(
+    records: Sequence[dict[str, Any]], width: int = 100, gradient_rtol: float | None = None
+) -> list[str]:  # fmt: skip
+    """The verdicts of ``records`` as terminal lines, each wrapped at ``width``."""
+    return [
+        textwrap.fill(v.text(), width=width, subsequent_indent="    ")
+        for v in verdicts(records, gradient_rtol)
+    ]
+
+
+def json_records(
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
+) -> list[dict[str, Any]]:
     """The ``kind = "verdict"`` records that ``--json`` prints after the case records."""
-    return [v.to_json() for v in verdicts(records)]
+    return [v.to_json() for v in verdicts(records, gradient_rtol)]

@@ -65,6 +65,19 @@ def tolerances(problem: CompiledProblem, rtols: Sequence[float] | None) -> list[
     return [(r, r * ratio) for r in rtols]
 
 
+#: ``--gradient all``: every gradient method a backend offers, each its own row
+ALL_GRADIENTS = "all"
+
+
+def gradient_choice(backend: Any, problem: CompiledProblem, gradients: Sequence[str]) -> list[str]:
+    """The gradient methods ``backend`` runs: those named that it offers, every one it offers
+    for ``all``, its default when it offers none of them."""
+    if ALL_GRADIENTS in gradients:
+        return list(backend.gradient_methods)
+    return [g for g in gradients if g in backend.gradient_methods] or [
+        backend.default_gradient(problem)]
+
+
 def plan(
     problem: CompiledProblem,
     backend_names: Sequence[str],
@@ -91,7 +104,7 @@ def plan(
         b = backends.get(name)
         offered = b.solvers()
         chosen = [s for s in solvers if s in offered] or [b.default_solver(problem.stiff)]
-        grads = [g for g in gradients if g in b.gradient_methods] or [b.default_gradient(problem)]
+        grads = gradient_choice(b, problem, gradients)
         runs = [(d, d) for d in devices if d in b.devices]
         if not runs:  # CPU-only under a GPU-only request: on the CPU, and the row says so
             runs = [("cpu", devices[0])]

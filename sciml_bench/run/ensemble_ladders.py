@@ -11,7 +11,7 @@ from sciml_bench import backends
 from sciml_bench.measure.status import Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.results.store import ResultsWriter, summarize
-from sciml_bench.run.cases import Settings
+from sciml_bench.run.cases import Settings, gradient_choice
 from sciml_bench.run.executor import Executor, LocalExecutor
 from sciml_bench.run.interrupts import saved_on_interrupt
 from sciml_bench.run.ladder import Ladder, run_rung
@@ -58,7 +58,7 @@ def plan_ensemble(
         b = backends.get(name)
         offered = b.solvers()
         chosen = [s for s in solvers if s in offered] or [b.ensemble_solver(problem.stiff)]
-        grads = [g for g in gradients if g in b.gradient_methods] or [b.default_gradient(problem)]
+        grads = gradient_choice(b, problem, gradients)
         runs = [(d, d) for d in devices if b.runs_ensembles_on(d)] or [("cpu", devices[0])]
         for device, requested in runs:
             sems = [s for s in b.ensemble_offer(device) if s in semantics] or [""]

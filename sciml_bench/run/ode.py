@@ -314,7 +314,7 @@ def _steady(
     (its status is reported), else the row's note: what the deadline cut, or "".
     """
     from sciml_bench.measure.status import SolverFailure, Status
-    from sciml_bench.run.steady import Plan, deadline_of, share, take
+    from sciml_bench.run.steady import Plan, deadline_of, share, take, warmups_of
 
     def check_grad(raw: Any) -> None:
         loss, g = case.check_grad(raw)
@@ -334,7 +334,7 @@ def _steady(
     repeats, budget_s, least = share(job)
     cut: list[str] = []
     for kind, timed, check, reserve_s in kinds:
-        plan = Plan(repeats=repeats, warmups=int(job.get("warmups", 1)), budget_s=budget_s,
+        plan = Plan(repeats=repeats, warmups=warmups_of(job, kind), budget_s=budget_s,
                     min_samples=least, sample_bytes=sizes[kind], deadline=deadline_of(job),
                     reserve_s=reserve_s, first_s=first[kind], at_least_one=False)  # fmt: skip
         try:
@@ -348,10 +348,32 @@ def _steady(
             return None
         if len(samples) < repeats and not plan.fits(samples[-1]):  # the deadline ended it
             cut.append(f"{len(samples)} of {repeats} {_KIND_WORDS[kind]}")
+        elif kind == "grad" and plan.fits(2 * samples[-1]):
+            _warm_gradient_memory(timed, check, params, events)
     if not cut:
         return ""
     return (f"steady samples cut short by the {float(job['budget_s']):g} s budget: "
             f"{' and '.join(cut)} samples (--budget S gives each case more)")  # fmt: skip
+
+
+def _warm_gradient_memory(timed: Any, check: Any, params: Any, events: Events) -> None:
+    """What one gradient call needs in RAM once compiled (``grad_warm_rss_mb``): an untimed
+    call after the steady samples, under :class:`~sciml_bench.measure.memory.CallPeak`.
+    The first call's ``grad_rss_mb`` is mostly the JIT compiler's (XLA's, Julia's); this
+    one is the method's own: a forward-sensitivity system's ``n_state x P`` states, an
+    adjoint's checkpoints, a backprop tape. Not reported if the call fails (the samples
+    before it passed, so the row stays ``ok``)."""
+    from sciml_bench.measure.memory import CallPeak
+
+    ram = CallPeak().start()
+    try:
+        raw = timed(params)
+        need_mb, source = ram.stop()
+        check(raw)
+    except Exception:
+        ram.stop()
+        return
+    events.emit(grad_warm_rss_mb=need_mb, grad_warm_rss_source=source)
 
 
 #: a steady kind, as a row's reason names its samples
@@ -526,7 +548,13 @@ def _scores(problem: Any, ref: Any, ev: dict[str, Any], ok: bool) -> dict[str, A
         gerr = metrics.gradient_error(g, r, problem.theta0, problem.log_params)
     out["gradient_error"] = gerr["max_rel"]
     out["gradient_cosine"] = gerr["cosine"]
-    out["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"])
+    # a tier only where the reference resolves it (its own error estimate, metrics)
+    out["gradient_check"] = ref.gradient_check or (
+        f"directional {len(ref.directions)}" if ref.directions else "full")
+    out["reference_error"] = ref.reference_error
+    out["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"], ref.reference_error)
+    if note := metrics.tier_note(gerr["max_rel"], ref.reference_error):
+        out["gradient_tier_note"] = note
     return out
 
 
@@ -555,6 +583,9 @@ def _work_columns(ev: dict[str, Any]) -> dict[str, Any]:
         # the first gradient's RAM above the process's RSS before it (measure.memory.CallPeak)
         "grad_rss_mb": ev.get("grad_rss_mb"),
         "grad_rss_source": ev.get("grad_rss_source"),
+        # one compiled gradient call's RAM, after the steady samples (_warm_gradient_memory)
+        "grad_warm_rss_mb": ev.get("grad_warm_rss_mb"),
+        "grad_warm_rss_source": ev.get("grad_warm_rss_source"),
     }
 
 
@@ -581,6 +612,9 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "backend": job["backend"],
         "solver": opts["solver"],
         "gradient_method": opts["gradient_method"],
+        # the problem's size as the gradient sees it: states, and parameters differentiated
+        "n_state": problem.n_state,
+        "n_params": problem.n_params,
         "dtype": opts.get("dtype", "float64"),
         # what the library reported (read back); what was asked; the GPU or CPU model
         **device_columns(job, ev),

@@ -23,6 +23,15 @@ from sciml_bench.run.progress import Progress, to_stderr
 
 #: a dense Jacobian may take at most this share of the memory available when a ladder starts
 DENSE_MEMORY_SHARE = 0.8
+#: a rung's untimed warm-up calls of each kind before its steady samples. The first
+#: gradient is the steady gradient's own call in every backend (``loss_and_grad`` is
+#: ``check_grad(timed_grad(...))``), so it warms it, and a warm-up would cost one more of a
+#: rung's dearest call. The first solve is not always the steady solve's call: Diffrax's
+#: first solve runs ``_solve_full`` (states, result code and step counts), its steady
+#: samples ``_solve_ys`` (the states alone), another XLA program, compiled at its first
+#: call: without a warm-up that compilation (1.3-2.2 s in the published ladders) was the
+#: first steady sample.
+RUNG_WARMUPS = {"solve": 1, "grad": 0}
 
 
 @dataclass(frozen=True)
@@ -205,14 +214,15 @@ def run_sized(
     """An array problem's ladders, size by size, one fresh worker per size, each row on disk
     as it ends (:class:`Ladder`: after a size fails, larger ones are ``skipped``). A size whose
     dense Jacobian would not fit in ``available`` bytes (default: what the machine has now)
-    is refused up front, a ``skipped`` row with the estimate. The first solve and gradient
-    are the warm-up: the steady samples follow them in the same process."""
+    is refused up front, a ``skipped`` row with the estimate. The first gradient is the
+    gradient's warm-up, and one untimed solve the solve's (:data:`RUNG_WARMUPS`): the steady
+    samples follow them in the same process."""
     import psutil
 
     executor = executor or LocalExecutor(threads=settings.threads)
     available = available if available is not None else psutil.virtual_memory().available
     rungs = Rungs(problem, refresh, progress)
-    steady = replace(settings, warmups=0, cold=1)  # one process a rung: it takes every sample
+    steady = replace(settings, cold=1)  # one process a rung: it takes every sample
     done: list[dict[str, Any]] = []
     seen: dict[str, Any] = {}
     with saved_on_interrupt(writer, done):
@@ -255,24 +265,25 @@ def _rung(
     if skip is not None:
         return _sized_row(name, ladder, size, Status.SKIPPED.value, skip)
     try:
-        n_state = rungs.at(size).n_state
+        at = rungs.at(size)
+        n_state = at.n_state
         # before the reference at this size is made: a skipped rung costs nothing
         least = forecast.least_seconds(state.completed, n_state)
         if least is not None and least.beyond(settings.budget_s):
             why = least.reason(settings.budget_s)
             progress(f"{title}: {why}")
             return _sized_row(name, ladder, size, Status.SKIPPED.value, why, n_state=n_state,
-                              forecast_least_s=least.seconds)  # fmt: skip
+                              n_params=at.n_params, forecast_least_s=least.seconds)  # fmt: skip
         compiled, ref, codegen_s = rungs.get(size)
     except Exception as e:  # a reference or problem that cannot be made at this size
         return _sized_row(name, ladder, size, Status.ERROR.value, f"size {size}: {e}")
-    facts = {"n_state": compiled.n_state, "jac_nnz": compiled.jac_nnz}
+    facts = {"n_state": compiled.n_state, "n_params": compiled.n_params, "jac_nnz": compiled.jac_nnz}
     refused = memory_refusal(ladder.jacobian, compiled.n_state, available)
     if refused:
         progress(f"{title}: {refused}")
         return _sized_row(name, ladder, size, Status.SKIPPED.value, refused, **facts)
     progress(f"{title} ({compiled.n_state} states, {compiled.jac_nnz} Jacobian non-zeros)")
-    job = case_job(ladder.case, compiled, ref, settings)
+    job = {**case_job(ladder.case, compiled, ref, settings), "warmups": dict(RUNG_WARMUPS)}
     rec = run_rung(job, settings.budget_s, executor, progress)
     rec.update(size=size, codegen_s=codegen_s, reference_rtol=ref.rtol, **facts)
     if ref.tolerance_note:

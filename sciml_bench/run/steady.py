@@ -94,6 +94,16 @@ def share(job: dict[str, Any]) -> tuple[int, float, int]:
     return repeats, budget, max(1, math.ceil(MIN_SAMPLES / n))
 
 
+def warmups_of(job: dict[str, Any], kind: str) -> int:
+    """The untimed warm-up calls a worker makes of ``kind`` (``solve``, ``grad``) before its
+    samples: ``job["warmups"]``, one count for every kind or a ``{kind: count}`` mapping
+    (a ladder rung's: :data:`~sciml_bench.run.sized_ladders.RUNG_WARMUPS`); default 1."""
+    asked = job.get("warmups", 1)
+    if isinstance(asked, dict):
+        return int(asked.get(kind, 1))
+    return int(asked)
+
+
 def take(
     timed: Callable[[Any], Any],
     check: Callable[[Any], Any],

@@ -9,7 +9,10 @@ time to first gradient, from the parent's spawn instant as for ODE jobs:
 - ``build``: the case and its optimizer;
 - ``first_iteration``: the first gradient and update, compilation included.
 
-``ttfg_s`` is the spawn-to-end of the first iteration. Each iteration is timed alone
+``ttfg_s`` is the spawn-to-end of the first iteration. The time to the target loss is on
+one clock for every backend, from the build's start (:data:`sciml_bench.measure.training.CLOCK`):
+the build phase plus the timed iterations, so compilation counts wherever the library does
+it (diffsol's JIT and CasADi's functions in the build, JAX's in the first iteration). Each iteration is timed alone
 (:meth:`TrainingCase.step`) and checked after the clock (:meth:`TrainingCase.check`:
 the solve's status, finiteness, the loss ``L(θ_k)``), so a failed solve ends the
 training with its status at that iteration instead of training on garbage. The loss
@@ -19,7 +22,11 @@ Events, flushed as they happen so that a worker killed at its budget keeps its c
 ``{"curve": [k, seconds so far, L_k], "iteration_s": [...]}`` every ``record_every``
 iterations, at the first iteration whose loss reaches the target (with
 ``target_iteration``) and at the last; ``iteration_s`` holds the timed seconds of every
-iteration since the previous such event.
+iteration since the previous such event. After the last iteration, outside every clock,
+the backend's own ODE case computes its gradient at the reference curve's iterates
+(``{"iterate_gradients": [[k, g_k], ...]}``, or ``{"iterate_gradient_note": why}``): the
+record holds them to the reference's gradients there, which the loss curve cannot do
+under Adam's normalised steps.
 """
 
 from __future__ import annotations
@@ -121,7 +128,31 @@ def work(job: dict[str, Any], events: Events) -> None:
     if not _train(case, training, job, events):
         return
     vram_report(meter, case, events)
-    events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason="")
+    rss = peak_rss_mb()  # the training's, before the check's case is built
+    # the training is complete: a kill during the check below costs the check, not the row
+    events.emit(training_done=True, peak_rss_mb=rss)
+    _iterate_gradients(backend, problem, job, events)
+    events.emit(peak_rss_mb=rss, status="ok", reason="")
+
+
+def _iterate_gradients(backend: Any, problem: Any, job: dict[str, Any], events: Events) -> None:
+    """The backend's gradient at each of the reference's check iterates ``θ_k``, by its
+    own ODE case with the training's options (untimed, after the training). A failure
+    is a note on the row, never the training's status."""
+    ref = job.get("reference_curve") or {}
+    its, thetas = ref.get("check_iterations") or [], ref.get("check_theta") or []
+    if not its:
+        return
+    import numpy as np
+
+    try:
+        case = backend.build(problem, _options(job))
+        out = [[int(k), [float(x) for x in np.asarray(case.loss_and_grad(np.asarray(t))[1])]]
+               for k, t in zip(its, thetas, strict=True)]  # fmt: skip
+    except Exception as e:  # the check's own failure: said on the row
+        events.emit(iterate_gradient_note=f"{type(e).__name__}: {e}"[:300])
+        return
+    events.emit(iterate_gradients=out)
 
 
 def _train(case: Any, training: Any, job: dict[str, Any], events: Events) -> bool:
@@ -222,23 +253,36 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "iteration_samples": seconds, "target_loss": training.target_loss,
         "peak_rss_mb": ev.get("peak_rss_mb"), "worker_wall_s": proc.wall_s,
     }  # fmt: skip
-    rec.update(curve_columns(curve, seconds, ev.get("target_iteration")))
+    build_s = float(phases[0, PHASES.index("build")])
+    rec.update(curve_columns(curve, seconds, ev.get("target_iteration"), build_s))
     rec.update(agreement_columns(rec, job))
+    rec.update(iterate_columns(ev, job, problem.log_params))
     rec["reason"] = _reason(proc, rec, job)
+    if ev.get("training_done") and proc.status in ("budget_exceeded", "crashed"):
+        # killed during the untimed gradient check, after the training had completed
+        rec.update(status="ok", reason="", iterate_gradient_note=f"the check did not finish: "
+                   f"{proc.reason}")  # fmt: skip
     rec = with_device_note(rec, job.get("device", "cpu")) if rec.get("device") else rec
     return summarize({k: v for k, v in rec.items() if v is not None})
 
 
 def curve_columns(
-    curve: list[list[float]], seconds: list[float], target_iteration: int | None
-) -> dict[str, Any]:
-    """The stored curve, the first and last losses, and the time to the target."""
-    from sciml_bench.measure.training import time_to_target
+    curve: list[list[float]], seconds: list[float], target_iteration: int | None,
+    build_s: float = float("nan"),
+) -> dict[str, Any]:  # fmt: skip
+    """The stored curve, the first and last losses, and the time to the target, on the
+    clock from the build's start (a missing build phase counts as 0 s; the curve's time
+    axis shares the clock)."""
+    import math
 
-    hit = time_to_target(target_iteration, seconds)
+    from sciml_bench.measure.training import CLOCK, time_to_target
+
+    build = build_s if math.isfinite(build_s) else 0.0
+    hit = time_to_target(target_iteration, seconds, build)
     return {
+        "time_to_target_clock": CLOCK,
         "curve_iteration": [int(c[0]) for c in curve],
-        "curve_time_s": [float(c[1]) for c in curve],
+        "curve_time_s": [build + float(c[1]) for c in curve],
         "curve_loss": [float(c[2]) for c in curve],
         "first_iteration_s": seconds[0] if seconds else None,
         "initial_loss": float(curve[0][2]) if curve and curve[0][0] == 0 else None,
@@ -266,6 +310,31 @@ def agreement_columns(rec: dict[str, Any], job: dict[str, Any]) -> dict[str, Any
         "curve_deviation": a.deviation if a.compared else None,
         "curve_departed_at": a.departed_at,
         "curve_tier": a.tier or None,
+    }
+
+
+def iterate_columns(ev: dict[str, Any], job: dict[str, Any], log_params: Any) -> dict[str, Any]:
+    """The backend's gradients at the reference iterates held to the reference's: every
+    iterate's ``max_rel``, the worst, where, and its tier (as an ODE row's gradient)."""
+    from sciml_bench.measure.training import iterate_gradient_check
+
+    ref = job.get("reference_curve") or {}
+    got = dict((int(k), g) for k, g in ev.get("iterate_gradients") or [])
+    its = [k for k in ref.get("check_iterations") or [] if k in got]
+    pick = [ref["check_iterations"].index(k) for k in its]
+    check = iterate_gradient_check(its, [ref["check_theta"][j] for j in pick],
+                                   [ref["check_grad"][j] for j in pick],
+                                   [got[k] for k in its], log_params,
+                                   ref.get("check_directions") or ())  # fmt: skip
+    return {
+        "iterate_gradient_iterations": list(check.iterations) or None,
+        "iterate_gradient_errors": list(check.errors) or None,
+        "iterate_gradient_error": check.worst,
+        "iterate_gradient_worst_at": check.worst_at,
+        "iterate_gradient_tier": check.tier or None,
+        "iterate_gradient_check": (f"directional {len(ref['check_directions'])}"
+                                   if ref.get("check_directions") else "full") if its else None,
+        "iterate_gradient_note": ev.get("iterate_gradient_note"),
     }
 
 

@@ -6,8 +6,11 @@ size at N = 10 and N = 10,000 (only the shape constants change):
 - ``numpy``: ``rhs(t, y, p)``; the exact sparse Jacobian as its pattern (``JAC_ROWS``,
   ``JAC_COLS``, ``JAC_INDPTR`` in CSC order, ``JAC_NNZ``, ``JAC_BANDS`` = (lower, upper)
   bandwidth) and vectorised values (``jac_values``), assembled as ``jac_sparse`` (a SciPy
-  CSC matrix), ``jac`` (dense) and ``jac_banded`` (LSODA's packed band). All complex-safe,
-  for the complex-step reference;
+  CSC matrix), ``jac`` (dense) and ``jac_banded`` (LSODA's packed band); the exact
+  ``∂f/∂θ`` the same way (``JACP_ROWS``, ``JACP_COLS``, ``jac_p_values``, ``jac_p_sparse``),
+  sparse because a per-element parameter reaches its own element only (at
+  P = 3n = 30,000 a dense one would be 7 GB). All complex-safe, for the complex-step
+  reference;
 - ``torch``: ``class RHS(torch.nn.Module)`` (the parameters as its tensors, per-element
   ones shaped like the grid), ``rhs(t, y, p)`` and ``rhs_batch(t, Y, P)`` (states and
   parameters with leading batch dimensions), as :mod:`.python` defines them for scalar
@@ -225,6 +228,52 @@ def _jac_values(m: ArrayModel) -> list[str]:
     return drop_unused(body, grid.BOUND)
 
 
+_PARAM_PATTERN = '''
+
+#: ∂f/∂θ's blocks: (output state, parameter offset, one column per element?)
+_PB = {pblocks}
+JACP_SHAPE = (_N, {n_params})
+JACP_ROWS = np.concatenate([_EL.ravel() * _NS + s for s, _, _ in _PB] or [[]]).astype(int)
+JACP_COLS = np.concatenate([o + _EL.ravel() if e else np.full(_EL.size, o)
+                            for _, o, e in _PB] or [[]]).astype(int)
+
+
+def jac_p_sparse(t, y, p):
+    """The exact ∂f/∂θ, SciPy CSR."""
+    from scipy import sparse
+
+    return sparse.csr_matrix((jac_p_values(t, y, p), (JACP_ROWS, JACP_COLS)), JACP_SHAPE)'''
+
+
+def param_blocks(m: ArrayModel) -> list[tuple[int, Any, sympy.Expr]]:
+    """``∂f_s/∂θ_k`` as blocks ``(s, parameter, coefficient template)``, the nonzero ones.
+    A per-element parameter's block is diagonal over the elements (column ``offset + e``
+    for element ``e``); a scalar one's is a column (``offset``) over every element."""
+    out = []
+    for s, f in enumerate(m.templates):
+        for prm, sym in zip(m.params, m.param_symbols, strict=True):
+            d = sympy.diff(f, sym)
+            if d != 0:
+                out.append((s, prm, d))
+    return out
+
+
+def _jac_p_values(m: ArrayModel) -> list[str]:
+    """``jac_p_values(t, y, p)``: each ∂f/∂θ block's coefficient on the grid, raveled, in
+    the order of ``JACP_ROWS``/``JACP_COLS``."""
+    blocks = param_blocks(m)
+    names = grid.names(m, "numpy")
+    repl, reduced = cse([c for *_, c in blocks])
+    names.update({sym: sym.name for sym, _ in repl})
+    printer = grid.GridPrinter("numpy", names)
+    body = _bindings(m, "numpy", "functional")
+    body += [f"{sym.name} = {printer.doprint(e)}" for sym, e in repl]
+    parts = ", ".join(printer.doprint(e) for e in reduced)
+    body.append(f"return np.concatenate([np.broadcast_to(c, _SHAPE).ravel() for c in [{parts}]]"
+                " or [np.zeros(0)])")
+    return drop_unused(body, grid.BOUND)
+
+
 def _constants(m: ArrayModel) -> list[str]:
     lines = [f"_SHAPE = {m.shape}", f"_NS = {len(m.states)}", f"_N = {m.n_state}"]
     for a, s in enumerate(m.index_symbols):
@@ -289,4 +338,8 @@ def python_source(problem: Any, target: str) -> str:
         ]
         lines += ["    " + ln for ln in _jac_values(m)]
         lines.append(_PATTERN.format(n_el=m.n_elements, blocks=blocks))
+        pblocks = [(b, prm.offset, prm.per_element) for b, prm, _ in param_blocks(m)]
+        lines += ["", "", "def jac_p_values(t, y, p):", '    """∂f/∂θ, JACP_ROWS/COLS order."""']
+        lines += ["    " + ln for ln in _jac_p_values(m)]
+        lines.append(_PARAM_PATTERN.format(pblocks=pblocks, n_params=m.n_params))
     return "\n".join(lines) + "\n"
