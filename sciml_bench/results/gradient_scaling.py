@@ -92,6 +92,14 @@ def by_library(times: Mapping[Line, Mapping[int, float]]) -> dict[tuple[str, ...
     return out
 
 
+def split_modes(
+    methods: Mapping[str, Mapping[int, float]],
+) -> tuple[Mapping[int, float] | None, dict[str, Mapping[int, float]]]:
+    """A library's forward-mode points (None without one) and its reverse-mode methods'."""
+    forward = next((pts for m, pts in methods.items() if is_forward(m)), None)
+    return forward, {m: pts for m, pts in methods.items() if not is_forward(m)}
+
+
 def first_crossover(
     forward: Mapping[int, float], reverse: Mapping[str, Mapping[int, float]]
 ) -> tuple[int, str, float] | None:
@@ -110,8 +118,7 @@ def crossover_texts(records: Sequence[Mapping[str, Any]]) -> list[str]:
     out = []
     for lib, methods in by_library(param_points(records)).items():
         name = line_label((lib[0], lib[1], lib[2], "", lib[3], lib[4]))
-        forward = next((pts for m, pts in methods.items() if is_forward(m)), None)
-        reverse = {m: pts for m, pts in methods.items() if not is_forward(m)}
+        forward, reverse = split_modes(methods)
         if forward is None or not reverse:
             what = "no forward mode" if forward is None else "no reverse-mode method"
             out.append(f"{name}: no crossover ({what} on this ladder)")
@@ -225,8 +232,7 @@ def _draw_lines(ax: Any, lines: Mapping[Line, Mapping[int, float]],
 def _mark_crossovers(ax: Any, times: Mapping[Line, Mapping[int, float]]) -> None:
     """A dotted vertical line at each library's crossover P, named."""
     for lib, methods in by_library(times).items():
-        forward = next((pts for m, pts in methods.items() if is_forward(m)), None)
-        reverse = {m: pts for m, pts in methods.items() if not is_forward(m)}
+        forward, reverse = split_modes(methods)
         hit = first_crossover(forward, reverse) if forward is not None else None
         if hit:
             ax.axvline(hit[0], ls=":", lw=1.0, color="0.5")

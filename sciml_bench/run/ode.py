@@ -368,10 +368,13 @@ def _warm_gradient_memory(timed: Any, check: Any, params: Any, events: Events) -
     ram = CallPeak().start()
     try:
         raw = timed(params)
-        need_mb, source = ram.stop()
-        check(raw)
     except Exception:
         ram.stop()
+        return
+    need_mb, source = ram.stop()
+    try:
+        check(raw)
+    except Exception:
         return
     events.emit(grad_warm_rss_mb=need_mb, grad_warm_rss_source=source)
 
