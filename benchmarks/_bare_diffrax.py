@@ -49,10 +49,9 @@ def spiral_params(theta):
             "W2": theta[150:250].reshape(2, 50), "b2": theta[250:252]}
 
 
-def main() -> None:
-    with open(sys.argv[1]) as f:
-        cfg = json.load(f)
-    repeats = int(sys.argv[2])
+def calls(cfg: dict) -> dict:
+    """The compiled ``solve`` and ``grad`` (``jax.value_and_grad`` of the loss) and the
+    parameters they take, from the config's data."""
     field = {"lotka-volterra": lotka_volterra, "robertson": robertson, "spiral": spiral}
     term = diffrax.ODETerm(field[cfg["rhs"]])
     solver = getattr(diffrax, cfg["solver"])()
@@ -72,8 +71,18 @@ def main() -> None:
     def loss(p):
         return jnp.sum(W * (ys(p) - O) ** 2)
 
+    return {"solve": jax.jit(ys), "grad": jax.jit(jax.value_and_grad(loss)), "params": params}
+
+
+def main() -> None:
+    with open(sys.argv[1]) as f:
+        cfg = json.load(f)
+    repeats = int(sys.argv[2])
+    fns = calls(cfg)
+    params = fns["params"]
     out = {}
-    for kind, fn in (("solve", jax.jit(ys)), ("grad", jax.jit(jax.value_and_grad(loss)))):
+    for kind in ("solve", "grad"):
+        fn = fns[kind]
         jax.block_until_ready(fn(params))  # compile
         jax.block_until_ready(fn(params))  # warm-up, as the suite does
         samples = []

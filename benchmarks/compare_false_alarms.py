@@ -26,12 +26,24 @@ otherwise). Then, with ``compare``'s defaults:
    This 2-core VM's process-to-process spread (up to 2x) needs about 20 runs a side to
    catch 1.3x in a steady timing, hence the defaults (about 32 minutes).
 
+5. the runs-a-side figure: the smallest n for which every window of n consecutive
+   identical runs against the n slowed runs beside them, with the run as the unit, catches
+   every steady timing (and does so at every larger n measured), with the false alarms of
+   n against n identical runs (odd against even runs of every window of 2n) beside it.
+
+``--ab`` measures that figure before and after interleaving (issue 34): the same counts of
+runs with ``sciml-bench run --no-interleave`` and with ``--interleave``, the two modes'
+runs alternating in time (so the machine's drift falls on both alike), and prints each
+mode's figures. ``--interleave``/``--no-interleave`` alone passes that flag to every run.
+
 Exit status 0 when no false alarm was raised and every steady timing of every slowed
 comparison was caught. ``--from DIR`` re-reads the files of an earlier call instead of
 running again.
 
     python benchmarks/compare_false_alarms.py                      # 20 runs + 20 slowed
     python benchmarks/compare_false_alarms.py --runs 2 -b scipy --repeats 5 --cold 1  # tiny
+    python benchmarks/compare_false_alarms.py --ab --runs 8 --slowed-runs 8 \
+        --problem stiff-robertson -b scipy,diffsol,cvodes        # interleaving, before/after
 """
 
 from __future__ import annotations
@@ -64,14 +76,18 @@ from sciml_bench.results.store import read
 STEADY = ("solve", "grad")
 
 
-def run_once(folder: Path, args: argparse.Namespace, slowdown: float | None) -> Path:
-    """One ``sciml-bench run`` into ``folder``; returns its results file."""
+def run_once(folder: Path, args: argparse.Namespace, slowdown: float | None,
+             interleave: bool | None = None) -> Path:  # fmt: skip
+    """One ``sciml-bench run`` into ``folder`` (``--interleave`` or ``--no-interleave``
+    when ``interleave`` says; None: ``run``'s default); returns its results file."""
     folder.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "sciml_bench.cli.main", "run", args.problem, "-b", args.backends,
            "--out", str(folder)]  # fmt: skip
     for flag in ("repeats", "cold"):
         if getattr(args, flag) is not None:
             cmd += [f"--{flag}", str(getattr(args, flag))]
+    if interleave is not None:
+        cmd.append("--interleave" if interleave else "--no-interleave")
     env = dict(os.environ)
     env.pop(SLOWDOWN_VAR, None)
     if slowdown is not None:
@@ -82,6 +98,8 @@ def run_once(folder: Path, args: argparse.Namespace, slowdown: float | None) -> 
         sys.exit(f"sciml-bench run failed ({r.returncode}): {r.stderr[-2000:]}")
     files = sorted(folder.glob("*.h5"), key=lambda p: p.stat().st_mtime)
     what = f"slowed x{slowdown:g}" if slowdown else "identical"
+    if interleave is not None:
+        what += " --interleave" if interleave else " --no-interleave"
     print(f"  {what} run {len(files)}: {time.monotonic() - t0:.0f} s, load average "
           f"{before if before is None else round(before, 2)} -> {_round(load_average())}",
           file=sys.stderr, flush=True)  # fmt: skip
@@ -195,6 +213,81 @@ def unit_false_alarms(runs: list[list[dict[str, Any]]]) -> bool:
     return not any(c.significant for c in inter)
 
 
+def windows_caught(runs: list[list[dict[str, Any]]], slow: list[list[dict[str, Any]]], n: int,
+                   load_limit: float) -> dict[str, bool]:  # fmt: skip
+    """Per timing kind, whether every window of ``n`` consecutive identical runs against
+    the ``n`` slowed runs beside them (run ``s`` to ``s + n`` of each, interleaved in time)
+    reported it slower in every case, with the run as the unit."""
+    out: dict[str, bool] = {}
+    for start in range(min(len(runs), len(slow)) - n + 1):
+        comp = cmp.compare_many(runs[start:start + n], slow[start:start + n],
+                                load_limit=load_limit)  # fmt: skip
+        for c in timings(comp):
+            out[c.metric] = out.get(c.metric, True) and c.verdict == cmp.SLOWER
+    return out
+
+
+def window_alarms(runs: list[list[dict[str, Any]]], n: int, load_limit: float) -> int | None:
+    """The false alarms of ``n`` against ``n`` identical runs: every window of ``2n``
+    consecutive identical runs, its odd against its even runs; None with fewer than 2n."""
+    if 2 * n > len(runs):
+        return None
+    total = 0
+    for start in range(len(runs) - 2 * n + 1):
+        w = runs[start:start + 2 * n]
+        total += sum(c.significant for c in timings(cmp.compare_many(w[0::2], w[1::2],
+                                                                     load_limit=load_limit)))
+    return total
+
+
+def runs_a_side(runs: list[list[dict[str, Any]]], slow: list[list[dict[str, Any]]],
+                load_limit: float = LOAD_LIMIT) -> tuple[int | None, str]:  # fmt: skip
+    """The smallest n (2 and up: one run a side must clear the process floor) from which
+    every window of n runs a side catches every steady timing, at every larger n measured
+    too; None when none does. And a line: that n per timing kind, and the false alarms."""
+    top = min(len(runs), len(slow))
+    caught = {n: windows_caught(runs, slow, n, load_limit) for n in range(2, top + 1)}
+    kinds = sorted({m for c in caught.values() for m in c}, key=[m for m, _ in cmp.METRICS].index)
+
+    def smallest(ok: Any) -> int | None:
+        good = [n for n in caught if all(ok(caught[m]) for m in range(n, top + 1))]
+        return min(good) if good else None
+
+    per = {m: smallest(lambda c, m=m: c.get(m, True)) for m in kinds}
+    steady = smallest(lambda c: all(v for m, v in c.items() if m in STEADY))
+    text = ", ".join(f"{m} {'>' + str(top) if v is None else v}" for m, v in per.items())
+    alarms = window_alarms(runs, steady or top, load_limit)
+    at = steady or top
+    fa = (f"false alarms at {at} a side: {alarms} (odd vs even identical runs, every window of "
+          f"{2 * at})" if alarms is not None else
+          f"false alarms at {at} a side: not measured (needs {2 * at} identical runs)")  # fmt: skip
+    return steady, f"{'>' + str(top) if steady is None else steady} ({text}); {fa}"
+
+
+#: (z_{0.995} + z_{0.8})²: a two-sided test at alpha 0.01 with 80 % power
+Z2 = (2.5758 + 0.8416) ** 2
+
+
+def run_spread(runs: list[list[dict[str, Any]]], factor: float) -> str:
+    """The run-to-run spread of identical runs, what interleaving is meant to cut: per
+    timing kind, the median over cases of the log standard deviation of the runs' values
+    (:func:`~sciml_bench.results.compare.run_center`: the geometric mean of each run's
+    processes' medians), and the runs a side that spread asks for to catch ``factor`` at
+    alpha 0.01 with 80 % power, ``n = 2 Z2 σ² / ln(factor)²`` (the largest case's σ)."""
+    sds: dict[str, list[float]] = {}
+    for recs in cmp.by_case(runs).values():
+        for m, key in cmp.METRICS:
+            who = key.replace("_samples", "_sample_process")
+            vals = [cmp.run_center(r[key], r.get(who)) for r in recs if r.get(key)]
+            vals = [v for v in vals if v > 0 and math.isfinite(v)]
+            if len(vals) >= 3:
+                sds.setdefault(m, []).append(float(np.std(np.log(vals), ddof=1)))
+    parts = [f"{m} {float(np.median(v)):.3f} (largest {max(v):.3f}: n = "
+             f"{math.ceil(2 * Z2 * max(v) ** 2 / math.log(factor) ** 2)})"
+             for m, v in sorted(sds.items(), key=lambda kv: [m for m, _ in cmp.METRICS].index(kv[0]))]  # fmt: skip
+    return "; ".join(parts) or "fewer than 3 runs"
+
+
 def report(identical: list[Path], slowed: list[Path], factor: float) -> bool:
     """Print the figures; True when the targets are met."""
     runs = [read(p).records for p in identical]
@@ -248,7 +341,42 @@ def report(identical: list[Path], slowed: list[Path], factor: float) -> bool:
     elif slow and factor < PROCESS_FLOOR:
         print(f"  (give --slowed-runs 2 or more to test the {factor:g}x slowdown with the run "
               "as the unit)")  # fmt: skip
+    print(f"run-to-run spread of identical runs (log sd of the runs' values, median over "
+          f"cases; runs a side it asks for, for {factor:g}x): {run_spread(runs, factor)}")
+    if len(runs) >= 2 and len(slow) >= 2:
+        for limit, how in ((LOAD_LIMIT, "at compare's defaults"),
+                           (math.inf, "judging rows under load too")):  # fmt: skip
+            print(f"runs a side to catch {factor:g}x in every steady timing, {how}: "
+                  f"{runs_a_side(runs, slow, limit)[1]}")  # fmt: skip
     return ok and steady_ok
+
+
+#: ``--ab``'s two modes: the folder of each under ``--out``, and the flag its runs get
+MODES = {"off": False, "on": True}
+
+
+def read_back(folder: Path, slowdown: float) -> tuple[list[Path], list[Path], float]:
+    """The identical and slowed files of an earlier call (``--from``), and the factor."""
+    identical = sorted((folder / "identical").glob("*.h5"))
+    slowed = sorted((folder / "slowed").glob("*.h5"))
+    factor = float(read(slowed[0]).environment.get("test_slowdown", slowdown)) \
+        if slowed else slowdown
+    return identical, slowed, factor
+
+
+def measure(out: Path, args: argparse.Namespace) -> dict[str, tuple[list[Path], list[Path]]]:
+    """Every run, the slowed ones spread among the identical ones; with ``--ab`` each
+    position runs once per mode, the modes' order alternating (off, on; on, off; ...)
+    so that neither mode always runs later. Keys: the mode's folder ("" without --ab)."""
+    modes = list(MODES) if args.ab else [""]
+    files: dict[str, tuple[list[Path], list[Path]]] = {m: ([], []) for m in modes}
+    for pos, is_slowed in enumerate(interleaved(args.runs, args.slowed_runs)):
+        for mode in modes if pos % 2 == 0 else modes[::-1]:
+            flag = MODES[mode] if mode else args.interleave
+            kind = "slowed" if is_slowed else "identical"
+            path = run_once(out / mode / kind, args, args.slowdown if is_slowed else None, flag)
+            files[mode][is_slowed].append(path)
+    return files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,28 +388,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-b", "--backends", default="scipy,diffrax,torchode")
     ap.add_argument("--repeats", type=int, help="sciml-bench run --repeats [its default, 10]")
     ap.add_argument("--cold", type=int, help="sciml-bench run --cold [its default, 3]")
+    ap.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=None,
+                    help="pass --interleave (--no-interleave) to every run [run's default]")
+    ap.add_argument("--ab", action="store_true", help="every run once without and once with "
+                    "--interleave, alternating; each mode's figures (the runs a side before "
+                    "and after interleaving)")
     ap.add_argument("--out", type=Path, help="keep the results files here [a temporary folder]")
     ap.add_argument("--from", dest="reuse", type=Path,
                     help="read the files of an earlier --out instead of running")
     args = ap.parse_args(argv)
     if args.runs < 2:
         ap.error("--runs: at least 2 identical runs make a pair")
+    if args.ab and args.interleave is not None:
+        ap.error("--ab runs both modes: drop --interleave/--no-interleave")
+    modes = list(MODES) if args.ab else [""]
     if args.reuse:
-        identical = sorted((args.reuse / "identical").glob("*.h5"))
-        slowed = sorted((args.reuse / "slowed").glob("*.h5"))
-        factor = float(read(slowed[0]).environment.get("test_slowdown", args.slowdown)) \
-            if slowed else args.slowdown
+        found = {m: read_back(args.reuse / m, args.slowdown) for m in modes}
     else:
         out = args.out or Path(tempfile.mkdtemp(prefix="compare-false-alarms-"))
         print(f"results files in {out}", file=sys.stderr)
-        identical, slowed = [], []
-        for is_slowed in interleaved(args.runs, args.slowed_runs):
-            if is_slowed:
-                slowed.append(run_once(out / "slowed", args, args.slowdown))
-            else:
-                identical.append(run_once(out / "identical", args, None))
-        factor = args.slowdown
-    return 0 if report(identical, slowed, factor) else 1
+        found = {m: (*v, args.slowdown) for m, v in measure(out, args).items()}
+    ok = True
+    for mode, (identical, slowed, factor) in found.items():
+        if mode:
+            print(f"\n== {'--interleave' if MODES[mode] else '--no-interleave'} "
+                  f"({'after' if MODES[mode] else 'before'} interleaving) ==")  # fmt: skip
+        ok = report(identical, slowed, factor) and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

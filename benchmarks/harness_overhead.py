@@ -11,17 +11,27 @@ solved in a loop): hand-written vector fields, the library's own calls, nothing 
 sciml-bench. Each twin gets the suite's solver, options and gradient method for the
 problem (what the backend's defaults pick), so the rows compare the same work. Each suite run (``sciml-bench run``, one
 fresh worker per case) and each bare run is a fresh process, interleaved suite/bare for
-``--rounds`` rounds so that machine drift hits both alike. A row's figure is the median
-of all the suite's raw samples divided by the median of all the bare ones (goal: <= 1.05);
-beside it, the range of the per-round ratios shows how far one pair of fresh processes
-can be apart on this machine (on a shared 2-core VM, sub-millisecond rows move by
-±25% between processes running identical code).
+``--rounds`` rounds so that machine drift hits both alike; the order within a round
+alternates (suite first in even rounds, bare first in odd ones), so that a drift inside a
+round does not always favour the same side. The bare twins run in the workers'
+environment (:meth:`LocalExecutor.env`: ``JAX_PLATFORMS``, fresh JAX cache folders, the
+same thread variables), so that only the harness differs.
+
+A row's figure is the median of all the suite's raw samples divided by the median of all
+the bare ones (goal: <= 1.05). Beside it, a 95 % confidence interval from a hierarchical
+bootstrap (:func:`ratio_ci`): rounds are resampled with replacement, then each chosen
+round's samples, so that both the spread between fresh processes (on a shared 2-core VM,
+sub-millisecond rows move by ±25 % between processes running identical code) and the
+spread within one count. ``worst overhead`` is the row with the largest figure, printed
+with its interval; a worst row whose interval holds 1.05 is not shown to miss the goal.
 
     python benchmarks/harness_overhead.py [--rounds 3] [--repeats 20] [--backends cvodes,diffsol]
+    JAX_PLATFORMS=cpu python benchmarks/harness_overhead.py --in-process 20 --rounds 10 \
+        --backends diffrax      # CPU time, the suite's case and the twin in one process
     python benchmarks/harness_overhead.py --rounds 1 --repeats 2 \
         --problems nonstiff-lotka-volterra --backends torchdiffeq     # a smoke test
 
-Prints one line per row, then ``worst overhead = X.XXX``.
+Prints one line per row, then ``worst overhead = X.XXX  95% CI [lo, hi]  (row)``.
 """
 
 from __future__ import annotations
@@ -31,7 +41,11 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -123,12 +137,158 @@ def suite_samples(target: str, backends: tuple[str, ...], out: Path, repeats: in
     return found
 
 
-def bare_samples(backend: str, cfg: Path, repeats: int) -> dict[str, list[float]]:
+def worker_env(scratch: Path) -> dict[str, str]:
+    """The environment a suite worker of a CPU case gets (the executor's own), for the
+    bare twins: the same device pin, fresh cache folders and thread variables."""
+    from sciml_bench.run.executor import LocalExecutor
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    return LocalExecutor().env(str(scratch), {"device": "cpu", "kind": "ode"})
+
+
+def bare_samples(backend: str, cfg: Path, repeats: int, env: dict[str, str] | None = None
+                 ) -> dict[str, list[float]]:
+    """One fresh process of ``_bare_BACKEND.py``: its raw samples per kind."""
     r = subprocess.run(
         [sys.executable, str(HERE / f"_bare_{backend}.py"), str(cfg), str(repeats)],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, env=env,
     )
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def ratio_ci(suite: list[list[float]], bare: list[list[float]], n_boot: int = 2000,
+             seed: int = 0) -> tuple[float, float, float]:
+    """``(r, lo, hi)``: ``r = median(suite) / median(bare)`` over every round's samples, and
+    a 95 % percentile interval of ``r`` from a hierarchical bootstrap.
+
+    ``suite[i]`` and ``bare[i]`` are round ``i``'s samples (one fresh process each). Each
+    replicate draws ``R`` rounds with replacement, then, in every drawn round, as many
+    samples as it has with replacement, and takes the ratio of the pooled medians: the
+    interval holds both the spread between processes and within one. With one round it
+    is the within-process spread alone (it cannot show the process-to-process spread)."""
+    rng = np.random.default_rng(seed)
+    point = float(np.median(np.concatenate(suite)) / np.median(np.concatenate(bare)))
+    rounds = len(suite)
+    reps = np.empty(n_boot)
+    for b in range(n_boot):
+        picks = rng.integers(0, rounds, rounds)
+        s = np.concatenate([rng.choice(suite[i], len(suite[i])) for i in picks])
+        a = np.concatenate([rng.choice(bare[i], len(bare[i])) for i in picks])
+        reps[b] = np.median(s) / np.median(a)
+    lo, hi = np.percentile(reps, [2.5, 97.5])
+    return point, float(lo), float(hi)
+
+
+def interleave(calls: dict[str, dict[str, Callable[[], Any]]], rounds: int, block: int
+               ) -> dict[tuple[str, str, str], list[list[float]]]:
+    """``calls[who][kind]`` timed in one process, ``rounds`` rounds of one block of
+    ``block`` calls each, every (kind, who) in turn: samples per ``(who, kind, clock)``,
+    one list per round, in process CPU seconds (``time.process_time``: every thread of
+    the process, what the call did whatever else the machine ran) and wall seconds. A
+    first round warms every call and is dropped."""
+    got: dict[tuple[str, str, str], list[list[float]]] = {}
+    for rnd in range(rounds + 1):
+        for kind in KINDS:
+            for who, fns in calls.items():
+                cpu, wall = [], []
+                for _ in range(block):
+                    c, w = time.process_time(), time.perf_counter()
+                    fns[kind]()
+                    cpu.append(time.process_time() - c)
+                    wall.append(time.perf_counter() - w)
+                if rnd:
+                    got.setdefault((who, kind, "cpu"), []).append(cpu)
+                    got.setdefault((who, kind, "wall"), []).append(wall)
+    return got
+
+
+def diffrax_calls(target: str, cfg: Path) -> dict[str, dict[str, Callable[[], Any]]]:
+    """The worker's own Diffrax case (``timed_solve``, ``timed_grad``: the compiled call
+    and ``block_until_ready``) and the bare twin's compiled calls, blocked alike."""
+    import _bare_diffrax as twin
+    import jax
+
+    from sciml_bench.backends.diffrax import DiffraxCase
+
+    problem = spec.load(target)
+    cp = reference.compile_problem(problem, reference.get(problem))
+    b = DiffraxBackend()
+    case = DiffraxCase(cp, CaseOptions(b.default_solver(cp.stiff), b.default_gradient(cp),
+                                       cp.rtol, cp.atol, cp.max_steps))  # fmt: skip
+    params = case.prepare(cp.theta0)
+    bare = twin.calls(json.loads(cfg.read_text()))
+    case.solve(cp.theta0)  # the first solve, as the worker's, before its steady samples
+
+    def blocked(fn: Callable[[Any], Any]) -> Callable[[], Any]:
+        return lambda: jax.block_until_ready(fn(bare["params"]))
+
+    return {"suite": {"solve": partial(case.timed_solve, params),
+                      "grad": partial(case.timed_grad, params)},
+            "bare": {"solve": blocked(bare["solve"]), "grad": blocked(bare["grad"])}}  # fmt: skip
+
+
+def in_process(groups: list, configs: dict, rounds: int, block: int) -> None:
+    """``--in-process``: Diffrax's rows with the suite's case and the bare twin in this one
+    process (:func:`interleave`), CPU and wall ratios with intervals over the blocks (the
+    spread inside one process; the process-to-process spread is the default mode's)."""
+    worst = (0.0, 0.0, 0.0, "")
+    for target, _, backends in groups:
+        if "diffrax" not in backends:
+            continue
+        name, cfg = configs[target, "diffrax"]
+        got = interleave(diffrax_calls(target, cfg), rounds, block)
+        for kind in KINDS:
+            line = f"in-process diffrax {name:<24} {kind:<5}"
+            for clock in ("cpu", "wall"):
+                r, lo, hi = ratio_ci(got["suite", kind, clock], got["bare", kind, clock])
+                line += f"  {clock} suite/bare {r:.3f} [{lo:.3f}, {hi:.3f}]"
+                if clock == "cpu" and r > worst[0]:
+                    worst = (r, lo, hi, f"{name} {kind}")
+            ms = float(np.median(np.concatenate(got["bare", kind, "cpu"]))) * 1e3
+            print(f"{line}  (bare {ms:.3f} ms cpu; {rounds}x{block} each)")
+    r, lo, hi, row = worst
+    print(f"worst in-process cpu overhead = {r:.3f}  95% CI [{lo:.3f}, {hi:.3f}]  ({row})")
+
+
+Rows = dict[tuple[str, str, str], list[list[float]]]
+
+
+def run_round(rnd: int, groups: list, configs: dict, repeats: int, tmp: Path,
+              env: dict[str, str]) -> tuple[Rows, Rows]:
+    """One round: every group's suite run and its bare twins, each a fresh process; the
+    suite goes first in even rounds and the twins in odd ones. Returns the round's samples
+    per row ``(backend, problem, kind)``, suite's and bare's."""
+    suite: Rows = {}
+    bare: Rows = {}
+    for g, (target, _, backends) in enumerate(groups):
+        cfgs = {b: configs[target, b][1] for b in backends}
+        alone = {b: bare_samples(b, c, repeats, env) for b, c in cfgs.items()} if rnd % 2 else {}
+        got = suite_samples(target, backends, tmp / f"r{rnd}g{g}", repeats)
+        alone = alone or {b: bare_samples(b, c, repeats, env) for b, c in cfgs.items()}
+        for b in backends:
+            name = configs[target, b][0]
+            for k in KINDS:
+                suite.setdefault((b, name, k), []).append(got[b][k])
+                bare.setdefault((b, name, k), []).append(alone[b][k])
+    return suite, bare
+
+
+def report(suite: Rows, bare: Rows) -> None:
+    """One line per row (figure, interval, per-round range), then the worst row."""
+    worst: tuple[float, float, float, str] = (0.0, 0.0, 0.0, "")
+    for key in sorted(suite):
+        b, name, k = key
+        r, lo, hi = ratio_ci(suite[key], bare[key])
+        s, a = (float(np.median(np.concatenate(x[key]))) for x in (suite, bare))
+        per = [float(np.median(x) / np.median(y)) for x, y in zip(suite[key], bare[key], strict=True)]
+        n = sum(map(len, suite[key]))
+        print(f"{b:<12} {name:<24} {k:<5}  suite {s * 1e3:9.3f} ms / bare {a * 1e3:9.3f} ms "
+              f"= {r:.3f}  95% CI [{lo:.3f}, {hi:.3f}]  (n={n} each; rounds "
+              f"{min(per):.2f}-{max(per):.2f})")  # fmt: skip
+        if r > worst[0]:
+            worst = (r, lo, hi, f"{b} {name} {k}")
+    r, lo, hi, row = worst
+    print(f"worst overhead = {r:.3f}  95% CI [{lo:.3f}, {hi:.3f}]  ({row})")
 
 
 def main() -> None:
@@ -138,6 +298,9 @@ def main() -> None:
     ap.add_argument("--problems", help="comma list of the rows' problems (default: all; "
                     "stiff-robertson-short is torchdiffeq's ROBER)")
     ap.add_argument("--backends", default=",".join(BACKENDS + COMPILED), help="comma list")
+    ap.add_argument("--in-process", type=int, metavar="BLOCK", default=0,
+                    help="instead: Diffrax's rows, the suite's case and the twin in one "
+                         "process, --rounds interleaved blocks of BLOCK calls, CPU and wall")  # fmt: skip
     args = ap.parse_args()
     wanted_backends = set(args.backends.split(","))
 
@@ -164,31 +327,18 @@ def main() -> None:
             problem = spec.load(target)
             for b in backends:
                 configs[target, b] = (problem.name, bare_config(problem, rhs, b, tmp))
-        suite: dict[tuple[str, str, str], list[float]] = {}
-        bare: dict[tuple[str, str, str], list[float]] = {}
-        # each round's ratio of medians: how far one pair of processes can be off
-        rounds: dict[tuple[str, str, str], list[float]] = {}
+        if args.in_process:
+            return in_process(groups, configs, args.rounds, args.in_process)
+        suite: Rows = {}
+        bare: Rows = {}
         for rnd in range(args.rounds):
-            for g, (target, _, backends) in enumerate(groups):
-                got = suite_samples(target, backends, tmp / f"r{rnd}g{g}", args.repeats)
-                for b in backends:
-                    name, cfg = configs[target, b]
-                    alone = bare_samples(b, cfg, args.repeats)
-                    for k in KINDS:
-                        suite.setdefault((b, name, k), []).extend(got[b][k])
-                        bare.setdefault((b, name, k), []).extend(alone[k])
-                        ratio = float(np.median(got[b][k]) / np.median(alone[k]))
-                        rounds.setdefault((b, name, k), []).append(ratio)
+            env = worker_env(tmp / f"bare-env-{rnd}")
+            got = run_round(rnd, groups, configs, args.repeats, tmp, env)
+            for into, part in zip((suite, bare), got, strict=True):
+                for key, rounds in part.items():
+                    into.setdefault(key, []).extend(rounds)
             print(f"round {rnd + 1} of {args.rounds} done", file=sys.stderr)
-    worst = 0.0
-    for key in sorted(suite):
-        b, name, k = key
-        s, a = float(np.median(suite[key])), float(np.median(bare[key]))
-        worst = max(worst, s / a)
-        r = rounds[key]
-        print(f"{b:<12} {name:<24} {k:<5}  suite {s * 1e3:9.3f} ms / bare {a * 1e3:9.3f} ms "
-              f"= {s / a:.3f}  (n={len(suite[key])} each; rounds {min(r):.2f}-{max(r):.2f})")
-    print(f"worst overhead = {worst:.3f}")
+    report(suite, bare)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,16 @@ Results files measured on the GPU machine (``gpu_checks.py`` brings them back fr
 device tool's ``$OUT``) go, as they came, into ``results/published-gpu/``: they are kept
 across regenerations and reported beside this machine's, each machine's timings apart.
 
-    python benchmarks/publish_results.py                 # ~20-30 min on 2 cores
+    python benchmarks/publish_results.py                 # every run (see timings.json)
+    python benchmarks/publish_results.py --only stiff-brusselator-2d --only sweep
+                                                         # those runs again, the rest kept
     python benchmarks/publish_results.py --report-only   # the report again, no runs
     python benchmarks/publish_results.py --report-only --out DIR   # from DIR/published/
+
+Each published run has a name: ``run`` (every single-trajectory problem at its default
+size), a ladder's problem name, ``ensembles``, ``sweep`` and ``cnn``. ``--only NAME``
+replaces that run's files (``published/files.json`` says which file came from which run)
+and its time in ``timings.json``, and keeps every other file.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -42,9 +50,21 @@ SWEEP = "1e-4,1e-5,1e-6,1e-7,1e-8"
 ENSEMBLE_SIZES = "1,16,256,4096"
 #: the held-out accuracy whose time to reach the CNN rows record
 CNN_TARGET = "0.9"
-#: array problems' size ladders (issue 22's commands: each within 15 min on 2 cores);
-#: an array problem not named here runs at its default size with the rest
-LADDERS = {"stiff-robertson-groups": "1,10,100,1000", "stiff-brusselator-2d": "8,16,32"}
+#: which results files each run wrote (so that ``--only`` replaces just those)
+FILES = RAW / "files.json"
+#: size ladders, the arguments after the problem's name; a sized problem not named here
+#: runs at its default size with the rest. Each state ladder within 15 min on 2 cores
+#: (issue 22); the parameter ladders run every gradient method, to P = 3,000 (rates) and
+#: P = 10,002 (the network's width; issue 30)
+LADDERS = {
+    "stiff-robertson-groups": ["--sizes", "1,10,100,1000"],
+    "stiff-brusselator-2d": ["--sizes", "8,16,32"],
+    "stiff-robertson-rates": ["--sizes", "1,10,100,1000", "--gradient", "all"],
+    # one cold process a case: every method at five widths, JIT builds of up to ~50 s
+    # (diffsol at w = 1000), would take over an hour with three
+    "nonstiff-node-width": ["--sizes", "10,50,200,1000,2000", "--gradient", "all",
+                            "--cold", "1"],
+}
 
 
 def sh(*args: str) -> float:
@@ -55,24 +75,61 @@ def sh(*args: str) -> float:
     return time.perf_counter() - start
 
 
-def run_all(problems: list[str], ensembles: list[str], ladders: list[str]) -> dict[str, float]:
-    """Every published run into ``results/published/``; seconds per run."""
-    shutil.rmtree(RAW, ignore_errors=True)
-    out = str(RAW)
-    t = {
-        "run": sh("run", *problems, "--out", out),
-        **{f"ladder {n}": sh("run", n, "--sizes", LADDERS[n], "--out", out) for n in ladders},
-        "ensembles": sh("run", *ensembles, "--sizes", ENSEMBLE_SIZES, "--out", out),
-        "sweep": sh("run", "stiff-robertson", "--tolerances", SWEEP, "--out", out),
-        "cnn": sh("run", "cnn", "--quick", "--target-accuracy", CNN_TARGET, "--eval-every",
-                  "10", "--out", out),
-    }  # fmt: skip
-    TIMINGS.write_text(json.dumps(t, indent=1) + "\n")
+def planned_runs(problems: list[str], ensembles: list[str],
+                 ladders: list[str]) -> dict[str, list[str]]:
+    """Every published run: its name and the arguments of its ``sciml-bench run``."""
+    return {
+        "run": problems,
+        **{f"ladder {n}": [n, *LADDERS[n]] for n in ladders},
+        "ensembles": [*ensembles, "--sizes", ENSEMBLE_SIZES],
+        "sweep": ["stiff-robertson", "--tolerances", SWEEP],
+        "cnn": ["cnn", "--quick", "--target-accuracy", CNN_TARGET, "--eval-every", "10"],
+    }
+
+
+def run_key(name: str, runs: dict[str, list[str]]) -> str:
+    """The run ``--only NAME`` means: a run's name, or a ladder's problem."""
+    key = name if name in runs else f"ladder {name}"
+    if key not in runs:
+        choices = ", ".join(k.removeprefix("ladder ") for k in runs)
+        raise SystemExit(f"publish_results: no published run is called {name!r}; choose from "
+                         f"{choices}")
+    return key
+
+
+def files_of(key: str, files: dict[str, list[str]]) -> list[Path]:
+    """The files run ``key`` wrote last time; for a ladder published before ``files.json``
+    existed, its problem's files (``NAME-YYYYMMDD-…``; the sweep's start ``run-`` or
+    ``stiff-robertson-2``, which a ladder's pattern never matches)."""
+    if key in files:
+        return [RAW / f for f in files[key]]
+    if key.startswith("ladder "):
+        pattern = re.compile(re.escape(key.removeprefix("ladder ")) + r"-\d{8}-")
+        return [p for p in RAW.glob("*.h5") if pattern.match(p.name)]
+    return []
+
+
+def run_all(runs: dict[str, list[str]], only: list[str]) -> dict[str, float]:
+    """The runs named (all of them when ``only`` is empty) into ``results/published/``,
+    replacing their earlier files; seconds per run, kept for the others."""
+    if not only:
+        shutil.rmtree(RAW, ignore_errors=True)
+    RAW.mkdir(parents=True, exist_ok=True)
+    t = json.loads(TIMINGS.read_text()) if only and TIMINGS.exists() else {}
+    files = json.loads(FILES.read_text()) if only and FILES.exists() else {}
+    for key in only or list(runs):
+        for old in files_of(key, files):
+            old.unlink(missing_ok=True)
+        before = set(RAW.glob("*.h5"))
+        t[key] = sh("run", *runs[key], "--out", str(RAW))
+        files[key] = sorted(p.name for p in set(RAW.glob("*.h5")) - before)
+        TIMINGS.write_text(json.dumps(t, indent=1) + "\n")
+        FILES.write_text(json.dumps(files, indent=1) + "\n")
     return t
 
 
 def ladder_lines(ladders: list[str]) -> str:
-    return "".join(f"sciml-bench run {n} --sizes {LADDERS[n]} --out results/published\n"
+    return "".join(f"sciml-bench run {n} {shlex.join(LADDERS[n])} --out results/published\n"
                    for n in ladders)  # fmt: skip
 
 
@@ -103,23 +160,28 @@ def gpu_note(files: list[Path]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    global RESULTS, RAW, GPU, TIMINGS
+    global RESULTS, RAW, GPU, TIMINGS, FILES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--report-only", action="store_true",
                     help="regenerate the report from the files already there; run nothing")
+    ap.add_argument("--only", action="append", default=[], metavar="NAME",
+                    help="run only NAME again (repeatable): run, ensembles, sweep, cnn or a "
+                    "ladder's problem; every other published file is kept")
     ap.add_argument("--out", type=Path, default=RESULTS,
                     help="where README.md and the report go, with published/ and "
                     "published-gpu/ inside unless given (a smoke test: a temporary folder)")
     a = ap.parse_args(argv)
     if a.out.resolve() != RESULTS.resolve():
         RESULTS, RAW, GPU = a.out.resolve(), a.out.resolve() / "published", a.out.resolve() / "published-gpu"
-        TIMINGS = RAW / "timings.json"
+        TIMINGS, FILES = RAW / "timings.json", RAW / "files.json"
     shutil.rmtree(RESULTS / "figures", ignore_errors=True)
     names = spec.available_problems()
     ensembles = [n for n in names if spec.load(n).ensemble is not None]
     ladders = [n for n in names if n in LADDERS]
     problems = [n for n in names if n not in ensembles and n not in ladders]
-    t = json.loads(TIMINGS.read_text()) if a.report_only else run_all(problems, ensembles, ladders)
+    runs = planned_runs(problems, ensembles, ladders)
+    only = [run_key(n, runs) for n in a.only]
+    t = json.loads(TIMINGS.read_text()) if a.report_only else run_all(runs, only)
     gpu_files = sorted(GPU.rglob("*.h5"))
     files = sorted(str(p) for p in [*RAW.glob("*.h5"), *gpu_files])
     sh("report", *files, "--out", str(RESULTS))

@@ -32,6 +32,25 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 REQUIRE = {"julia": "SCIML_BENCH_REQUIRE_JULIA", "gpu": "SCIML_BENCH_REQUIRE_GPU"}
 
 
+#: the files that take longest (``--durations``, 2-core machine, 2026-11-27), longest first.
+#: ``--dist loadfile`` hands each process a whole file, in collection order
+#: (``--no-loadscope-reorder``; xdist's default orders by number of tests, which sent
+#: Van der Pol's three tests and their ~1.5-minute reference last): starting the longest
+#: first keeps one long file from running alone at the end
+LONGEST_FIRST = (
+    "test_benchmarks.py", "test_problem_library.py", "test_problem_library_vanderpol.py",
+    "test_ensemble_device.py", "test_cnn.py", "test_robertson_e2e.py", "test_dask.py",
+    "test_diffsol.py", "test_fuzz.py", "test_ensemble_run.py",
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Collection order with :data:`LONGEST_FIRST`'s files first (a stable sort: every
+    other file, and the tests within each file, keep their order)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "julia: needs Julia and the set-up Julia project; skipped with the reason "

@@ -54,6 +54,8 @@ COVERED = {
     "_bare_train_diffrax.py": "test_training_ratios_quick",
     "_bare_cvodes.py": "test_harness_overhead_compiled_backends",
     "_bare_diffsol.py": "test_harness_overhead_compiled_backends",
+    "diffsol_bare_ladder.py": "test_diffsol_bare_ladder_tiny",
+    "_bare_diffsol_groups.py": "test_diffsol_bare_ladder_tiny",
     "scaling.py": "test_scaling_exponents_and_dense_over_sparse",
 }
 
@@ -120,7 +122,8 @@ def test_harness_overhead_against_the_bare_twin() -> None:
                     "nonstiff-spiral-node", "--backends", "torchdiffeq"))  # fmt: skip
     rows = re.findall(r"torchdiffeq +nonstiff-spiral-node +(solve|grad) .*= ([\d.]+)", out)
     assert sorted(k for k, _ in rows) == ["grad", "solve"] and all(float(x) > 0 for _, x in rows)
-    assert re.search(r"^worst overhead = [\d.]+$", out, re.M), out
+    assert re.search(r"^worst overhead = [\d.]+  95% CI \[[\d.]+, [\d.]+\]  \(torchdiffeq ",
+                     out, re.M), out
 
 
 @pytest.mark.slow
@@ -267,6 +270,43 @@ def test_harness_overhead_compiled_backends() -> None:
         ("cvodes", "grad"), ("cvodes", "solve"), ("diffsol", "grad"), ("diffsol", "solve")
     ], out
     assert all(float(x) > 0 for *_, x in rows)
+
+
+@pytest.mark.slow
+def test_diffsol_bare_ladder_tiny() -> None:
+    """The suite's diffsol rung at 2 groups against ``_bare_diffsol_groups.py`` (hand-written
+    and generated DiffSL): the twin passes the same-work check, and every row has a figure
+    inside its interval."""
+    _need("pydiffsol")
+    out = _ok(bench("diffsol_bare_ladder.py", "--sizes", "2", "--rounds", "1", "--repeats", "2"))
+    rows = re.findall(r"^diffsol stiff-robertson-groups n=2 +(solve|grad) .*= ([\d.]+)  95% CI "
+                      r"\[([\d.]+), ([\d.]+)\]", out, re.M)  # fmt: skip
+    assert sorted(k for k, *_ in rows) == ["grad", "solve"], out
+    assert all(float(lo) <= float(r) <= float(hi) for _, r, lo, hi in rows), out
+    assert re.search(r"^worst suite/hand = [\d.]+  95% CI", out, re.M), out
+    # --in-process: the worker's own case and both twins in one process, CPU and wall
+    out = _ok(bench("diffsol_bare_ladder.py", "--sizes", "2", "--rounds", "1", "--in-process", "2"))
+    for kind in ("solve", "grad"):
+        m = re.search(rf"^in-process n=2 +{kind} +cpu suite/hand ([\d.]+) .* wall suite/gen ([\d.]+)",
+                      out, re.M)  # fmt: skip
+        assert m and float(m[1]) > 0 and float(m[2]) > 0, out
+
+
+def test_ratio_ci_holds_the_ratio_and_widens_with_process_spread() -> None:
+    """The hierarchical bootstrap: the point is the ratio of pooled medians; rounds that
+    disagree (process-to-process spread) give a wider interval than rounds that agree."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from harness_overhead import ratio_ci
+    finally:
+        sys.path.remove(str(BENCH))
+    bare = [[1.0, 1.01, 0.99, 1.0]] * 4
+    agree = [[1.2, 1.21, 1.19, 1.2]] * 4
+    r, lo, hi = ratio_ci(agree, bare)
+    assert r == pytest.approx(1.2) and lo <= r <= hi and hi - lo < 0.05
+    spread = [[1.0, 1.01, 0.99, 1.0], [1.4, 1.41, 1.39, 1.4]] * 2
+    r2, lo2, hi2 = ratio_ci(spread, bare)
+    assert lo2 <= 1.01 and hi2 >= 1.39 and hi2 - lo2 > 0.3
 
 
 @pytest.mark.slow

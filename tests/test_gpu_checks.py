@@ -82,3 +82,8 @@ def test_unknown_steps_are_refused_with_the_choices() -> None:
     with pytest.raises(SystemExit) as e:
         gpu_checks.main(["--steps", "ode,gpu"])
     assert e.value.code == 2
+
+
+def test_steps_run_in_the_order_given() -> None:
+    # the first step named gets the deadline's time first; a repeat is run once
+    assert gpu_checks.steps_arg("train,ode,tests,train") == ["train", "ode", "tests"]

@@ -124,9 +124,22 @@ def _quick(name: str, out: Path, *args: str) -> list[dict]:
     return [rec for rec in json.loads(r.stdout) if rec.get("kind") != "verdict"]
 
 
-@pytest.fixture(scope="module", params=LIBRARY)
+#: Van der Pol's run (its tight Radau reference, six solves of ~30,000 steps, is the suite's
+#: longest setup) is tests/test_problem_library_vanderpol.py's, with these same tests: under
+#: ``--dist loadfile`` a file runs whole in one process, so the two halves run side by side
+QUICK_HERE = [name for name in LIBRARY if name != "stiff-vanderpol"]
+
+
+@pytest.fixture(scope="module", params=QUICK_HERE)
 def quick_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    name = request.param
+    return quick_records(request.param, tmp_path_factory)
+
+
+def quick_records(
+    name: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, dict[str, dict]]:
+    """``sciml-bench run NAME --quick`` with SciPy and Diffrax (and torchdiffeq where its
+    row says something), as ``(name, {backend: record})``."""
     out = tmp_path_factory.mktemp(f"results-{name}")
     if name.startswith("stiff-"):
         recs = _quick(name, out, "-b", "scipy", "-b", "diffrax")

@@ -192,6 +192,34 @@ def test_richardson_cancels_the_step_squared_error() -> None:
     assert spread == pytest.approx(0.75 * 64e-4 / 6, rel=0.02)
 
 
+@pytest.mark.parametrize(("method", "dtype"), [("BDF", float), ("BDF", complex), ("Radau", float)])
+def test_the_lapack_direct_solvers_are_scipys_bit_for_bit(method: str, dtype: type) -> None:
+    """The reference's BDF and Radau call LAPACK's getrf/getrs without lu_factor's and
+    lu_solve's wrappers: the same steps, evaluations, factorisations and solution, to the
+    last bit, on ROBER to t = 40 (complex: the complex-step check's solve); a NaN in the
+    Jacobian still raises lu_factor's ValueError."""
+    from scipy.integrate import solve_ivp
+
+    data = tomllib.loads((ROOT / "problems" / "stiff-robertson.toml").read_text())
+    data["time"] = {"span": [0.0, 40.0], "save": {"points": [1.0, 40.0]}}
+    p = spec.from_dict(data)
+    s = reference._Solver(p, method, 1e-10, 1e-16)
+    theta = np.asarray(p.theta0, dtype=dtype) * (np.exp(1e-30j) if dtype is complex else 1)
+    y0 = np.asarray(p.y0, dtype=dtype)
+
+    def solve(m: object, jac: object = None) -> object:
+        jac = jac or (lambda t, y: s.jac(t, y, theta))
+        return solve_ivp(lambda t, y: s.rhs(t, y, theta), p.t_span, y0, method=m,
+                         t_eval=p.t_save, rtol=1e-10, atol=1e-16, jac=jac)  # fmt: skip
+
+    ours, scipys = solve(reference._ode_solver(method)), solve(method)
+    assert ours.success and (ours.nfev, ours.njev, ours.nlu) == (scipys.nfev, scipys.njev, scipys.nlu)
+    assert np.array_equal(ours.y, scipys.y) and ours.y.dtype == np.dtype(dtype)
+    assert ours.nlu > 10 and abs(ours.y[0, -1] - 0.7158270687193772) < 1e-8  # y1(40), IVP test set
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        solve(reference._ode_solver(method), lambda t, y: np.full((3, 3), np.nan))
+
+
 def test_an_array_problem_reference_is_extrapolated_and_agrees_with_complex_step() -> None:
     """The 1-D heat equation at 20 points, its reference at rtol 1e-9 (so h = 1e-3)."""
     data = tomllib.loads((ROOT / "tests" / "data" / "heat-1d.toml").read_text())

@@ -153,7 +153,7 @@ def test_list_shows_solvers_stiff_marked_gradients_and_defaults() -> None:
     assert ("solvers: LSODA (stiff; default for stiff problems), BDF (stiff), Radau (stiff), "
             "RK45, DOP853 (default for non-stiff problems)") in text  # fmt: skip
     assert "gradients: RecursiveCheckpointAdjoint (default), BacksolveAdjoint, DirectAdjoint" in text
-    assert ("forward_diff (default, except for ensemble-spiral-node, nonstiff-spiral-node, "
+    assert ("forward_diff (default, except for ensemble-spiral-node, nonstiff-node-width, nonstiff-spiral-node, "
             "stiff-brusselator-2d)") in text  # 128 states + 3 parameters > 100: the adjoint
     for name in backends.names():
         b = backends.get(name)

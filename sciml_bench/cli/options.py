@@ -73,11 +73,11 @@ def check_offered(names: list[str], solvers: Sequence[str], gradients: Sequence[
 
 
 def sized(problem: Any, size: int | None) -> Any:
-    """``problem`` at ``--size`` (array problems only)."""
+    """``problem`` at ``--size`` (array problems and networks' widths only)."""
     if size is None:
         return problem
-    if problem.array is None:
-        raise UserError(f"--size applies to array problems ([sizes]); {problem.name} has none")
+    if problem.laddered is None:
+        raise UserError(f"--size applies to problems with [sizes]; {problem.name} has none")
     return at_size(problem, size)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from sciml_bench.cli.options import BACKEND_NAMES, comma_list, gradient_rtol_option
+from sciml_bench.cli.options import BACKEND_NAMES, UserError, comma_list, gradient_rtol_option
 from sciml_bench.cli.run_execute import execute, print_records
 from sciml_bench.cli.run_plan import RunOptions, plan_run
 
@@ -137,6 +137,23 @@ def _dask_options(f: Any) -> Any:
 @click.option("--train", is_flag=True, help="Train each problem's [training] section (Adam, "
               "to its target loss) on every backend instead of timing solve and gradient "
               "(quick: 5 iterations).")
+@click.option("--interleave/--no-interleave", default=None,
+              help="Run the cases' fresh processes in a seeded random order across the "
+              "cases, in rounds (every case's process 1, shuffled; then every case's "
+              "process 2, ...), instead of case after case: each case's cold processes "
+              "and their shares of the steady samples are spread over the whole run, so "
+              "the machine's drift over minutes falls on every case alike. Nothing a row "
+              "measures changes (every process is as fresh as before); each row is saved "
+              "once its last process ran, and the order is recorded in the file "
+              "(environment `schedules`, each row's `schedule_slots`). Default: on, except "
+              "with --executor dask (a case's processes must share a machine: refused "
+              "there). With one process a case (--cold 1, --quick, --sweep) there is "
+              "nothing to spread: the cases run in order. Ladders (--sizes, ensembles), "
+              "--train and CNN jobs run in order too: "
+              "a ladder's next size depends on the last.")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
+              help="Seed of the --interleave order, to replay one [a fresh seed per run, "
+              "printed and recorded].")
 @gradient_rtol_option
 @_dask_options
 def run(**options: Any) -> None:
@@ -195,7 +212,30 @@ def run(**options: Any) -> None:
     or whose least time (forecast from the smaller sizes' growth) exceeds --budget, is
     skipped up front, with the estimate.
     """
-    opts = RunOptions.from_click(options)
-    records, path = execute(plan_run(opts), opts)
+    opts, plan = _planned(options)
+    records, path = execute(plan, opts)
     print_records(records, opts.as_json, opts.gradient_rtol)
     click.echo(f"\nsaved {len(records)} case(s) to {path}", err=True)
+
+
+def _planned(options: dict[str, Any]) -> tuple[RunOptions, Any]:
+    """The options parsed and planned, with ``--interleave`` and ``--seed`` in the plan's
+    settings (they belong to the run layer's settings, not to what a run plans)."""
+    interleave, seed = options.pop("interleave"), options.pop("seed")
+    opts = RunOptions.from_click(options)
+    interleave, seed = _interleaving(interleave, seed, opts.executor)  # checked before planning
+    plan = plan_run(opts)
+    plan.settings.interleave, plan.settings.seed = interleave, seed
+    return opts, plan
+
+
+def _interleaving(asked: bool | None, seed: int | None, executor: str) -> tuple[bool, int | None]:
+    """``--interleave`` and ``--seed`` checked: on by default here, off on Dask, where the
+    processes of one case must share a machine (asking for it there is refused)."""
+    if asked and executor == "dask":
+        raise UserError("--interleave runs a case's processes apart in time, on this machine; "
+                        "on Dask they must share one worker's machine: drop --interleave")
+    on = executor != "dask" if asked is None else asked
+    if seed is not None and not on:
+        raise UserError("--seed orders the interleaved processes: drop --seed, or --no-interleave")
+    return on, seed

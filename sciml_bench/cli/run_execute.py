@@ -111,7 +111,7 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
         if problem.ensemble is not None:
             records += _run_ensemble(problem, plan, o, writer)
             continue
-        if problem.array is not None:
+        if problem.laddered is not None:  # an array problem or a network's width
             records += _run_sized(problem, plan, o, writer, executor)
             continue
         click.echo(f"reference for {problem.name} ...", err=True)
@@ -202,8 +202,8 @@ def _run_sized(
     from sciml_bench.problem import reference
     from sciml_bench.run import runner
 
-    sizes = ladder_sizes(problem.array, plan.sizes, o.quick)
-    first = problem if problem.array.size == sizes[0] else at_size(problem, sizes[0])
+    sizes = ladder_sizes(problem.laddered, plan.sizes, o.quick)
+    first = problem if problem.laddered.size == sizes[0] else at_size(problem, sizes[0])
     # Planned once, on the first size (no reference needed: observations are placeholders):
     # a ladder keeps one solver, gradient method and Jacobian kind at every size.
     blank = np.zeros((len(first.t_save), first.n_state))

@@ -148,7 +148,7 @@ def _check_first_sizes(loaded: list[Any], sizes: list[int] | None) -> None:
     made (a size the file refuses, e.g. a shift longer than the grid, leaves no empty
     file); a later size that fails is a row of its ladder."""
     for p in loaded:
-        if sizes and p.ensemble is None and p.array is not None and p.array.size != sizes[0]:
+        if sizes and p.ensemble is None and p.laddered is not None and p.laddered.size != sizes[0]:
             at_size(p, sizes[0])
 
 
@@ -185,7 +185,7 @@ def _check_applies(o: RunOptions, loaded: list[Any], with_cnn: bool) -> None:
     ignored); one that only some use gets a note naming the others."""
     kinds: dict[str, list[str]] = {"cnn": ["cnn"] if with_cnn else []}
     for p in loaded:
-        kind = "ensemble" if p.ensemble is not None else "sized" if p.array else "single"
+        kind = "ensemble" if p.ensemble is not None else "sized" if p.laddered else "single"
         kinds.setdefault(kind, []).append(p.name)
     if o.train:
         _check_trainable(loaded, with_cnn)

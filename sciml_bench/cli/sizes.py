@@ -104,12 +104,14 @@ def size_axis(problem: Any) -> SizeAxis:
 def parse_sizes(text: str | None, problems: Sequence[Any]) -> list[int] | None:
     """``--sizes 1,16,256`` as a strictly increasing list, each value checked against every
     named problem that takes it: member counts for an ensemble, values of the size
-    variable (with the states they give, within the suite's limit) for an array problem."""
+    variable (with the states they give, within the suite's limit) for an array problem,
+    widths a network can have for a network's width."""
     if not text:
         return None
     arrays = [size_axis(p) for p in problems if p.ensemble is None and p.array is not None]
-    if arrays and not any(p.ensemble is not None for p in problems):
-        a = arrays[0]
+    widths = [p.network_width for p in problems if p.network_width is not None]
+    if (arrays or widths) and not any(p.ensemble is not None for p in problems):
+        a = arrays[0] if arrays else widths[0]
         what = f"values of {a.name} ({a.meaning})"
         example = ",".join(map(str, (a.ladder or (1, 10, 100))[:3]))
     else:
@@ -127,6 +129,12 @@ def parse_sizes(text: str | None, problems: Sequence[Any]) -> list[int] | None:
     for a in arrays:
         for v in vals:
             check_size(a, v)
+    for w in widths:  # a network's width: each value must give layers a network can have
+        for v in vals:
+            why = w.refusal(v) if v >= 1 else (
+                f"{w.name} = {v}: a width is at least 1 ({w.name} is {w.meaning})")  # fmt: skip
+            if why:
+                raise UserError(f"--sizes {v}: {why}")
     return vals
 
 

@@ -139,17 +139,42 @@ def array_gradient(
     ``I_P ⊗ J`` (the system is linear in ``S̃``), both solves ``rtol``/``atol``. Solving
     ``(y, S̃)`` together without the coupling block ``∂(J S̃)/∂y`` stalled at rtol 1e-9.
     ``loss`` is ``(W, O, C)``. 2-D Brusselator at 512 states: 15 s at rtol 1e-9."""
+    theta = np.asarray(problem.theta0, dtype=float)
+    log = np.asarray(problem.log_params, bool) & (theta > 0)
+    steps = [theta.astype(complex) for _ in range(theta.size)]
+    for j, z in enumerate(steps):
+        z[j] = theta[j] * np.exp(1j * CS_STEP) if log[j] else theta[j] + 1j * CS_STEP
+    value, g = staggered(problem, loss, rtol, atol, method, steps)
+    return value, g / np.where(log, theta, 1.0)
+
+
+def array_directional(
+    problem: Problem, loss: tuple[np.ndarray, np.ndarray, np.ndarray], rtol: float,
+    atol: float, method: str, directions: list[np.ndarray],
+) -> tuple[float, np.ndarray]:
+    """``L`` and its derivatives ``d_k = ∇L·w_k`` along natural-units directions ``w_k``:
+    :func:`array_gradient`'s system with one column per direction, ``s_k' = J s_k + F w_k``
+    (``F w_k`` by complex step along ``w_k``). Costs ``k`` columns however many parameters:
+    at P = 3,000 on 3,000 states, 8 columns where the full gradient needs 3,000."""
+    theta = np.asarray(problem.theta0, dtype=float)
+    steps = [theta + 1j * CS_STEP * np.asarray(w, float) for w in directions]
+    return staggered(problem, loss, rtol, atol, method, steps)
+
+
+def staggered(
+    problem: Problem, loss: tuple[np.ndarray, np.ndarray, np.ndarray], rtol: float,
+    atol: float, method: str, steps: list[np.ndarray],
+) -> tuple[float, np.ndarray]:
+    """``L`` and ``dL/dε_k`` for the complex parameter points ``θ + i·CS_STEP·w_k`` in
+    ``steps``: ``y`` solved first (dense output), then every ``s_k`` at once (block-diagonal
+    Newton matrix ``I_k ⊗ J``), ``dL/dε_k = Σ_i (2 W_i ⊙ (y_i − O_i) + C_i)·s_k(t_i)``."""
     import scipy.sparse as sp
     from scipy.integrate import solve_ivp
 
     ns = codegen.load_python(codegen.generate(problem, "numpy"))
     rhs, jac = ns["rhs"], ns["jac_sparse"]
     theta = np.asarray(problem.theta0, dtype=float)
-    n, P, t_save = problem.n_state, problem.n_params, np.asarray(problem.t_save)
-    log = np.asarray(problem.log_params, bool) & (theta > 0)
-    steps = [theta.astype(complex) for _ in range(P)]
-    for j, z in enumerate(steps):
-        z[j] = theta[j] * np.exp(1j * CS_STEP) if log[j] else theta[j] + 1j * CS_STEP
+    n, P, t_save = problem.n_state, len(steps), np.asarray(problem.t_save)
     kw: dict[str, Any] = {"method": method, "t_eval": t_save, "rtol": rtol, "atol": atol}
     ys = solve_ivp(lambda t, y: rhs(t, y, theta), problem.t_span,
                    np.asarray(problem.y0, float), dense_output=True,
@@ -170,5 +195,4 @@ def array_gradient(
     W, O, C = loss
     y, S = ys.y.T, sol.y.T.reshape(len(t_save), P, n)
     g = np.einsum("in,ipn->p", 2.0 * W * (y - O) + C, S)
-    value = float(np.sum(W * (y - O) ** 2) + np.sum(C * y))
-    return value, g / np.where(log, theta, 1.0)
+    return float(np.sum(W * (y - O) ** 2) + np.sum(C * y)), g

@@ -19,14 +19,14 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sympy
 
-from sciml_bench.problem import arrays, expr
+from sciml_bench.problem import arrays, expr, network_width
 from sciml_bench.problem.compiled import Dimensions
 from sciml_bench.problem.ensemble import (
     APPLY,
@@ -173,6 +173,15 @@ class Problem(Dimensions):
     array: arrays.ArrayModel | None = None
     #: how it is trained (``[training]``, ``sciml-bench run NAME --train``), if declared
     training: Training | None = None
+    #: a scalar problem whose network width is a size (``layers = [2, "width", 2]``), at one
+    #: value of it (:mod:`sciml_bench.problem.network_width`)
+    network_width: network_width.NetworkWidth | None = None
+
+    @property
+    def laddered(self) -> arrays.ArrayModel | network_width.NetworkWidth | None:
+        """What ``--sizes`` moves: an array problem's model or a network's width (both
+        give ``ladder_name``, ``ladder``, ``size`` and ``sizes``), None for one size."""
+        return self.array if self.array is not None else self.network_width
 
     @property
     def state_symbols(self) -> list[sympy.Symbol]:
@@ -392,10 +401,16 @@ def from_dict(
 ) -> Problem:
     """Validate an already-parsed problem table, one section at a time (in file order,
     so the first error reported is the first one a reader meets). ``sizes`` sets named
-    sizes of an array problem (``[sizes]``), replacing their defaults."""
+    sizes (``[sizes]``) of an array problem or of a network's width, replacing their
+    defaults."""
     r = _Reader(data, source)
     _check_keys(r, data)
     name, description, stiff = _header(r)
+    if network_width.widens(data):
+        resolved, width = network_width.read(r, sizes)
+        at = from_dict(resolved, source)  # a plain scalar problem at this width
+        return replace(at, network_width=width,
+                       content=_canonical(arrays.at_sizes(data, dict(width.sizes))))  # fmt: skip
     if "sizes" in data or sizes:
         return _array_problem(r, data, (name, description, stiff), sizes)
     states, y0 = _state(r)
@@ -447,10 +462,11 @@ _TOP_KEYS = (
 
 
 def at_size(problem: Problem, value: int) -> Problem:
-    """An array problem at another value of its laddered size (its file, re-validated)."""
-    if problem.array is None:
+    """An array problem, or a network's width, at another value of its laddered size (its
+    file, re-validated)."""
+    if problem.laddered is None:
         raise ValueError(f"{problem.name} has no [sizes]: it has one size")
-    return from_dict(problem.content, problem.source, {problem.array.ladder_name: value})
+    return from_dict(problem.content, problem.source, {problem.laddered.ladder_name: value})
 
 
 def _array_problem(
@@ -687,7 +703,8 @@ def _networks(r: _Reader, symbols: Mapping[str, sympy.Symbol], offset: int) -> l
             or len(layers) < 2
             or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 4096 for n in layers)
         ):
-            raise r.fail(f"{key}.layers", "expected at least two layer sizes, integers in [1, 4096]")
+            raise r.fail(f"{key}.layers", "expected at least two layer sizes, integers in "
+                         '[1, 4096] or the name of a size in [sizes] (e.g. [2, "width", 2])')
         activation = r.string(f"{key}.activation", "tanh")
         if activation not in ACTIVATIONS:
             raise r.fail(f"{key}.activation", f"use one of {', '.join(ACTIVATIONS)}")

@@ -39,6 +39,8 @@ FORWARD_METHODS = ("forward", "forward_diff")
 MEMORY_KEYS = ("grad_warm_rss_mb", "grad_rss_mb")
 
 Line = tuple[str, str, str, str, str, str]
+#: one marker per gradient method, in order of appearance
+MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
 def is_forward(method: str) -> bool:
@@ -214,12 +216,14 @@ def gradient_scaling_figure(records: Sequence[Mapping[str, Any]]) -> plots.Plot:
 
 def _draw_lines(ax: Any, lines: Mapping[Line, Mapping[int, float]],
                 colors: Mapping[tuple[str, ...], str], seconds: bool) -> None:  # fmt: skip
+    # a library's colour, a method's marker: Diffrax's three adjoints are told apart
+    methods = {m: MARKERS[i % len(MARKERS)] for i, m in enumerate(dict.fromkeys(k[3] for k in lines))}
     for key, pts in lines.items():
         ps = sorted(pts)
         e = exponent(dict(pts))
         label = line_label(key) + (f" (q={e.p:.2f})" if e else "")
         style = "--" if is_forward(key[3]) else "-"
-        ax.plot(ps, [pts[p] for p in ps], marker="o", ls=style, ms=4, lw=1.3,
+        ax.plot(ps, [pts[p] for p in ps], marker=methods[key[3]], ls=style, ms=4, lw=1.3,
                 color=colors.get(_library(key), "0.4"), label=label)  # fmt: skip
     every = sorted({p for pts in lines.values() for p in pts})
     plots.ladder_axes(ax, every)
@@ -230,11 +234,15 @@ def _draw_lines(ax: Any, lines: Mapping[Line, Mapping[int, float]],
 
 
 def _mark_crossovers(ax: Any, times: Mapping[Line, Mapping[int, float]]) -> None:
-    """A dotted vertical line at each library's crossover P, named."""
+    """A dotted vertical line at each crossover P, named once with every library there
+    (four libraries crossing at one rung printed four labels over one another)."""
+    at: dict[int, list[str]] = {}
     for lib, methods in by_library(times).items():
         forward, reverse = split_modes(methods)
         hit = first_crossover(forward, reverse) if forward is not None else None
-        if hit:
-            ax.axvline(hit[0], ls=":", lw=1.0, color="0.5")
-            ax.annotate(f"{lib[1]} crossover", (hit[0], forward[hit[0]]), fontsize=7,
-                        rotation=90, va="bottom", ha="right", color="0.3")  # fmt: skip
+        if hit and lib[1] not in at.setdefault(hit[0], []):
+            at[hit[0]].append(lib[1])
+    for p, libs in sorted(at.items()):
+        ax.axvline(p, ls=":", lw=1.0, color="0.5")
+        ax.annotate(f"crossover: {', '.join(libs)}", (p, 0.98), xycoords=("data", "axes fraction"),
+                    fontsize=7, rotation=90, va="top", ha="right", color="0.3")  # fmt: skip

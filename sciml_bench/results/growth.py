@@ -10,6 +10,8 @@ size, placed at its number of states ``n``. How a line's cost grows is its fitte
 so a sparse factorisation of ROBER's diagonal blocks shows p ≈ 1 and a dense one p → 3 once
 the LU dominates. Smaller sizes are usually overhead-bound (p ≈ 0), which is why only the
 two largest are used. :func:`growth_figure` draws solve and gradient side by side, log-log.
+A ladder of a network's width (sizes that keep one state count while P grows) has no
+exponent in n; :mod:`~sciml_bench.results.gradient_scaling` reads it against P.
 """
 
 from __future__ import annotations
@@ -30,6 +32,19 @@ LineKey = tuple[str, str, str, str, str, str]
 def is_sized(r: dict[str, Any]) -> bool:
     """A row of an array problem's ladder (every one names its Jacobian kind)."""
     return r.get("kind", "ode") == "ode" and r.get("jacobian") is not None
+
+
+def grows_states(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of ladders whose size sets the states: not a network's width, whose sizes
+    keep one state count while its parameters grow (a ladder of one size stays)."""
+    sized = [r for r in records if is_sized(r)]
+    sizes: dict[LineKey, set[Any]] = {}
+    states: dict[LineKey, set[Any]] = {}
+    for r in sized:
+        sizes.setdefault(line_key(r), set()).add(r.get("size"))
+        states.setdefault(line_key(r), set()).add(r.get("n_state"))
+    fixed = {k for k in sizes if len(sizes[k] - {None}) > 1 and len(states[k] - {None}) == 1}
+    return [r for r in sized if line_key(r) not in fixed]
 
 
 def line_key(r: dict[str, Any]) -> LineKey:
@@ -85,7 +100,7 @@ def exponent(pts: dict[int, float]) -> Exponent | None:
 
 def growth_texts(records: Sequence[dict[str, Any]]) -> list[str]:
     """One line per ladder: its solve and gradient exponents (``-`` below two sizes)."""
-    sized = [r for r in records if is_sized(r)]
+    sized = grows_states(records)
     panels = {name: points(sized, key) for key, _, name in plots.TIME_PANELS}
     out = []
     for key in dict.fromkeys(line_key(r) for r in sized if r.get("n_state")):
@@ -154,11 +169,13 @@ def growth_figure(records: Sequence[dict[str, Any]]) -> plots.Plot:
     legend for both panels, outside the axes (inside, it covered points: Diffrax's 304 ms
     gradient at 128 Brusselator states), each ladder's exponents in its entry."""
     plot = plots.Plot("growth", "Cost against problem size")
-    sized = [r for r in records if is_sized(r)]
+    sized = grows_states(records)
     plot.notes += stops(sized)
     drawn = plots.timed_panels(lambda key: points(sized, key))
     if not drawn:
-        plot.notes.insert(0, "no ok row of the ladders has a steady-state time")
+        plot.notes.insert(0, "no ok row of the ladders has a steady-state time" if sized else
+                          "no ladder changes its state count (a network's width grows P: "
+                          "see the gradients-at-scale figure)")  # fmt: skip
         return plot
     fig, axes = plots.ladder_figure(len(drawn), 3.8)
     keys = list(dict.fromkeys(line_key(r) for r in sized))

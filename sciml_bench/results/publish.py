@@ -454,7 +454,8 @@ def _sized_blocks(
         Para(
             "Array problem: one row per backend x solver x Jacobian kind x size, each size in a "
             "fresh worker (TTFG from that one process; its first gradient and one untimed solve "
-            "are the warm-up). states: n; jac nnz: the exact Jacobian's structural non-zeros; peak MB: "
+            "are the warm-up). states: n; params: P, the gradient's length; jac nnz: the exact "
+            "Jacobian's structural non-zeros; peak MB: "
             "the worker's peak RSS. p: the slope of log time against log n between the two "
             "largest sizes a line completed."
         ),

@@ -67,13 +67,14 @@ def _ms(median: float | None, q: Sequence[float] | None) -> str:
 
 
 SIZED_COLUMNS = (
-    "backend", "solver", "gradient", "jacobian", "size", "states", "jac nnz", "status", "TTFG s",
-    "solve ms [IQR]", "grad ms [IQR]", "peak MB", "sol err", "grad err", "steps", "grad MB",
+    "backend", "solver", "gradient", "jacobian", "size", "states", "params", "jac nnz", "status",
+    "TTFG s", "solve ms [IQR]", "grad ms [IQR]", "peak MB", "sol err", "grad err", "steps",
+    "grad MB",
 )
 #: extra keys of an array problem's row in the machine-readable record
 SIZED_JSON_KEYS = (
-    "size", "n_state", "jac_nnz", "jacobian", "linear_solver", "largest_ok_size", "codegen_s",
-    "reference_rtol", "reference_note",
+    "size", "n_state", "n_params", "jac_nnz", "jacobian", "linear_solver", "largest_ok_size",
+    "codegen_s", "reference_rtol", "reference_note",
 )
 
 
@@ -83,7 +84,8 @@ def sized_row(r: dict[str, Any]) -> list[str]:
     return [
         *ode[:3], str(r.get("jacobian") or "-"),
         str(r.get("size") if r.get("size") is not None else "-"),
-        str(r.get("n_state") or "-"), str(r.get("jac_nnz") or "-"), *ode[5:9],
+        str(r.get("n_state") or "-"), str(r.get("n_params") or "-"), str(r.get("jac_nnz") or "-"),
+        *ode[5:9],
         _num(r.get("peak_rss_mb"), ".0f"), *ode[9:],
     ]  # fmt: skip
 

@@ -54,6 +54,10 @@ class Settings:
     steady_budget_s: float = 20.0
     #: thread count for every worker's frameworks (None: each library's default)
     threads: int | None = None
+    #: run the cases' processes in a seeded random order across cases (``run.interleave``)
+    interleave: bool = False
+    #: that order's seed (None: a fresh one, recorded in the file)
+    seed: int | None = None
 
 
 

@@ -17,6 +17,10 @@ the forecast, 48 s, was 1.25x the 38 s that rung took. So a rung is ``skipped`` 
 only when its forecast ``k · (t_solve + t_grad)`` exceeds :data:`MARGIN` times the budget,
 with the forecast in its row, instead of being killed at the budget: on ROBER groups, the
 dense Diffrax and diffsol rows at 3000 states each spent the whole 300 s budget before it.
+
+A network's width (:mod:`sciml_bench.problem.network_width`) keeps the states and grows the
+parameters: there ``n`` is the parameter count ``P`` (the right-hand side costs ``P¹``, a
+forward sensitivity ``P²``), the same model on another axis.
 """
 
 from __future__ import annotations
@@ -37,13 +41,15 @@ MARGIN = 1.5
 
 @dataclass(frozen=True)
 class Forecast:
-    """The least ``seconds`` a rung of ``n_state`` states needs, and from what."""
+    """The least ``seconds`` a rung of ``n`` states (or parameters: ``unit``) needs, and
+    from what."""
 
     seconds: float
-    n_state: int
+    n: int
     #: per call kind: (fastest sample at n₂, slope p used, bound at n₃)
     calls: dict[str, tuple[float, float, float]]
     sizes: tuple[int, ...]
+    unit: str = "states"
 
     def beyond(self, budget_s: float) -> bool:
         """Whether the rung is skipped: its forecast exceeds :data:`MARGIN` budgets."""
@@ -55,9 +61,9 @@ class Forecast:
                  for kind, (_, p, bound) in self.calls.items()]  # fmt: skip
         seen = " and ".join(str(n) for n in self.sizes)
         return (
-            f"not run: forecast to need at least {self.seconds:.3g} s at {self.n_state} "
-            f"states, over {MARGIN:g} x the {budget_s:g} s budget ({CALLS} calls each of "
-            f"{', '.join(parts)}, grown from the fastest samples at {seen} states); "
+            f"not run: forecast to need at least {self.seconds:.3g} s at {self.n} "
+            f"{self.unit}, over {MARGIN:g} x the {budget_s:g} s budget ({CALLS} calls each of "
+            f"{', '.join(parts)}, grown from the fastest samples at {seen} {self.unit}); "
             "--budget S runs it"
         )
 
@@ -68,11 +74,14 @@ def fastest(rec: dict[str, Any], kind: str) -> float | None:
     return min(samples) if samples else None
 
 
-def least_seconds(completed: Sequence[dict[str, Any]], n_state: int) -> Forecast | None:
-    """The bound for a rung of ``n_state`` states from the ladder's ``ok`` rows at smaller
-    sizes (one: slope 0; two or more: the last two), or None without one."""
-    done = sorted((r for r in completed if r.get("n_state") and r["n_state"] < n_state),
-                  key=lambda r: r["n_state"])[-2:]  # fmt: skip
+def least_seconds(
+    completed: Sequence[dict[str, Any]], n: int, key: str = "n_state"
+) -> Forecast | None:
+    """The bound for a rung of ``n`` states (``key = "n_params"``: parameters) from the
+    ladder's ``ok`` rows at smaller ``key`` (one: slope 0; two or more: the last two), or
+    None without one."""
+    done = sorted((r for r in completed if r.get(key) and r[key] < n),
+                  key=lambda r: r[key])[-2:]  # fmt: skip
     if not done:
         return None
     calls: dict[str, tuple[float, float, float]] = {}
@@ -81,11 +90,12 @@ def least_seconds(completed: Sequence[dict[str, Any]], n_state: int) -> Forecast
         t2 = times[-1]
         if t2 is None:
             continue
-        t1, n1, n2 = times[0], done[0]["n_state"], done[-1]["n_state"]
+        t1, n1, n2 = times[0], done[0][key], done[-1][key]
         p = math.log(t2 / t1) / math.log(n2 / n1) if t1 and n2 > n1 else 0.0
         p = max(0.0, p)
-        calls[kind] = (t2, p, t2 * (n_state / n2) ** p)
+        calls[kind] = (t2, p, t2 * (n / n2) ** p)
     if not calls:
         return None
     seconds = CALLS * sum(bound for _, _, bound in calls.values())
-    return Forecast(seconds, n_state, calls, tuple(int(r["n_state"]) for r in done))
+    unit = "states" if key == "n_state" else "parameters"
+    return Forecast(seconds, n, calls, tuple(int(r[key]) for r in done), unit)

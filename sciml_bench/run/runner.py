@@ -10,7 +10,9 @@ shares: :func:`~sciml_bench.run.steady.share`), for the spread of
 time-to-first-gradient and of steady state across processes. A case whose
 first process fails is not repeated: solver failures are deterministic.
 Every case ends as a record, whatever happened, and is on disk before the
-next case starts.
+next case starts; with ``Settings.interleave`` the processes of a run's cases run in a
+seeded random order across cases (:mod:`~sciml_bench.run.interleave`), and each case is
+on disk once its last process ran.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from sciml_bench.run.ensemble_ladders import (
     run_ensemble,
 )
 from sciml_bench.run.executor import Executor, LocalExecutor, Sink
+from sciml_bench.run.interleave import new_seed, record_schedule, run_schedule, schedule
 from sciml_bench.run.interrupts import Interrupt, saved_on_interrupt
 from sciml_bench.run.jobs import kind_of
 from sciml_bench.run.progress import Progress, phase_lines, status_line, to_stderr
@@ -106,13 +109,20 @@ def run(
             writer.add(rec)
             done.append(rec)
 
-    def announce(i: int, where: str) -> None:
+    def announce(i: int, where: str, process: str = "") -> None:
         unavailable_before(i)
         on = f"  on {where}" if where else ""
-        progress(f"[{row_of[i]}/{rows}] {problem.name}: {cases[i - 1].label}{on}")
+        progress(f"[{row_of[i]}/{rows}] {problem.name}: {cases[i - 1].label}{on}{process}")
 
     with saved_on_interrupt(writer, done):
-        _streamed(tasks, writer, executor, announce, progress, lines, done)
+        # interleaved only where it changes nothing measured (ODE cases on this machine)
+        # and averages something (cases of two processes or more: run.interleave)
+        spread = any(len(t.modes) > 1 for _, t in tasks)
+        if settings.interleave and spread and task_of is None and isinstance(executor, LocalExecutor):
+            _interleaved(problem.name, tasks, writer, executor, announce, progress, done,
+                         settings.seed)  # fmt: skip
+        else:
+            _streamed(tasks, writer, executor, announce, progress, lines, done)
         unavailable_before(len(cases) + 1)
     return sorted(done, key=lambda r: r.get("case_index", 0))  # case order, not finishing order
 
@@ -162,6 +172,43 @@ def _streamed(
         if partial is not None:
             writer.add(partial)
             done.append(partial)
+        raise
+
+
+def _interleaved(
+    name: str, tasks: Sequence[tuple[int, CaseTask]], writer: ResultsWriter,
+    executor: LocalExecutor, announce: Callable[..., None], progress: Progress,
+    done: list[dict[str, Any]], seed: int | None,
+) -> None:  # fmt: skip
+    """The tasks' processes in the seeded order of :func:`schedule`, its plan recorded in
+    the file first; each record added to ``done`` as its case completes. On Ctrl-C the
+    partial records of the cases cut between their processes are written too."""
+    if not tasks:  # every backend unavailable: nothing to order
+        return
+    seed = new_seed() if seed is None else seed
+    order = schedule([len(t.modes) for _, t in tasks], seed)
+    record_schedule(writer, name, seed, order, tasks)
+    progress(f"interleaved: {len(order)} processes of {len(tasks)} case(s) in a random "
+             f"order (--seed {seed} replays it)")  # fmt: skip
+
+    def unit(i: int, k: int, n: int, slot: int) -> None:
+        announce(i, "", f"  (process {k + 1} of {n}; {slot + 1}/{len(order)})")
+
+    gen = run_schedule(tasks, order, writer, executor, unit, progress, phase_lines)
+    try:
+        for _, rec in gen:
+            progress(status_line(rec))
+            done.append(rec)
+    except KeyboardInterrupt as e:
+        partials = getattr(e, "partials", None)
+        if partials is None:  # it came between two records: the schedule says what was cut
+            try:
+                gen.throw(e)
+            except KeyboardInterrupt as cut:
+                partials = getattr(cut, "partials", [])
+        for rec in partials:
+            writer.add(rec)
+            done.append(rec)
         raise
 
 

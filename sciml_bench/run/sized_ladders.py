@@ -1,6 +1,6 @@
-"""Array problems ([sizes]): one ladder of sizes per case and Jacobian kind, each size
-in a fresh worker, refused up front when its dense Jacobian would not fit in memory or
-its forecast least time exceeds the budget."""
+"""Problems with [sizes] (array problems, and networks whose width is a size): one ladder
+of sizes per case and Jacobian kind, each size in a fresh worker, refused up front when its
+dense Jacobian would not fit in memory or its forecast least time exceeds the budget."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ RUNG_WARMUPS = {"solve": 1, "grad": 0}
 
 @dataclass(frozen=True)
 class SizedSpec:
-    """One ladder of an array problem: a case (``case.extra["jacobian"]`` its Jacobian
+    """One ladder of a problem with sizes: a case (``case.extra["jacobian"]`` its Jacobian
     kind: ``dense``, ``sparse`` or ``none`` for an explicit solver) at each size."""
 
     case: CaseSpec
@@ -71,10 +71,17 @@ def plan_sized(
     solver does not offer is a ladder marked :attr:`SizedSpec.unavailable` (Diffrax asked
     for ``sparse``), not its other kind run in its place; an explicit solver needs no
     Jacobian and runs as ``none`` whatever is asked. A backend given no solver it offers
-    runs its array default (SciPy: BDF, which takes a sparse Jacobian)."""
+    runs its array default (SciPy: BDF, which takes a sparse Jacobian). A scalar problem (a
+    network's width laddered) keeps :func:`plan`'s cases, one ladder each: ``none`` for an
+    explicit solver, else ``dense`` (its few states' Jacobian, as any scalar problem's)."""
     out = []
     for case in plan(problem, backend_names, solvers, gradients, rtols, max_steps, devices):
         b = backends.get(case.backend)
+        if problem.size is None:  # scalar: its own solver, no Jacobian kind to ladder
+            kind = "none" if b.jacobian_kinds(case.solver) == ("none",) else "dense"
+            out.append(SizedSpec(replace(case, extra={**case.extra, "jacobian": kind}), kind,
+                                 tuple(sizes)))  # fmt: skip
+            continue
         if not any(s in b.solvers() for s in solvers):
             case = replace(case, solver=b.array_solver(problem.stiff))
         kinds = b.jacobian_kinds(case.solver)
@@ -156,7 +163,8 @@ class Rungs:
         if size not in self.made:
             try:
                 p = self.at(size)
-                self.progress(f"reference for {p.name} at size {size} ({p.n_state} states) ...")
+                self.progress(f"reference for {p.name} at size {size} ({p.n_state} states, "
+                              f"{p.n_params} parameters) ...")  # fmt: skip
                 # a reference that cannot be built leaves rows saying so, as for any problem
                 ref = reference.get_or_missing(p, refresh=self.refresh)
                 start = time.perf_counter()
@@ -185,14 +193,15 @@ def _sized_row(problem: str, ladder: SizedSpec, size: int | None, status: str, r
     })  # fmt: skip
 
 
-def _not_runnable(name: str, seen: dict[str, Any]) -> str | None:
-    """Why a backend runs no array problem here: not available, or no array code yet."""
+def _not_runnable(name: str, seen: dict[str, Any], array: bool = True) -> str | None:
+    """Why a backend runs no ``array`` problem (any problem) here: not available, or no
+    array code yet."""
     if name not in seen:
         b = backends.get(name)
         av = b.availability()
         if not av.ok:
             seen[name] = f"{av.reason}. Fix: {av.fix}" if av.fix else av.reason
-        elif not b.array_problems:
+        elif array and not b.array_problems:
             seen[name] = b.array_missing or (
                 f"{name} has no array code yet: array problems ([sizes], vector states) do "
                 "not run on this backend")  # fmt: skip
@@ -227,7 +236,7 @@ def run_sized(
     seen: dict[str, Any] = {}
     with saved_on_interrupt(writer, done):
         for i, ladder in enumerate(ladders, 1):
-            why = _not_runnable(ladder.case.backend, seen)
+            why = _not_runnable(ladder.case.backend, seen, problem.array is not None)
             if why is not None:
                 if not any(r["backend"] == ladder.case.backend for r in done):
                     progress(f"[ladder {i}/{len(ladders)}] {ladder.case.backend}: unavailable ({why})")
@@ -267,8 +276,10 @@ def _rung(
     try:
         at = rungs.at(size)
         n_state = at.n_state
-        # before the reference at this size is made: a skipped rung costs nothing
-        least = forecast.least_seconds(state.completed, n_state)
+        # before the reference at this size is made: a skipped rung costs nothing. A
+        # network's width grows the parameters, not the states: its cost grows with P
+        key = "n_state" if at.array is not None else "n_params"
+        least = forecast.least_seconds(state.completed, getattr(at, key), key)
         if least is not None and least.beyond(settings.budget_s):
             why = least.reason(settings.budget_s)
             progress(f"{title}: {why}")
@@ -282,7 +293,9 @@ def _rung(
     if refused:
         progress(f"{title}: {refused}")
         return _sized_row(name, ladder, size, Status.SKIPPED.value, refused, **facts)
-    progress(f"{title} ({compiled.n_state} states, {compiled.jac_nnz} Jacobian non-zeros)")
+    nnz = f"{compiled.jac_nnz} Jacobian non-zeros" if compiled.jac_nnz is not None else (
+        f"{compiled.n_params} parameters")  # fmt: skip
+    progress(f"{title} ({compiled.n_state} states, {nnz})")
     job = {**case_job(ladder.case, compiled, ref, settings), "warmups": dict(RUNG_WARMUPS)}
     rec = run_rung(job, settings.budget_s, executor, progress)
     rec.update(size=size, codegen_s=codegen_s, reference_rtol=ref.rtol, **facts)
