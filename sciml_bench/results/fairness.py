@@ -59,12 +59,13 @@ def disagreements(choices: Mapping[str, Any]) -> list[str]:
 
 def problem_class(record: Mapping[str, Any]) -> str:
     """The class a row's problem belongs to, from the suite's naming (``stiff-``,
-    ``nonstiff-``) and, for array problems, the Jacobian kind the row ran with."""
+    ``nonstiff-``) and, for a size ladder's rows, the Jacobian kind the row ran with (an
+    explicit solver's rows, and a network width's, have none: ``sized``)."""
     name = str(record.get("problem", ""))
     stiff = "non-stiff" if name.startswith("nonstiff") else "stiff"
     if record.get("size") is not None:
         kind = record.get("jacobian")
-        return f"{stiff}, array ({kind} Jacobian)" if kind in ("dense", "sparse") else f"{stiff}, array"
+        return f"{stiff}, array ({kind} Jacobian)" if kind in ("dense", "sparse") else f"{stiff}, sized"
     return stiff
 
 

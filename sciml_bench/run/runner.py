@@ -116,8 +116,9 @@ def run(
 
     with saved_on_interrupt(writer, done):
         # interleaved only where it changes nothing measured (ODE cases on this machine)
-        # and averages something (cases of two processes or more: run.interleave)
-        spread = any(len(t.modes) > 1 for _, t in tasks)
+        # and averages something (two cases or more, of two processes or more: a lone
+        # case has no other to spread across; run.interleave)
+        spread = len(tasks) > 1 and any(len(t.modes) > 1 for _, t in tasks)
         if settings.interleave and spread and task_of is None and isinstance(executor, LocalExecutor):
             _interleaved(problem.name, tasks, writer, executor, announce, progress, done,
                          settings.seed)  # fmt: skip
