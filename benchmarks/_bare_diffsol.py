@@ -48,6 +48,22 @@ MODELS = {
 }
 
 
+def loss_and_grad(ode, theta, ts, W, O, gradient: str):
+    """The timed gradient call: ``L = Σ W (y - O)²`` and ``dL/dθ`` by diffsol's adjoint
+    (``solve_adjoint_fwd`` + ``solve_adjoint_bkwd``) or forward sensitivities."""
+
+    def grad():
+        if gradient == "adjoint":
+            sol, checkpoint = ode.solve_adjoint_fwd(theta, ts)
+            D = sol.ys - O
+            return np.sum(W * D * D), ode.solve_adjoint_bkwd(sol, checkpoint, 2 * W * D)
+        sol = ode.solve_fwd_sens(theta, ts)
+        D = sol.ys - O
+        return np.sum(W * D * D), np.einsum("ij,kij->k", 2 * W * D, np.asarray(sol.sens))
+
+    return grad
+
+
 def main() -> None:
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
@@ -61,15 +77,7 @@ def main() -> None:
     ts = np.asarray(cfg["t_save"])
     W, O = np.asarray(cfg["W"]).T, np.asarray(cfg["O"]).T  # diffsol's (n_state, n_save)
 
-    def grad():
-        if cfg["gradient"] == "adjoint":
-            sol, checkpoint = ode.solve_adjoint_fwd(theta, ts)
-            D = sol.ys - O
-            return np.sum(W * D * D), ode.solve_adjoint_bkwd(sol, checkpoint, 2 * W * D)
-        sol = ode.solve_fwd_sens(theta, ts)
-        D = sol.ys - O
-        return np.sum(W * D * D), np.einsum("ij,kij->k", 2 * W * D, np.asarray(sol.sens))
-
+    grad = loss_and_grad(ode, theta, ts, W, O, cfg["gradient"])
     out = {}
     for kind, fn in (("solve", lambda: ode.solve_dense(theta, ts)), ("grad", grad)):
         fn()  # first call

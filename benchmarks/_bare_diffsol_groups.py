@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 import pydiffsol as ds
+from _bare_diffsol import loss_and_grad  # the same loss, the same calls
 
 
 def model(n: int, k: list[float]) -> str:
@@ -65,15 +66,7 @@ def calls(cfg: dict) -> dict:
     theta, ts = np.asarray(cfg["theta0"]), np.asarray(cfg["t_save"])
     W, O = model_layout(cfg["W"], cfg["n"]), model_layout(cfg["O"], cfg["n"])
 
-    def grad():
-        if cfg["gradient"] == "adjoint":
-            sol, checkpoint = ode.solve_adjoint_fwd(theta, ts)
-            D = sol.ys - O
-            return np.sum(W * D * D), ode.solve_adjoint_bkwd(sol, checkpoint, 2 * W * D)
-        sol = ode.solve_fwd_sens(theta, ts)
-        D = sol.ys - O
-        return np.sum(W * D * D), np.einsum("ij,kij->k", 2 * W * D, np.asarray(sol.sens))
-
+    grad = loss_and_grad(ode, theta, ts, W, O, cfg["gradient"])
     return {"solve": lambda: ode.solve_dense(theta, ts), "grad": grad}
 
 
