@@ -147,8 +147,8 @@ def _dask_options(f: Any) -> Any:
               "once its last process ran, and the order is recorded in the file "
               "(environment `schedules`, each row's `schedule_slots`). Default: on, except "
               "with --executor dask (a case's processes must share a machine: refused "
-              "there). With one process a case (--cold 1, --quick, --sweep) there is "
-              "nothing to spread: the cases run in order. Ladders (--sizes, ensembles), "
+              "there). With one case, or one process a case (--cold 1, --quick, --sweep), "
+              "there is nothing to spread: the cases run in order. Ladders (--sizes, ensembles), "
               "--train and CNN jobs run in order too: "
               "a ladder's next size depends on the last.")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,

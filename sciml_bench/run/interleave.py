@@ -24,7 +24,8 @@ a GPU each would hold its own context), and would need a command protocol to the
 is a fresh process that warms up before it samples. Nothing a record measures changes:
 every process is fresh, with fresh compilation caches, as before; only *when* it runs.
 
-Not interleaved (the CLI says so in ``--help``): a run whose cases have one process each
+Not interleaved (the CLI says so in ``--help``): a run of one case (no other to spread
+across), a run whose cases have one process each
 (``--cold 1``, ``--quick``, sweeps): there is nothing to spread, and a random order would
 only move each case to another point of the machine's drift from one run to the next,
 noise between runs that a fixed order does not add; ladders (``--sizes``, ensembles), whose
