@@ -4,7 +4,7 @@ Runs ``sciml-bench run PROBLEM --sizes ...`` as a user types it (a fresh process
 time is the figure of the 15-minute goal) or reads results files (``--from``), then prints:
 
 - per backend x solver x Jacobian kind, the exponent ``p`` of time against states,
-  ``time ∝ n^p``, between the two largest sizes that line completed (solve and gradient);
+  ``time ∝ n^p``, over the three largest sizes that line completed (solve and gradient);
 - for SciPy and every library that offers both kinds, dense ÷ sparse solve time at the
   largest size both completed;
 - each line's last completed size and how the next one ended (budget, memory refusal).
@@ -93,7 +93,7 @@ def main() -> None:
                 f"row(s) in {wall:.0f} s ({wall / 60:.1f} min), load {' '.join(load)}")  # fmt: skip
     print(head)
     for title, lines in (
-        ("exponent p of time against states (time ∝ n^p), two largest sizes completed",
+        ("exponent p of time against states (time ∝ n^p), three largest sizes completed",
          growth.growth_texts(records)),
         ("dense ÷ sparse solve time, largest size both completed", growth.ratio(records)),
         ("dense ÷ sparse gradient time, largest size both completed",

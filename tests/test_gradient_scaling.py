@@ -29,10 +29,16 @@ def _ladder() -> list[dict[str, Any]]:
     return rows
 
 
-def test_the_exponent_is_the_slope_between_the_two_largest_rungs() -> None:
-    texts = gs.exponent_texts(_ladder())
+def test_the_exponent_is_fitted_over_the_three_largest_rungs() -> None:
+    rows = _ladder() + [_row("diffsol", "forward", 3000, 1.0), _row("diffsol", "adjoint", 3000, 1.0)]
+    texts = gs.exponent_texts(rows)
     fwd = next(t for t in texts if t.startswith("diffsol bdf forward"))
-    assert "q = 1.00 (P = 30→300)" in fwd
+    assert "q = 1.00 (P = 30→3000, 3 rungs)" in fwd
+    # 4, 8 then 1,000 ms: log-log least squares over 30, 300, 3,000 (not 3's 2 ms)
+    adj = next(t for t in texts if t.startswith("diffsol bdf adjoint"))
+    assert "q = 1.20 (P = 30→3000, 3 rungs)" in adj
+    texts = gs.exponent_texts(_ladder())
+    adj = next(t for t in texts if t.startswith("diffsol bdf adjoint"))
     adj = next(t for t in texts if t.startswith("diffsol bdf adjoint"))
     assert "q = 0.30" in adj
 

@@ -62,12 +62,13 @@ def test_list_shows_the_states_of_every_ladder_value() -> None:
     r = CliRunner().invoke(main, ["list"])
     assert r.exit_code == 0, r.output
     assert "--sizes takes N, the grid side (2N² states): N = 8 (128 states), 16 (512), " \
-           "32 (2,048), 64 (8,192)" in r.output
+           "32 (2,048), 64 (8,192), 128 (32,768)" in r.output
     assert "--sizes takes n, the number of groups of y1, y2, y3 (3n states): n = 1 (3 states), " \
            "10 (30), 100 (300), 1000 (3,000), 10000 (30,000)" in r.output
     data = json.loads(CliRunner().invoke(main, ["list", "--json"]).output)
     bru = next(p for p in data["problems"] if p["name"] == "stiff-brusselator-2d")
-    assert bru["ladder"] == [8, 16, 32, 64] and bru["ladder_states"] == [128, 512, 2048, 8192]
+    assert bru["ladder"] == [8, 16, 32, 64, 128]
+    assert bru["ladder_states"] == [128, 512, 2048, 8192, 32768]
 
 
 def test_run_help_says_sizes_are_the_size_variable_not_states() -> None:

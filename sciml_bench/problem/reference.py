@@ -41,7 +41,6 @@ unit directions, :data:`N_DIRECTIONS`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import math
@@ -59,6 +58,7 @@ import numpy as np
 from sciml_bench.problem import codegen
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.loss import loss_arrays
+from sciml_bench.problem.reference_solvers import ode_solver
 from sciml_bench.problem.sensitivity import (
     SensitivityError,
     array_directional,
@@ -154,56 +154,6 @@ def _key(problem: Problem) -> str:
     return f"{problem.name}-{problem.content_hash}-v{REFERENCE_VERSION}"
 
 
-def _lapack_lu(solver: Any) -> None:
-    """Give a dense BDF or Radau ``solver`` the LU factorisation and solve that SciPy's
-    ``lu_factor`` / ``lu_solve`` end in (LAPACK ``getrf`` / ``getrs``, the same finite-input
-    checks and errors) without their batch and array-API wrappers. Same calls, same numbers,
-    bit for bit; on Van der Pol's Radau solve (2 states, ~30,000 steps, ~5 solves of the
-    system per step) the wrappers were a third of the solve's time."""
-    from scipy.linalg import LinAlgWarning, get_lapack_funcs
-
-    def lu(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        solver.nlu += 1
-        A = np.asarray_chkfinite(A)  # lu_factor's check: a NaN Jacobian raises ValueError
-        (getrf,) = get_lapack_funcs(("getrf",), (A,))
-        lu_, piv, info = getrf(A, overwrite_a=True)
-        if info < 0:
-            raise ValueError(f"illegal value in {-info}th argument of internal getrf (lu_factor)")
-        if info > 0:
-            warnings.warn(f"Diagonal number {info} is exactly zero. Singular matrix.",
-                          LinAlgWarning, stacklevel=2)  # fmt: skip
-        return lu_, piv
-
-    def solve_lu(LU: tuple[np.ndarray, np.ndarray], b: np.ndarray) -> np.ndarray:
-        b = np.asarray_chkfinite(b)
-        (getrs,) = get_lapack_funcs(("getrs",), (LU[0], b))
-        x, info = getrs(LU[0], LU[1], b, overwrite_b=True)
-        if info != 0:
-            raise ValueError(f"illegal value in {-info}th argument of internal getrs")
-        return x  # type: ignore[no-any-return]
-
-    solver.lu, solver.solve_lu = lu, solve_lu
-
-
-@functools.cache
-def _ode_solver(method: str) -> Any:
-    """``method`` for ``solve_ivp``: BDF and Radau as subclasses whose dense LU is
-    :func:`_lapack_lu`'s (a sparse Jacobian keeps SciPy's ``splu``); any other name as is."""
-    from scipy import integrate
-    from scipy.sparse import issparse
-
-    base = {"BDF": integrate.BDF, "Radau": integrate.Radau}.get(method)
-    if base is None:
-        return method
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        base.__init__(self, *args, **kwargs)
-        if not issparse(self.I):
-            _lapack_lu(self)
-
-    return type(method, (base,), {"__init__": __init__, "__doc__": base.__doc__})
-
-
 class _Solver:
     """The problem's NumPy RHS and Jacobian behind ``solve_ivp``."""
 
@@ -231,7 +181,7 @@ class _Solver:
                 lambda t, y: self.rhs(t, y, theta),
                 p.t_span,
                 y0,
-                method=_ode_solver(method or self.method),
+                method=ode_solver(method or self.method),
                 t_eval=np.asarray(p.t_save),
                 rtol=self.rtol,
                 atol=self.atol,

@@ -34,6 +34,7 @@ import numpy as np
 
 from sciml_bench.problem import codegen
 from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.reference_solvers import ode_solver
 from sciml_bench.problem.spec import Problem
 
 RTOL = 1e-10
@@ -175,7 +176,8 @@ def staggered(
     rhs, jac = ns["rhs"], ns["jac_sparse"]
     theta = np.asarray(problem.theta0, dtype=float)
     n, P, t_save = problem.n_state, len(steps), np.asarray(problem.t_save)
-    kw: dict[str, Any] = {"method": method, "t_eval": t_save, "rtol": rtol, "atol": atol}
+    kw: dict[str, Any] = {"method": ode_solver(method), "t_eval": t_save, "rtol": rtol,
+                          "atol": atol}  # fmt: skip
     ys = solve_ivp(lambda t, y: rhs(t, y, theta), problem.t_span,
                    np.asarray(problem.y0, float), dense_output=True,
                    jac=lambda t, y: jac(t, y, theta), **kw)  # fmt: skip

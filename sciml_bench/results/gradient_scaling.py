@@ -2,9 +2,9 @@
 
 A *line* is one library's gradient method on one ladder (results file, backend, solver,
 gradient method, Jacobian kind, device), one point per rung at ``P = n_params``, the median
-steady gradient time ``t(P)``. Its exponent is the slope between its two largest rungs,
-
-    q = log(t₂ / t₁) / log(P₂ / P₁),
+steady gradient time ``t(P)``. Its exponent is the least-squares slope of ``log t``
+against ``log P`` over its three largest rungs (:func:`~sciml_bench.results.growth.exponent`;
+with two rungs, ``q = log(t₂ / t₁) / log(P₂ / P₁)``),
 
 so forward sensitivities, which carry ``n_state x P`` sensitivity states, grow about
 linearly in P once they dominate (q -> 1 on ROBER groups, where states grow with P too: q ->
@@ -72,11 +72,14 @@ def memory_points(records: Sequence[Mapping[str, Any]]) -> dict[Line, dict[int, 
 
 
 def exponent_texts(records: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One line per gradient line: ``q`` between its two largest P (``-`` below two)."""
+    """One line per gradient line: ``q`` fitted over its three largest P (two where it
+    has two; ``-`` below two), as :func:`~sciml_bench.results.growth.exponent`."""
     out = []
     for key, pts in param_points(records).items():
         e = exponent(pts)
-        tail = f"q = {e.p:.2f} (P = {e.n1}→{e.n2})" if e else f"- (one rung, P = {min(pts)})"
+        over = f", {e.k} rungs" if e and e.k > 2 else ""
+        tail = (f"q = {e.p:.2f} (P = {e.n1}→{e.n2}{over})" if e
+                else f"- (one rung, P = {min(pts)})")  # fmt: skip
         out.append(f"{line_label(key)}: gradient {tail}")
     return out
 
@@ -180,7 +183,7 @@ def titled_notes(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[s
     if not laddered_params(records):
         return []
     return [
-        ("gradients at scale, time ∝ P^q between the two largest rungs", exponent_texts(records)),
+        ("gradients at scale, time ∝ P^q over the three largest rungs", exponent_texts(records)),
         ("forward/adjoint crossover per library", crossover_texts(records)),
         ("fastest qualifying gradient per rung", rung_winners(records)),
     ]

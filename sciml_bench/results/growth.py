@@ -3,13 +3,15 @@
 An array problem (``[sizes]``) runs *ladders*: one line per backend x solver x gradient
 method x Jacobian kind x device (and results file, in a multi-file report), one point per
 size, placed at its number of states ``n``. How a line's cost grows is its fitted exponent
-``p`` in ``time ∝ n^p``, the slope between the two largest sizes it completed,
+``p`` in ``time ∝ n^p``, the least-squares slope of ``log t`` against ``log n`` over the
+three largest sizes it completed (:data:`TOP_SIZES`; the two it has, where it has two),
 
-    p = log(t₂ / t₁) / log(n₂ / n₁),
+    p = Σ (x_k − x̄)(z_k − z̄) / Σ (x_k − x̄)²,   x = log n, z = log t,
 
 so a sparse factorisation of ROBER's diagonal blocks shows p ≈ 1 and a dense one p → 3 once
 the LU dominates. Smaller sizes are usually overhead-bound (p ≈ 0), which is why only the
-two largest are used. :func:`growth_figure` draws solve and gradient side by side, log-log.
+largest are used; three rather than two, as the anchors' ladders are read, so that one
+noisy rung moves the slope less. :func:`growth_figure` draws solve and gradient side by side, log-log.
 A ladder of a network's width (sizes that keep one state count while P grows) has no
 exponent in n; :mod:`~sciml_bench.results.gradient_scaling` reads it against P.
 """
@@ -77,25 +79,37 @@ def points(records: Sequence[dict[str, Any]], time_key: str) -> dict[LineKey, di
     return out
 
 
+#: how many of a line's largest completed sizes its exponent is fitted over
+TOP_SIZES = 3
+
+
 @dataclass(frozen=True)
 class Exponent:
-    """The slope ``p`` of one line between its two largest completed sizes."""
+    """The slope ``p`` of one line over its largest completed sizes, ``n1`` to ``n2``
+    (``k`` of them: :data:`TOP_SIZES`, or two)."""
 
     p: float
     n1: int
     n2: int
+    k: int = 2
 
-    def text(self) -> str:
-        return f"p = {self.p:.2f} ({self.n1}→{self.n2} states)"
+    def text(self, unit: str = "states") -> str:
+        over = f", {self.k} sizes" if self.k > 2 else ""
+        return f"p = {self.p:.2f} ({self.n1}→{self.n2} {unit}{over})"
 
 
 def exponent(pts: dict[int, float]) -> Exponent | None:
-    """``log(t₂/t₁) / log(n₂/n₁)`` over the two largest sizes of ``pts``; None below two."""
-    clean = sorted((n, t) for n, t in pts.items() if t > 0 and n > 0)
+    """The least-squares slope of ``log t`` against ``log n`` over the :data:`TOP_SIZES`
+    largest sizes of ``pts`` (two where it has two); None below two."""
+    clean = sorted((n, t) for n, t in pts.items() if t > 0 and n > 0)[-TOP_SIZES:]
     if len(clean) < 2:
         return None
-    (n1, t1), (n2, t2) = clean[-2:]
-    return Exponent(math.log(t2 / t1) / math.log(n2 / n1), n1, n2)
+    x = [math.log(n) for n, _ in clean]
+    z = [math.log(t) for _, t in clean]
+    xm, zm = sum(x) / len(x), sum(z) / len(z)
+    slope = sum((a - xm) * (b - zm) for a, b in zip(x, z, strict=True)) / sum(
+        (a - xm) ** 2 for a in x)  # fmt: skip
+    return Exponent(slope, clean[0][0], clean[-1][0], len(clean))
 
 
 def growth_texts(records: Sequence[dict[str, Any]]) -> list[str]:
@@ -196,7 +210,7 @@ def growth_figure(records: Sequence[dict[str, Any]]) -> plots.Plot:
         ax.grid(True, which="major", alpha=0.3)
     axes[-1].legend(list(handles.values()), [legend_label(k, drawn) for k in handles],
                     fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                    title="p: slope between the two largest sizes", title_fontsize=7)  # fmt: skip
+                    title="p: slope over the three largest sizes", title_fontsize=7)  # fmt: skip
     plots._finish(fig, sized, "cost against problem size")
     plot.fig = fig
     plot.notes = growth_texts(sized) + plot.notes

@@ -456,8 +456,8 @@ def _sized_blocks(
             "fresh worker (TTFG from that one process; its first gradient and one untimed solve "
             "are the warm-up). states: n; params: P, the gradient's length; jac nnz: the exact "
             "Jacobian's structural non-zeros; peak MB: "
-            "the worker's peak RSS. p: the slope of log time against log n between the two "
-            "largest sizes a line completed."
+            "the worker's peak RSS. p: the least-squares slope of log time against log n over "
+            "the three largest sizes a line completed."
         ),
         _table(recs, SIZED_COLUMNS, sized_row, several),
     ]

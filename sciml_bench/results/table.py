@@ -419,7 +419,7 @@ def sized_notes(records: Sequence[dict[str, Any]]) -> list[str]:
     offers both, and what each factorises."""
     out = []
     for title, lines in (
-        ("growth, time ∝ states^p between the two largest sizes completed", growth.growth_texts(records)),
+        ("growth, time ∝ states^p over the three largest sizes completed", growth.growth_texts(records)),
         ("dense ÷ sparse at the largest size both completed", growth.ratio(records)),
         ("linear solvers", growth.linear_solvers(records)),
         *gradient_scaling.titled_notes(records),
