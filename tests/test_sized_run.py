@@ -165,6 +165,16 @@ def test_exponents_fit_the_three_largest_sizes() -> None:
     assert growth.ratio(rows) == ["scipy S: dense / sparse = 10 at 300 states"]
 
 
+def test_a_rung_note_names_the_size_as_its_problem_does() -> None:
+    rows = [record("scipy", "sparse", 8, 1e-3), record("scipy", "sparse", 64, None)]
+    rows[1].update(status="skipped", reason="not run: forecast", solve_s=None)
+    rows[0]["size_name"] = rows[1]["size_name"] = "N"
+    text = table(rows)
+    assert "  scipy S N=64: skipped: not run: forecast" in text and "verdict (N=64)" in text
+    del rows[1]["size_name"]  # a file from before the key: n=
+    assert "  scipy S n=64: skipped" in table(rows)
+
+
 @pytest.mark.slow
 def test_cli_ladder_json_table_and_report(heat: Path, tmp_path: Path) -> None:
     """`run --problem-file ... --sizes --jacobian` prints rows with the ladder's keys (JSON),

@@ -91,6 +91,16 @@ def test_one_verdict_per_size_and_tolerance_and_unavailable_rows_join_each() -> 
     assert alone[0].text() == "verdict: no row finished (unavailable 1)"
 
 
+def test_a_ladder_verdict_names_the_size_as_its_problem_does() -> None:
+    """A network's width reads ``width=200``, a grid side ``N=32``; the JSON keeps ``size``."""
+    rows = [row(b, t, 1.0, size=w, size_name="width") for w in (10, 200)
+            for b, t in (("x", 0.001), ("y", 0.002))]  # fmt: skip
+    v10, v200 = verdict.verdicts(rows)
+    assert v200.text().startswith("verdict (width=200): steady gradient: x S G (1 ms)")
+    assert v200.to_json()["size"] == 200 and "_size_name" not in v200.to_json()
+    assert "size_name" not in v10.to_json()
+
+
 def test_the_json_record_and_the_cnn_verdict() -> None:
     rows = [row("a", 0.010, 5.0, device="cuda"), row("b", 0.020, 2.0)]
     (rec,) = table.json_records(rows)[2:]

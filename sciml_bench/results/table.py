@@ -74,8 +74,16 @@ SIZED_COLUMNS = (
 #: extra keys of an array problem's row in the machine-readable record
 SIZED_JSON_KEYS = (
     "size", "n_state", "n_params", "jac_nnz", "jacobian", "linear_solver", "largest_ok_size",
-    "codegen_s", "reference_rtol", "reference_note",
+    "codegen_s", "reference_rtol", "reference_note", "size_name",
 )
+
+
+def size_text(r: dict[str, Any]) -> str:
+    """``N=32``, ``width=200``: a row's size as its problem names it (``n=`` for members
+    of an ensemble and for files written before ``size_name``); "" without a size."""
+    if not r.get("size"):
+        return ""
+    return f"{r.get('size_name') or 'n'}={r['size']}"
 
 
 def sized_row(r: dict[str, Any]) -> list[str]:
@@ -399,7 +407,7 @@ def table(records: Sequence[dict[str, Any]], gradient_rtol: float | None = None)
         for r in recs:
             if r.get("reason"):
                 label = " ".join(x for x in (r.get("backend"), r.get("solver"), r.get("semantics"),
-                                             f"n={r['size']}" if r.get("size") else "") if x)
+                                             size_text(r)) if x)
                 notes.setdefault((r["status"], r["reason"]), []).append(label)
         for (status, reason), labels in notes.items():
             wrapped = textwrap.fill(

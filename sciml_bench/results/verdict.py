@@ -183,7 +183,8 @@ class Verdict:
 
     def text(self) -> str:
         """One line (wrapped by :func:`lines`)."""
-        where = [_group_label(k, v) for k, v in self.group.items()]
+        where = [_group_label(k, v, self.group) for k, v in self.group.items()
+                 if k != "_size_name"]  # fmt: skip
         if self.gradient_rtol is not None and self.gradient_rtol != DEFAULT_GRADIENT_RTOL:
             where.append(f"gradient error ≤ {_sci(self.gradient_rtol)}")
         head = f"verdict{' (' + ', '.join(where) + ')' if where else ''}:"
@@ -276,11 +277,11 @@ def _sci(x: float) -> str:
     return f"{mant.rstrip('0').rstrip('.')}e{exp}"
 
 
-def _group_label(key: str, value: Any) -> str:
+def _group_label(key: str, value: Any, group: dict[str, Any]) -> str:
     if key == "rtol":  # as the table prints a tolerance (table imports this module)
         return f"rtol {_sci(value)}"
-    if key == "size":
-        return f"n={value}"
+    if key == "size":  # as the problem names it (N=32, width=200), else n (members)
+        return f"{group.get('_size_name') or 'n'}={value}"
     if key == "_run":
         return f"file {value}"
     return f"{key} {value}"
@@ -450,6 +451,8 @@ def _groups(
     out: dict[tuple[str, ...], tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for r in placed:
         group = {k: r[k] for k in varying}
+        if "size" in group and r.get("size_name"):
+            group["_size_name"] = r["size_name"]
         out.setdefault(tuple(repr(v) for v in group.values()), (group, []))[1].append(r)
     if not out:
         return [({}, list(rows))]

@@ -257,6 +257,8 @@ def run_sized(
                 title = f"[ladder {i}/{len(ladders)}] {problem.name}: {ladder.label} size={size}"
                 rec = _rung(title, ladder, size, state, rungs, steady, executor, progress,
                             available)  # fmt: skip
+                if problem.laddered is not None:  # labels read N=32, width=200
+                    rec["size_name"] = problem.laddered.ladder_name
                 state.done(size, rec)
                 writer.add(rec)
                 done.append(rec)
