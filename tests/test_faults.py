@@ -335,3 +335,48 @@ def test_a_budget_kill_names_the_phase_it_stopped() -> None:
         assert p.reason.endswith("(--budget S gives each case more)")
         assert p.status == "budget_exceeded"
         assert p.reason.startswith(f"killed after the 2 s budget during {phase}"), p.reason
+
+
+def test_a_worker_the_kernel_killed_for_memory_says_so() -> None:
+    """SIGKILL while the kernel's OOM-kill count rose (``/proc/vmstat``) is a row
+    ``out_of_memory`` naming the RSS seen and the machine's memory (diffsol's build at
+    32,768 Brusselator states reached 22,674 MB of 24,105 MB); SIGKILL without it stays a
+    crash, and so does one while the count held still."""
+    from sciml_bench.measure.memory import oom_kills
+    from sciml_bench.run import executor
+
+    now = oom_kills()
+    if now is None:
+        pytest.skip("no oom_kill counter: /proc/vmstat is Linux 4.13 on")
+    built = [{"phase": "import", "s": 1.0}]
+    assert executor._oom_facts("SIGKILL", now, None) == {}  # the count held still
+    assert executor._oom_facts(None, now - 1, None) == {}  # no SIGKILL: not the kernel's
+    facts = executor._oom_facts("SIGKILL", now - 1, None)
+    assert facts == {"oom_killed": True, "worker_rss_seen_mb": None}
+    facts["worker_rss_seen_mb"] = 22674
+    p = runner.ending(Outcome(built, -9, signal_name="SIGKILL", facts=facts), 900.0)
+    assert p.status == "out_of_memory"
+    assert p.reason.startswith("out of memory during build: the kernel's OOM killer ended the "
+                               "worker (SIGKILL); its RSS was last seen at 22,674 MB, of the "
+                               "machine's ")  # fmt: skip
+    plain = runner.ending(Outcome(built, -9, signal_name="SIGKILL"), 900.0)
+    assert (plain.status, plain.reason) == ("crashed", "worker killed by SIGKILL during build")
+
+
+def test_the_host_watch_sees_a_workers_memory_from_outside() -> None:
+    """A real process holding 200 MB: the watch's RSS, read from outside, which a worker
+    the kernel kills never reports itself."""
+    from sciml_bench.run.executor import HostWatch
+
+    code = "import time; b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); " \
+           "print('ready', flush=True); time.sleep(30)"  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        watch = HostWatch(proc.pid)
+        watch.sample()
+        assert 190 < watch.rss_mb < 400, watch.rss_mb
+        watch.close()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -54,6 +54,31 @@ def high_water_mb() -> float:
     return ru_maxrss_mb()
 
 
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot
+    (``oom_kill`` of ``/proc/vmstat``, Linux 4.13 on); None where it cannot be read. A
+    worker that died of SIGKILL while this count rose was, most likely, one of them."""
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def process_rss_mb(pid: int) -> float | None:
+    """Another process's resident set size (MiB), None once it is gone."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).memory_info().rss) / MB
+    except (psutil.Error, OSError):
+        return None
+
+
 class Nvml:
     """One GPU as NVML sees it. Use :meth:`open`, which returns ``None`` when there is none."""
 

@@ -42,6 +42,8 @@ def _ending(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
             " (--budget S gives each case more)",
             t_reached,
         )
+    if o.signal_name and o.facts.get("oom_killed"):
+        return Status.OUT_OF_MEMORY.value, _oom_reason(o, running), t_reached
     if o.signal_name:
         return Status.CRASHED.value, f"worker killed by {o.signal_name} during {running}", t_reached
     if status_events:
@@ -51,6 +53,19 @@ def _ending(o: Outcome, budget_s: float) -> tuple[str, str, float | None]:
     tail = o.stderr_tail.strip().splitlines()
     detail = tail[-1] if tail else "no output"
     return Status.CRASHED.value, f"worker exited with code {o.returncode}: {detail}", t_reached
+
+
+def _oom_reason(o: Outcome, running: str) -> str:
+    """Why a worker the kernel killed for memory ended, with the RSS seen and the machine's
+    memory: the fix is a machine with more, or a smaller size."""
+    import psutil
+
+    total = psutil.virtual_memory().total / 2**20
+    seen = o.facts.get("worker_rss_seen_mb")
+    rss = f"; its RSS was last seen at {seen:,} MB" if seen else ""
+    return (f"out of memory during {running.replace('_', ' ')}: the kernel's OOM killer "
+            f"ended the worker (SIGKILL){rss}, of the machine's {total:,.0f} MB; a machine "
+            "with more memory, or a smaller size, runs it")  # fmt: skip
 
 
 def unavailable_record(

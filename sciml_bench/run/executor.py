@@ -43,6 +43,7 @@ from sciml_bench.measure.environment import (
     THREADS_SOURCE_VAR,
     THREADS_VAR,
 )
+from sciml_bench.measure.memory import oom_kills, process_rss_mb
 from sciml_bench.results.store import signals_deferred
 from sciml_bench.run.signals import signal_of
 
@@ -214,7 +215,9 @@ class HostWatch:
       :func:`active_dir`; a dead worker's marker is ignored and removed);
     - ``threads``: the most threads the worker process had at once;
     - ``xla_threads``: the most threads of XLA:CPU's intra-op pool in it: the threads
-      JAX really used (0 in a worker without JAX).
+      JAX really used (0 in a worker without JAX);
+    - ``rss_mb``: the largest resident set size seen from outside, which survives a
+      worker the kernel kills for memory (its own peak is never reported then).
     """
 
     #: polls between two thread counts (a pool, once made, lives as long as the process)
@@ -222,6 +225,7 @@ class HostWatch:
 
     def __init__(self, pid: int):
         self.pid, self.concurrent, self.threads, self.xla_threads = pid, 1, 0, 0
+        self.rss_mb = 0.0
         self._polls = 0
         self._host = socket.gethostname()
         self._marker: Path | None = None
@@ -258,6 +262,7 @@ class HostWatch:
 
     def sample(self) -> None:
         self.concurrent = max(self.concurrent, self._running())
+        self.rss_mb = max(self.rss_mb, process_rss_mb(self.pid) or 0.0)
         if self._polls % self.THREAD_EVERY == 0:
             names = _thread_names(self.pid)
             self.threads = max(self.threads, len(names))
@@ -443,7 +448,7 @@ class LocalExecutor:
             # everything the spawn needs is ready before the clock of its first phase starts
             cmd = [self.python, "-m", _worker_module(), str(job_path), str(reader.path)]
             env = self.env(scratch, job)
-            meter = CpuMeter()
+            meter, ooms = CpuMeter(), oom_kills()
             with open(stderr_path, "wb") as err:
                 job["t_spawn"] = clock()
                 job_path.write_text(json.dumps(job))
@@ -480,7 +485,7 @@ class LocalExecutor:
         assert proc is not None
         rc = proc.returncode
         sig = _killed_by(rc) if not timed_out and not interrupted else None
-        facts = self._facts(job, watch, meter)
+        facts = {**self._facts(job, watch, meter), **_oom_facts(sig, ooms, watch)}
         outcome = Outcome(reader.events, rc, timed_out, interrupted is not None, tail, wall, sig,
                           facts)  # fmt: skip
         if interrupted is not None:
@@ -535,6 +540,17 @@ class _EventReader:
         for e in new:
             self.on_event(e)
         self.events += new
+
+
+def _oom_facts(sig: str | None, before: int | None, watch: HostWatch | None) -> dict[str, Any]:
+    """``oom_killed`` and the largest RSS seen (``worker_rss_seen_mb``) for a worker that
+    died of SIGKILL, not ours, while the kernel's out-of-memory kills rose (``before``: the
+    count when it started); else nothing."""
+    after = oom_kills() if sig == "SIGKILL" and before is not None else None
+    if after is None or after <= (before or 0):
+        return {}
+    seen = round(watch.rss_mb) if watch is not None and watch.rss_mb else None
+    return {"oom_killed": True, "worker_rss_seen_mb": seen}
 
 
 def _killed_by(rc: int | None) -> str | None:
