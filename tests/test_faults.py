@@ -380,3 +380,36 @@ def test_the_host_watch_sees_a_workers_memory_from_outside() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_python_dropped_is_raised_at_the_next_poll(tmp_path: Path) -> None:
+    """A KeyboardInterrupt raised inside ``__del__`` is dropped by Python ("Exception
+    ignored in ..."): a Ctrl-C that lands while the collector runs one was lost, and a run
+    went on through all its processes. Inside ``stop_signals`` the executor's poll of a
+    running worker raises it again."""
+    from sciml_bench.measure.clock import clock
+    from sciml_bench.run import signals
+    from sciml_bench.run.executor import HostWatch, _EventReader
+
+    class Drops:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # the handler runs here, between bytecodes, and is dropped
+                pass
+
+    proc = subprocess.Popen(["sleep", "20"])
+    try:
+        with signals.stop_signals():
+            Drops()  # collected at once: its interrupt is raised in __del__ and dropped
+            watch = HostWatch(proc.pid)
+            reader = _EventReader(tmp_path / "events.jsonl", lambda e: None)
+            start = clock()
+            with pytest.raises(KeyboardInterrupt):
+                LocalExecutor()._wait(proc, watch, reader, start, 60.0)
+            assert clock() - start < 5.0
+            watch.close()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        proc.kill()
+        proc.wait()

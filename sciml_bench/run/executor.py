@@ -45,7 +45,7 @@ from sciml_bench.measure.environment import (
 )
 from sciml_bench.measure.memory import oom_kills, process_rss_mb
 from sciml_bench.results.store import signals_deferred
-from sciml_bench.run.signals import signal_of
+from sciml_bench.run.signals import raise_if_dropped, signal_of
 
 
 @dataclass
@@ -504,6 +504,7 @@ class LocalExecutor:
                 return False, None
             except subprocess.TimeoutExpired:
                 pass
+            raise_if_dropped()
             watch.sample()
             reader.read()
             if clock() - start > budget_s:

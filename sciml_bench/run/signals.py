@@ -20,6 +20,11 @@ from types import FrameType
 
 #: the signals handled like Ctrl-C (SIGINT is Python's KeyboardInterrupt already)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: the stop signals received inside :func:`stop_signals`. Python drops an exception raised
+#: in a finaliser or ``__del__`` ("Exception ignored in ..."), so a Ctrl-C that lands while
+#: the garbage collector runs one would be lost (a run once finished its six processes
+#: after one); the executor's poll raises it again (:func:`raise_if_dropped`)
+_received: list[int] = []
 
 
 class Stopped(KeyboardInterrupt):
@@ -53,16 +58,35 @@ def stop_signals() -> Iterator[None]:
         return
 
     def stop(signum: int, _frame: FrameType | None) -> None:
+        _received.append(signum)
         for s in old:
-            signal.signal(s, signal.SIG_IGN)
+            if s != signal.SIGINT:
+                signal.signal(s, signal.SIG_IGN)
         raise Stopped(signum)
+
+    def interrupt(signum: int, _frame: FrameType | None) -> None:
+        _received.append(signum)
+        raise KeyboardInterrupt
 
     # a signal ignored when we started stays ignored: `nohup sciml-bench run ...` must
     # survive the SIGHUP of a closed terminal
     wanted = [s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
     old = {s: signal.signal(s, stop) for s in wanted}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        old[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
+    _received.clear()
     try:
         yield
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
+        _received.clear()
+
+
+def raise_if_dropped() -> None:
+    """Raise again the first stop signal received inside :func:`stop_signals`, whose
+    exception was dropped (its raise would otherwise have ended the caller's loop already).
+    Only where no interruption is being handled: the executor's poll of a running worker."""
+    if _received:
+        signum = _received[0]
+        raise KeyboardInterrupt if signum == signal.SIGINT else Stopped(signum)
