@@ -201,6 +201,9 @@ def test_ctrl_c_keeps_the_finished_cold_processes_of_the_case_marked_partial(
         [*SCIML, "run", "--problem-file", str(DATA / "decay.toml"), "-b", "scipy",
          "--quick", "--cold", "6", "--out", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a pytest-xdist worker may ignore SIGINT, and an ignored signal stays ignored
+        # across exec (the run then finished all six processes: CI, twice)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         assert proc.stderr is not None
@@ -399,6 +402,7 @@ def test_a_ctrl_c_python_dropped_is_raised_at_the_next_poll(tmp_path: Path) -> N
                 pass
 
     proc = subprocess.Popen(["sleep", "20"])
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # xdist may ignore it
     try:
         with signals.stop_signals():
             Drops()  # collected at once: its interrupt is raised in __del__ and dropped
@@ -411,5 +415,6 @@ def test_a_ctrl_c_python_dropped_is_raised_at_the_next_poll(tmp_path: Path) -> N
             watch.close()
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
+        signal.signal(signal.SIGINT, before)
         proc.kill()
         proc.wait()
