@@ -22,8 +22,8 @@ from types import FrameType
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 #: the stop signals received inside :func:`stop_signals`. Python drops an exception raised
 #: in a finaliser or ``__del__`` ("Exception ignored in ..."), so a Ctrl-C that lands while
-#: the garbage collector runs one would be lost (a run once finished its six processes
-#: after one); the executor's poll raises it again (:func:`raise_if_dropped`)
+#: the garbage collector runs one would be lost; the executor's poll raises it again
+#: (:func:`raise_if_dropped`)
 _received: list[int] = []
 
 
