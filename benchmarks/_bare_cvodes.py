@@ -1,10 +1,12 @@
 """Bare CVODES-through-CasADi twins of the suite's problems, written as a CasADi user
 writes them.
 
-Hand-written CasADi expressions for the vector field, ``casadi.integrator(..., "cvodes",
-...)`` over the save times, called in a loop with ``time.perf_counter``; the gradient is a
-``casadi.Function`` of the parameters returning the loss and its forward (``jtimes``) or
-reverse (``gradient``) derivative. The problem's data (initial state, parameters, save
+Hand-written CasADi expressions for the vector field, taking the parameters' logs
+(``exp(p)`` inside, as the suite's model takes a parameter differentiated in log space;
+every parameter of these problems is), ``casadi.integrator(..., "cvodes", ...)`` over the
+save times, called in a loop with ``time.perf_counter``; the gradient is a
+``casadi.Function`` of the log parameters returning the loss and its forward (``jtimes``)
+or reverse (``gradient``) derivative. The problem's data (initial state, parameters, save
 times, tolerances, loss arrays, solver and gradient method) come from the JSON file on
 the command line, so the twin solves exactly the suite's problem; no sciml-bench code is
 imported.
@@ -59,9 +61,9 @@ def main() -> None:
     field = {"lotka-volterra": lotka_volterra, "robertson": robertson, "hires": hires}[cfg["rhs"]]
     n, m = len(cfg["y0"]), len(cfg["theta0"])
     x, p, t = ca.SX.sym("x", n), ca.SX.sym("p", m), ca.SX.sym("t")
-    F = ca.integrator("F", "cvodes", {"x": x, "p": p, "t": t, "ode": field(t, x, p)},
+    F = ca.integrator("F", "cvodes", {"x": x, "p": p, "t": t, "ode": field(t, x, ca.exp(p))},
                       cfg["t0"], cfg["t_save"], cfg["options"])  # fmt: skip
-    x0, theta = ca.DM(cfg["y0"]), ca.DM(cfg["theta0"])
+    x0, theta = ca.DM(cfg["y0"]), ca.DM(np.log(cfg["theta0"]))
     W, O = ca.DM(np.asarray(cfg["W"]).T), ca.DM(np.asarray(cfg["O"]).T)
 
     P = ca.MX.sym("p", m)

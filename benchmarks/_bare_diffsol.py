@@ -1,7 +1,9 @@
 """Bare pydiffsol twins of the suite's problems, written as a pydiffsol user writes them.
 
-Hand-written DiffSL for the vector field, one ``pydiffsol.Ode``, ``ode.solve_dense``
-called in a loop with ``time.perf_counter``; the gradient is ``ode.solve_fwd_sens`` (or
+Hand-written DiffSL for the vector field, its parameters taken as their logs (``la`` in,
+``a { exp(la) }``), as the suite's model takes a parameter differentiated in log space (every
+parameter of these problems is), one ``pydiffsol.Ode``, ``ode.solve_dense`` called in a loop
+with ``time.perf_counter``; the gradient is ``ode.solve_fwd_sens`` (or
 ``solve_adjoint_fwd`` + ``solve_adjoint_bkwd``) and the loss's chain rule in NumPy. The
 problem's data (initial state, parameters, save times, tolerances, loss arrays, solver,
 matrix type, gradient method) come from the JSON file on the command line, so the twin
@@ -21,18 +23,22 @@ import pydiffsol as ds
 
 MODELS = {
     "lotka-volterra": """
-        in_i { a = 1.5, b = 1, c = 3, d = 1 }
+        in_i { la = 0, lb = 0, lc = 0, ld = 0 }
+        a { exp(la) } b { exp(lb) } c { exp(lc) } d { exp(ld) }
         u_i { x = 1, y = 1 }
         F_i { a*x - b*x*y, -c*y + d*x*y }
     """,
     "robertson": """
-        in_i { k1 = 0.04, k2 = 3e7, k3 = 1e4 }
+        in_i { lk1 = 0, lk2 = 0, lk3 = 0 }
+        k1 { exp(lk1) } k2 { exp(lk2) } k3 { exp(lk3) }
         u_i { y1 = 1, y2 = 0, y3 = 0 }
         F_i { -k1*y1 + k3*y2*y3, k1*y1 - k2*y2*y2 - k3*y2*y3, k2*y2*y2 }
     """,
     "hires": """
-        in_i { k1 = 1.71, k2 = 0.43, k3 = 8.32, k4 = 0.69, k5 = 0.035, k6 = 8.32, k7 = 280,
-               k8 = 0.69, k9 = 0.69, oks = 0.0007 }
+        in_i { lk1 = 0, lk2 = 0, lk3 = 0, lk4 = 0, lk5 = 0, lk6 = 0, lk7 = 0, lk8 = 0, lk9 = 0,
+               loks = 0 }
+        k1 { exp(lk1) } k2 { exp(lk2) } k3 { exp(lk3) } k4 { exp(lk4) } k5 { exp(lk5) }
+        k6 { exp(lk6) } k7 { exp(lk7) } k8 { exp(lk8) } k9 { exp(lk9) } oks { exp(loks) }
         u_i { y1 = 1, y2 = 0, y3 = 0, y4 = 0, y5 = 0, y6 = 0, y7 = 0, y8 = 0.0057 }
         F_i {
             -k1*y1 + k2*y2 + k6*y3 + oks,
@@ -73,7 +79,7 @@ def main() -> None:
     ode.rtol, ode.atol = cfg["rtol"], cfg["atol"]
     ode.sens_rtol = ode.param_rtol = cfg["rtol"]
     ode.sens_atol = ode.param_atol = cfg["atol"]
-    theta = np.asarray(cfg["theta0"])
+    theta = np.log(cfg["theta0"])  # the model's inputs: every parameter's log
     ts = np.asarray(cfg["t_save"])
     W, O = np.asarray(cfg["W"]).T, np.asarray(cfg["O"]).T  # diffsol's (n_state, n_save)
 

@@ -2,11 +2,12 @@
 pydiffsol user (and diffsol's own ``robertson_ode`` benchmark) writes it.
 
 Hand-written DiffSL with the state stored species by species (``x`` over ``0:n``, ``y``
-over ``n:2n``, ``z`` over ``2n:3n``) and the three rate constants shared by every group;
-one ``pydiffsol.Ode``; ``ode.solve_dense`` called in a loop with ``time.perf_counter``. The
-gradient is ``ode.solve_fwd_sens`` and the loss's chain rule in NumPy,
-``dL/dθ_k = Σ_ij 2 W_ij (Y_ij − O_ij) S_k,ij`` (or ``solve_adjoint_fwd`` +
-``solve_adjoint_bkwd``). The loss's arrays arrive in the suite's layout (group by group,
+over ``n:2n``, ``z`` over ``2n:3n``) and the three rate constants shared by every group,
+taken as their logs (``lk1`` in, ``k1 { exp(lk1) }``), as the suite's model takes them
+(its sensitivities along log k); one ``pydiffsol.Ode``; ``ode.solve_dense`` called in a
+loop with ``time.perf_counter``. The gradient is ``ode.solve_fwd_sens`` and the loss's
+chain rule in NumPy, ``dL/du_k = Σ_ij 2 W_ij (Y_ij − O_ij) S_k,ij`` with ``u = log k`` (or
+``solve_adjoint_fwd`` + ``solve_adjoint_bkwd``). The loss's arrays arrive in the suite's layout (group by group,
 ``y[3g + s]``) and are put in the model's layout once, before any clock, as a user holds
 their data. The problem's data (n, save times, tolerances, parameters, loss arrays,
 solver, matrix type, gradient method) come from the JSON file on the command line; no
@@ -29,9 +30,12 @@ from _bare_diffsol import loss_and_grad  # the same loss, the same calls
 
 
 def model(n: int, k: list[float]) -> str:
-    """ROBER's kinetics for n groups, species by species (diffsol's robertson_ode)."""
+    """ROBER's kinetics for n groups, species by species (diffsol's robertson_ode), with
+    the rates' logs as inputs."""
+    lk = np.log(k).tolist()
     return f"""
-        in_i {{ k1 = {k[0]!r}, k2 = {k[1]!r}, k3 = {k[2]!r} }}
+        in_i {{ lk1 = {lk[0]!r}, lk2 = {lk[1]!r}, lk3 = {lk[2]!r} }}
+        k1 {{ exp(lk1) }} k2 {{ exp(lk2) }} k3 {{ exp(lk3) }}
         u_i {{ (0:{n}): x = 1, ({n}:{2 * n}): y = 0, ({2 * n}:{3 * n}): z = 0 }}
         F_i {{
             (0:{n}): -k1 * x_i + k3 * y_i * z_i,
@@ -61,9 +65,10 @@ def model_layout(a: list, n: int) -> np.ndarray:
 
 
 def calls(cfg: dict) -> dict:
-    """The timed calls: ``solve()`` and ``grad() -> (L, dL/dθ)``."""
+    """The timed calls: ``solve()`` and ``grad() -> (L, dL/dlog θ)`` (every parameter of
+    the problem is in log space)."""
     ode = make_ode(cfg)
-    theta, ts = np.asarray(cfg["theta0"]), np.asarray(cfg["t_save"])
+    theta, ts = np.log(cfg["theta0"]), np.asarray(cfg["t_save"])
     W, O = model_layout(cfg["W"], cfg["n"]), model_layout(cfg["O"], cfg["n"])
 
     grad = loss_and_grad(ode, theta, ts, W, O, cfg["gradient"])

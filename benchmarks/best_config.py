@@ -213,7 +213,7 @@ class Trials:
             self.g_ref = g if self.g_ref is None else self.g_ref
         err = metrics.solution_error(sol.y, np.asarray(self.y_ref))["rel_l2"]
         gerr = None if g is None else metrics.gradient_error(
-            g, np.asarray(self.g_ref), th, cp.log_params)["max_rel"]  # fmt: skip
+            g, np.asarray(self.g_ref), th, cp.log_params)["rel"]  # fmt: skip
         s0, g0 = self.first
         return (f"{solve_s * 1e3:.2f}", _ms(grad_s), f"{solve_s / s0:.2f}",
                 "-" if grad_s is None or not g0 else f"{grad_s / g0:.2f}",

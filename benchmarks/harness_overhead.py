@@ -53,7 +53,7 @@ from sciml_bench import backends as registry
 from sciml_bench.backends.base import CaseOptions
 from sciml_bench.backends.diffrax import STIFF_CONTROLLER, DiffraxBackend
 from sciml_bench.problem import reference, spec
-from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.compiled import CompiledProblem, log_scaled
 
 HERE = Path(__file__).resolve().parent
 BACKENDS = ("diffrax", "torchdiffeq")
@@ -90,6 +90,8 @@ def bare_config(problem: spec.Problem, rhs: str, backend: str, tmp: Path) -> Pat
         solver = DiffraxBackend().default_solver(problem.stiff)
         cfg.update(solver=solver, controller=STIFF_CONTROLLER if problem.stiff else {})
     elif backend in COMPILED:
+        # the twins take every parameter's log, as the suite's compiled models do
+        assert log_scaled(cp).all(), f"{problem.name}: a parameter not in log space"
         cfg.update(compiled_config(cp, backend))
     else:
         cfg.update(solver="dopri5", controller={})

@@ -15,6 +15,12 @@ across regenerations and reported beside this machine's, each machine's timings 
     python benchmarks/publish_results.py --report-only   # the report again, no runs
     python benchmarks/publish_results.py --report-only --out DIR   # from DIR/published/
 
+A results file older than the code it would be published with is refused (exit status 2,
+naming the file and the fix) before anything runs: rows judged with an older reference
+version (``REFERENCE_VERSION``), or a run whose recorded commit's ``sciml_bench/`` differs
+from HEAD's (``git diff --quiet COMMIT HEAD -- sciml_bench``; a ``-dirty`` commit is taken
+as its commit). ``--allow-stale`` publishes such files anyway, saying so.
+
 Each published run has a name: ``run`` (every single-trajectory problem at its default
 size), a ladder's problem name, ``ensembles``, ``sweep`` and ``cnn``. ``--only NAME``
 replaces that run's files (``published/files.json`` says which file came from which run)
@@ -121,6 +127,57 @@ def files_of(key: str, files: dict[str, list[str]]) -> list[Path]:
     return []
 
 
+def code_changed(commit: str) -> bool | None:
+    """Whether ``sciml_bench/`` differs between ``commit`` and HEAD; None when git cannot
+    tell (no git, or a commit this repository does not have)."""
+    try:
+        r = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", commit, "HEAD", "--",
+                            "sciml_bench"], capture_output=True, check=False)  # fmt: skip
+    except OSError:
+        return None
+    return {0: False, 1: True}.get(r.returncode)
+
+
+def kept_files(report_only: bool, only: list[str]) -> list[Path]:
+    """The published files this invocation keeps rather than makes: every one for
+    ``--report-only``, those of the runs not named for ``--only``, and the GPU machine's."""
+    gpu = sorted(GPU.rglob("*.h5"))
+    if report_only:
+        return sorted(RAW.glob("*.h5")) + gpu
+    if not only:
+        return gpu
+    files = json.loads(FILES.read_text()) if FILES.exists() else {}
+    replaced = {p.name for key in only for p in files_of(key, files)}
+    return [p for p in sorted(RAW.glob("*.h5")) if p.name not in replaced] + gpu
+
+
+def check_fresh(paths: list[Path], allow_stale: bool) -> None:
+    """Refuse (exit status 2) to publish a results file older than the code it would be
+    published with (:func:`sciml_bench.results.rejudge.stale_reasons`), one line per file
+    with the fix; ``allow_stale`` publishes them anyway, saying so."""
+    from sciml_bench.problem.reference import REFERENCE_VERSION
+    from sciml_bench.results import rejudge, store
+
+    files = json.loads(FILES.read_text()) if FILES.exists() else {}
+    runs = {name: key.removeprefix("ladder ") for key, names in files.items() for name in names}
+    stale = []
+    for path in paths:
+        run = store.read(path)
+        why = rejudge.stale_reasons(run.records, run.environment, REFERENCE_VERSION, code_changed)
+        if why:
+            again = (f"--only {shlex.quote(runs[path.name])}" if path.name in runs
+                     else "benchmarks/gpu_checks.py on the GPU machine" if GPU in path.parents
+                     else "its sciml-bench run")  # fmt: skip
+            stale.append(f"{path} is older than the code it would be published with "
+                         f"({'; '.join(why)}); fix: run it again ({again})")  # fmt: skip
+    for line in stale:
+        print(f"publish_results: {'published anyway (--allow-stale): ' if allow_stale else ''}"
+              f"{line}{'' if allow_stale else ', or pass --allow-stale to publish it as it is'}",
+              file=sys.stderr)  # fmt: skip
+    if stale and not allow_stale:
+        sys.exit(2)
+
+
 def run_all(runs: dict[str, list[str]], only: list[str]) -> dict[str, float]:
     """The runs named (all of them when ``only`` is empty) into ``results/published/``,
     replacing their earlier files; seconds per run, kept for the others."""
@@ -187,6 +244,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=RESULTS,
                     help="where README.md and the report go, with published/ and "
                     "published-gpu/ inside unless given (a smoke test: a temporary folder)")
+    ap.add_argument("--allow-stale", action="store_true",
+                    help="publish results files older than the code (an older reference "
+                    "version, or sciml_bench/ changed since their run's commit), saying so; "
+                    "by default they are refused")
     a = ap.parse_args(argv)
     if a.out.resolve() != RESULTS.resolve():
         RESULTS, RAW, GPU = a.out.resolve(), a.out.resolve() / "published", a.out.resolve() / "published-gpu"
@@ -198,6 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     problems = [n for n in names if n not in ensembles and n not in ladders]
     runs = planned_runs(problems, ensembles, ladders)
     only = [run_key(n, runs) for n in a.only]
+    check_fresh(kept_files(a.report_only, only), a.allow_stale)
     t = json.loads(TIMINGS.read_text()) if a.report_only else run_all(runs, only)
     gpu_files = sorted(GPU.rglob("*.h5"))
     files = sorted(str(p) for p in [*RAW.glob("*.h5"), *gpu_files])

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from sciml_bench.problem import codegen, spec
+from sciml_bench.problem.compiled import log_scaled
 from sciml_bench.problem.generated import load_python
 
 BASE = """
@@ -155,10 +156,18 @@ def targets(p: spec.Problem) -> dict[str, object]:
         import casadi as ca
 
         F = casadi_function(p, ca)
-        out["casadi"] = lambda t, y, th: np.array(F(t, y, th)).ravel()
+        out["casadi"] = lambda t, y, th: np.array(F(t, y, model_inputs(p, th))).ravel()
     except ImportError:
         pass
     return out
+
+
+def model_inputs(p: spec.Problem, th: np.ndarray) -> np.ndarray:
+    """The compiled models' (DiffSL, CasADi) parameters for ``th``: ``log θ`` where the
+    parameter is in log space (:func:`~sciml_bench.problem.compiled.log_scaled`)."""
+    from sciml_bench.backends.compiled import model_parameters
+
+    return model_parameters(th, log_scaled(p))
 
 
 def diffsl_function(p: spec.Problem) -> object:
@@ -175,13 +184,14 @@ def diffsl_function(p: spec.Problem) -> object:
     def f(t: float, y: np.ndarray, th: np.ndarray) -> np.ndarray:
         u = np.empty_like(y)
         u[order] = y
-        return np.asarray(ode.rhs(np.asarray(th, dtype=float), t, u))[order]
+        return np.asarray(ode.rhs(model_inputs(p, th), t, u))[order]
 
     return f
 
 
 def casadi_function(p: spec.Problem, ca) -> object:
-    """``f(t, y, p)`` of the CasADi target as a CasADi Function on SX symbols."""
+    """``f(t, y, u)`` of the CasADi target as a CasADi Function on SX symbols (``u`` the
+    model's parameters: :func:`model_inputs`)."""
     f = load_python(codegen.generate(p, "casadi"))["rhs"]
     t, y, th = ca.SX.sym("t"), ca.SX.sym("y", p.n_state), ca.SX.sym("p", p.n_params)
     return ca.Function("f", [t, y, th], [f(t, y, th)])
@@ -290,7 +300,8 @@ def test_sparse_jacobian_matches_finite_differences_of_the_rhs(name: str) -> Non
         return
     F = casadi_function(p, ca)
     t_, y_, th_ = F.sx_in()
-    Jc = ca.Function("J", [t_, y_, th_], [ca.jacobian(F(t_, y_, th_), y_)])(2.0, y, th)
+    Jc = ca.Function("J", [t_, y_, th_], [ca.jacobian(F(t_, y_, th_), y_)])(
+        2.0, y, model_inputs(p, th))
     np.testing.assert_allclose(np.array(Jc), J.toarray(), rtol=1e-12, atol=1e-12 * scale)
     assert Jc.nnz() <= J.nnz
 

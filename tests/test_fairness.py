@@ -48,18 +48,30 @@ def test_the_page_in_docs_is_regenerated_from_its_sources() -> None:
 
 
 def test_what_ran_is_read_from_the_rows() -> None:
+    """The page's "what ran" line for CVODES' sparse Brusselator ladder, from the published
+    rows: CVODES picks its sparse linear solver by size, qr at N = 8 (128 states) and MUMPS
+    from N = 16 (512 states, the periodic stencil's wide bands), so the line names both."""
     brus = next(f for f in PUBLISHED if f.name.startswith("stiff-brusselator-2d"))
     records = read(brus).records
-    ran = fairness.ran_settings(records)
-    sparse = ran[("cvodes", "stiff, array (sparse Jacobian)")]
-    solver, _, linear, rtol = sparse[:4]
-    expected = {r["linear_solver"] for r in records if r["backend"] == "cvodes"
-                and r.get("jacobian") == "sparse" and r["status"] != "unavailable"}  # fmt: skip
-    assert linear == expected and solver == {"BDF"} and rtol == {"1e-06"}
-    # a never-run row (unavailable) adds no settings
+    lines = fairness.ran_section(records, ["cvodes", "diffsol", "scipy"])
+    qr = "qr (CasADi's default, sparse QR) on CasADi's exact Jacobian"
+    mumps = "mumps (MUMPS sparse multifrontal LU, serial) on CasADi's exact Jacobian"
+    sparse = next(ln for ln in lines if ln.startswith("| cvodes | stiff, array (sparse Jacobian) |"))
+    assert sparse.startswith(
+        f"| cvodes | stiff, array (sparse Jacobian) | BDF | forward | {mumps}; {qr} | 1e-06 | "
+        "10000 | float64 |")
+    dense = next(ln for ln in lines if ln.startswith("| cvodes | stiff, array (dense Jacobian) |"))
+    # the N = 8 rung alone ran qr only; from N = 16 on, MUMPS only
+    at = {n: fairness.ran_settings([r for r in records if r.get("size") == n])
+          for n in (8, 16)}  # fmt: skip
+    assert at[8][("cvodes", "stiff, array (sparse Jacobian)")][2] == {qr}
+    assert at[16][("cvodes", "stiff, array (sparse Jacobian)")][2] == {mumps}
+    # a never-run row (unavailable, or a skipped rung) adds no settings: no julia line,
+    # and CVODES' dense ladder, skipped at N = 64 and 128, still names LAPACK LU alone
     julia = [r for r in records if r["backend"] == "julia"]
     assert julia and all(r["status"] == "unavailable" for r in julia)
-    assert not any(b == "julia" for b, _ in ran)
+    assert not any(ln.startswith("| julia |") for ln in lines)
+    assert dense.split(" | ")[4] == "lapacklu (LAPACK dense LU) on CasADi's exact Jacobian"
 
 
 def test_the_command_writes_the_page(tmp_path: Path) -> None:

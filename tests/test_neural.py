@@ -69,13 +69,19 @@ def test_network_validation(change: dict, key: str, reason: str) -> None:
     assert err.value.key == key and reason in err.value.reason
 
 
-def test_many_parameters_use_directional_reference() -> None:
-    ref = reference.get(spec.load("nonstiff-spiral-node"))
-    assert ref.gradient == [] and ref.directions is not None
-    assert len(ref.directions) == reference.N_DIRECTIONS
+def test_many_parameters_get_a_full_reference_checked_along_directions() -> None:
+    p = spec.load("nonstiff-spiral-node")
+    ref = reference.get(p)
+    # every one of the 252 components, judged; directional FD only cross-checks it
+    assert len(ref.gradient) == p.n_params and ref.gradient_check == "full"
+    assert ref.directions is not None and len(ref.directions) == reference.N_DIRECTIONS
+    assert ref.cross_check.startswith(f"{reference.N_DIRECTIONS}-direction central")
     V = np.asarray(ref.directions)
-    np.testing.assert_allclose(np.linalg.norm(V, axis=1), 1.0)
-    assert all(np.isfinite(ref.directional_derivatives))
+    projected = V @ np.asarray(ref.gradient)
+    d = np.asarray(ref.directional_derivatives)
+    assert np.linalg.norm(projected - d) / np.linalg.norm(d) == pytest.approx(
+        ref.cross_check_agreement, rel=1e-9)
+    assert ref.cross_check_agreement < 1e-6 and ref.reference_error < 1e-6
 
 
 @pytest.fixture(scope="module")

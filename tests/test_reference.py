@@ -113,11 +113,14 @@ def small(name: str, rhs: str, params: str = "k = 0.5", extra: str = "") -> spec
 def test_the_method_string_says_the_cross_check_ran_and_what_it_found(
     rober_ref: reference.Reference,
 ) -> None:
-    assert rober_ref.complex_step_skipped == ""
-    assert "complex-step cross-check through BDF: FD and complex step differ by at most" in (
-        rober_ref.method
-    )
+    assert rober_ref.complex_step_skipped == "" and rober_ref.cross_check == "complex-step"
+    assert rober_ref.gradient_method == "forward sensitivities"
+    assert "complex-step cross-check: agrees to" in rober_ref.method
     assert f"{rober_ref.complex_step_agreement:.2g}" in rober_ref.method
+    # the estimate is the larger of the two tolerances' disagreement and the cross-check's
+    assert rober_ref.reference_error == max(rober_ref.tolerance_error,
+                                            rober_ref.cross_check_agreement)  # fmt: skip
+    assert f"own error estimate {rober_ref.reference_error:.2g}" in rober_ref.method
 
 
 @pytest.mark.parametrize(
@@ -135,20 +138,28 @@ def test_a_skipped_cross_check_says_why_and_the_method_claims_none(
     ref = reference.get(small("skip", rhs, params, loose), cache=tmp_path)
     assert ref.complex_step_agreement is None
     assert ref.complex_step_skipped.startswith("not run: ") and why in ref.complex_step_skipped
-    assert "no complex-step cross-check (" in ref.method and why in ref.method
-    assert "cross-check through BDF" not in ref.method
+    # central differences over every component check it instead, and the method says so
+    assert ref.cross_check.startswith("central-difference")
+    assert ref.complex_step_skipped.endswith(f"checked by {ref.cross_check} instead")
+    assert "central-difference (h and h/2, extrapolated) cross-check: agrees to" in ref.method
+    assert "complex-step" not in ref.method
     assert len(ref.gradient) == len(ref.gradient_by_name(small("skip", rhs, params).param_names))
 
 
-def test_a_finite_difference_that_fails_keeps_the_solution_and_says_why(tmp_path: Path) -> None:
-    # y' = k y^2 blows up at t = 1/k: k = 0.48 lives to t = 2, k e^0.1 = 0.53 does not
-    p = small("fd-blowup", "k*y^2", "k = 0.48", "[reference]\nfd_step = 0.1\nrtol = 1.0e-6")
+def test_a_cross_check_that_fails_keeps_the_gradient_and_says_why(tmp_path: Path) -> None:
+    # y' = k y^2 blows up at t = 1/k: k = 0.48 lives to t = 2, k e^0.1 = 0.53 does not, so
+    # central differences at h = 0.1 fail; the sensitivities at θ0 itself do not (abs()
+    # keeps complex step out, so that central differences are the cross-check)
+    p = small("fd-blowup", "k*y*abs(y)", "k = 0.48", "[reference]\nfd_step = 0.1\nrtol = 1.0e-6")
     ref = reference.get(p, cache=tmp_path)
     assert not ref.missing and len(ref.y) == 4
     np.testing.assert_allclose(np.asarray(ref.y)[-1, 0], 1 / (1 - 0.96), rtol=1e-3)
-    assert ref.gradient == [] and ref.gradient_missing.startswith("central FD at a perturbed θ")
-    assert "failed, no reference gradient" in ref.method
-    assert ref.complex_step_skipped == "not run: there is no full FD gradient to check"
+    # L = y(2) = 1/(1 - 2k): dL/dk = 2/(1 - 2k)^2 = 1250, to what the file's rtol 1e-6
+    # gives near the blow-up (measured 5.5e-5 off)
+    assert ref.gradient == pytest.approx([2 / (1 - 0.96) ** 2], rel=1e-3)
+    assert ref.gradient_missing == "" and ref.cross_check == ""
+    assert "central differences not run to the end" in ref.complex_step_skipped
+    assert "; no cross-check (" in ref.method
 
 
 def test_a_reference_that_cannot_be_built_is_missing_with_the_reason(tmp_path: Path) -> None:
@@ -156,6 +167,7 @@ def test_a_reference_that_cannot_be_built_is_missing_with_the_reason(tmp_path: P
     p = small("blowup", "k*y^2", "k = 1.0", "[reference]\nrtol = 1.0e-6")
     ref = reference.get_or_missing(p, cache=tmp_path)
     assert ref.missing.startswith("reference solver BDF failed for 'blowup'")
+    assert "which no other method or tolerance gets past" in ref.missing
     assert ref.y == [] and ref.gradient == [] and np.isnan(ref.loss)
     assert ref.method.startswith("none: ") and not list(tmp_path.glob("*.json"))  # not cached
     # a fit loss whose truth model fails too: the backends' loss says O = 0 stands in
@@ -249,12 +261,12 @@ def test_the_sparse_reference_solvers_order_for_fill_and_solve_as_scipys(method:
     assert fill.L.nnz + fill.U.nnz < 0.8 * (splu(m).L.nnz + splu(m).U.nnz)
 
 
-def test_an_array_problem_reference_is_extrapolated_and_agrees_with_complex_step() -> None:
-    """The 1-D heat equation at 20 points, its reference at rtol 1e-9 (so h = 1e-3)."""
+def test_an_array_problem_reference_is_full_and_agrees_with_complex_step() -> None:
+    """The 1-D heat equation at 20 points, its reference at rtol 1e-9."""
     data = tomllib.loads((ROOT / "tests" / "data" / "heat-1d.toml").read_text())
     data["sizes"]["n"]["default"] = 20
     data["reference"] = {"rtol": 1e-9}
     ref = reference.build(spec.from_dict(data))
-    assert ref.gradient_method == "central finite differences at h and h/2, Richardson-extrapolated"
-    assert "h=0.001 and h/2, Richardson-extrapolated: the two differed by at most" in ref.method
+    assert ref.gradient_method == "forward sensitivities"
+    assert "at rtol 1e-09" in ref.method and "checked against 10x both" in ref.method
     assert ref.complex_step_agreement is not None and ref.complex_step_agreement < 1e-6

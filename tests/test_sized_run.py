@@ -165,6 +165,39 @@ def test_exponents_fit_the_three_largest_sizes() -> None:
     assert growth.ratio(rows) == ["scipy S: dense / sparse = 10 at 300 states"]
 
 
+def test_two_tolerances_on_one_size_ladder_are_two_lines() -> None:
+    """``--tolerances`` with ``--sizes``: each rtol is a cost curve of its own (mixed, the
+    rtol 1e-8 rows would overwrite 1e-6's and the slope would be neither's)."""
+    rows = [{**record("scipy", "sparse", n, 1e-3 * n), "rtol": 1e-6} for n in (1, 10, 100)]
+    rows += [{**record("scipy", "sparse", n, 1e-2 * n * n), "rtol": 1e-8} for n in (1, 10, 100)]
+    assert growth.growth_texts(rows) == [
+        "scipy S sparse rtol 1e-06: solve p = 1.00 (3→300 states, 3 sizes)",
+        "scipy S sparse rtol 1e-08: solve p = 2.00 (3→300 states, 3 sizes)",
+    ]
+    dense = [{**r, "jacobian": "dense", "solve_s": 3 * r["solve_s"]} for r in rows]
+    assert growth.ratio(rows + dense) == [
+        "scipy S rtol 1e-06: dense / sparse = 3 at 300 states",
+        "scipy S rtol 1e-08: dense / sparse = 3 at 300 states",
+    ]
+    assert growth.growth_texts(rows[:3]) == ["scipy S sparse: solve p = 1.00 (3→300 states, 3 sizes)"]
+
+
+def test_a_dense_over_sparse_ratio_inside_the_floor_is_a_tie() -> None:
+    rows = [record("scipy", "sparse", 100, 1.0), record("scipy", "dense", 100, 1.5)]
+    assert growth.ratio(rows) == [
+        "scipy S: dense / sparse = 1.5 at 300 states, a tie: inside the 2.1x floor"]
+
+
+def test_a_gradient_exponent_names_the_sizes_whose_gradient_does_not_qualify() -> None:
+    rows = [{**record("cvodes", "sparse", n, 1e-3, 1e-3 * n), "gradient_error": e,
+             "gradient_tier": tier, "reference_error": 1e-9}
+            for n, e, tier in ((1, 5e-6, "pass"), (10, 1e-3, "warn"), (100, 3e-2, "fail"))]  # fmt: skip
+    (text,) = growth.growth_texts(rows)
+    assert text == ("cvodes S g sparse: solve p = 0.00 (3→300 states, 3 sizes); gradient "
+                    "p = 1.00 (3→300 states, 3 sizes; the gradient does not qualify at 30, 300)")  # fmt: skip
+    assert growth.growth_texts(rows, 2e-3)[0].endswith("does not qualify at 300)")
+
+
 def test_a_rung_note_names_the_size_as_its_problem_does() -> None:
     rows = [record("scipy", "sparse", 8, 1e-3), record("scipy", "sparse", 64, None)]
     rows[1].update(status="skipped", reason="not run: forecast", solve_s=None)
@@ -214,7 +247,7 @@ def test_cli_ladder_json_table_and_report(heat: Path, tmp_path: Path) -> None:
     assert rep.returncode == 0, rep.stderr[-3000:]
     md = (tmp_path / "rep" / "report.md").read_text()
     assert (
-        "Growth (time ∝ states^p):" in md
+        "Growth (time ∝ states^p, ok rows):" in md
         and (tmp_path / "rep" / "figures" / "heat-1d-growth.png").exists()
     )
 

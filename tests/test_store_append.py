@@ -4,6 +4,7 @@ the same to write at the end of a long run as at its start (issue 34)."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -19,14 +20,19 @@ from sciml_bench.results import store
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: a child that writes cases one by one, saying so after each add() returns
+#: a child that writes cases one by one, saying so after each add() returns; with a third
+#: argument ("step") it waits for a line on stdin before each case after the first, so
+#: that the test decides when the next append starts
 CHILD = textwrap.dedent(
     """
     import sys, time
     import numpy as np
     from sciml_bench.results import store
     w = store.ResultsWriter(sys.argv[1], {"python": "3"}, "test")
+    step = len(sys.argv) > 3
     for i in range(int(sys.argv[2])):
+        if step and i:
+            sys.stdin.readline()
         w.add({"kind": "ode", "backend": f"b{i}", "status": "ok", "steps": i,
                "solve_samples": np.linspace(0, 1, 50 + i), "gradient": {"k": float(i)}})
         print("added", i + 1, flush=True)
@@ -43,20 +49,35 @@ def _record(i: int, n: int = 40) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _child(path: Path, cases: int, kill_at: str = "") -> subprocess.Popen[str]:
+def _child(path: Path, cases: int, kill_at: str = "", step: bool = False) -> subprocess.Popen[str]:
     env = {**os.environ, "SCIML_BENCH_TEST_STORE_KILL": kill_at}
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(cases)], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    args = [sys.executable, "-c", CHILD, str(path), str(cases), *(["step"] if step else [])]
+    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+                            stdin=subprocess.PIPE if step else None)  # fmt: skip
+
+
+def _next_line(proc: subprocess.Popen[str], timeout: float = 60.0) -> str:
+    """The child's next line of output, waiting at most ``timeout`` seconds for it (the
+    child prints one line and then waits for stdin: nothing sits in the pipe's buffer)."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, f"no line from the child in {timeout:g} s"
+    return proc.stdout.readline().strip()
 
 
 def test_killed_between_two_appends_keeps_exactly_the_completed_cases(tmp_path: Path) -> None:
+    """The kill lands while the child waits between its third and fourth appends: it
+    cannot start the fourth until told to, and is never told (before, the kill raced the
+    fourth append, which could finish first)."""
     path = tmp_path / "run.h5"
-    proc = _child(path, 50)
+    proc = _child(path, 50, step=True)
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.split() == ["added", "3"]:
-                break
+        assert proc.stdin is not None
+        for i in (1, 2, 3):
+            assert _next_line(proc) == f"added {i}"
+            if i < 3:
+                proc.stdin.write("next\n")
+                proc.stdin.flush()
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

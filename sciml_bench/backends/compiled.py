@@ -13,7 +13,16 @@ JIT-compiled by LLVM) and solve it in one call into native code, in float64. So 
 - raise their failures as a ``RuntimeError`` whose text is classified into a status
   (:func:`library_failure`);
 - count the shared step bound after the solve
-  (:func:`~sciml_bench.backends.step_bound.check_steps`): neither bounds the whole solve.
+  (:func:`~sciml_bench.backends.step_bound.check_steps`): neither bounds the whole solve;
+- take each parameter in the scale its gradient is judged in: the generated model reads
+  ``u_i = log θ_i`` for a parameter in log space
+  (:func:`~sciml_bench.problem.compiled.log_scaled`) and computes ``θ_i = exp(u_i)``
+  inside, so the library differentiates ``L`` with respect to ``u``
+  (:func:`model_parameters`) and the case returns ``∂L/∂θ_i = (∂L/∂u_i) / θ_i``
+  (:func:`natural_gradient`). Their sensitivity error tests weigh every parameter with one
+  absolute tolerance: on ``θ`` that tolerance cannot serve rates from 0.04 to 3e7, on
+  ``log θ`` it does (docs/backends.md, "Parameters in the gradient's scale"). A case's
+  public calls still take ``θ`` and return ``∂L/∂θ`` in natural units.
 
 Each backend module keeps what is its library's own: its settings, its compiled calls and
 how it reads its counters and error texts.
@@ -29,7 +38,7 @@ import numpy as np
 
 from sciml_bench.backends.base import Backend, Case, CaseOptions, ProblemNotExpressible
 from sciml_bench.backends.ensemble import EnsembleCase, EnsembleNotOffered
-from sciml_bench.measure.status import SolverFailure, classify_message
+from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
 
@@ -58,6 +67,32 @@ def expressible_source(library: str, problem: CompiledProblem, target: str) -> s
     return source
 
 
+def model_parameters(theta: Any, log_scaled: Any) -> np.ndarray:
+    """The model's parameters ``u``: ``u_i = log θ_i`` where ``log_scaled[i]`` (the model
+    computes ``θ_i = exp(u_i)``), else ``u_i = θ_i``."""
+    theta = np.asarray(theta, dtype=np.float64)
+    log = np.asarray(log_scaled, dtype=bool)
+    return np.where(log, np.log(np.where(log, theta, 1.0)), theta)
+
+
+def natural_gradient(grad_u: Any, u: Any, log_scaled: Any) -> np.ndarray:
+    """``∂L/∂θ`` from the model's ``∂L/∂u`` (:func:`model_parameters`): the chain rule
+    ``∂L/∂θ_i = (∂L/∂u_i) ∂u_i/∂θ_i = (∂L/∂u_i) / θ_i = (∂L/∂u_i) exp(-u_i)`` where
+    ``log_scaled[i]``, else ``∂L/∂u_i`` itself."""
+    g = np.asarray(grad_u, dtype=np.float64).ravel()
+    u = np.asarray(u, dtype=np.float64).ravel()
+    return np.where(np.asarray(log_scaled, dtype=bool), g * np.exp(-u), g)
+
+
+def parameter_scale(log_scaled: np.ndarray) -> str:
+    """What a row records of its model's parameters (``case_info.parameter_scale``)."""
+    k, n = int(np.sum(log_scaled)), int(np.size(log_scaled))
+    if k == 0:
+        return f"θ for all {n} parameters"
+    rest = "" if k == n else f", θ for the other {n - k}"
+    return f"log θ for {k} of {n} parameters (the model computes exp){rest}"
+
+
 def library_failure(library: str, message: str, t_reached: float | None = None) -> SolverFailure:
     """A failed library call as a status classified from its message (``library: message``)."""
     return SolverFailure(classify_message(message), f"{library}: {message}", t_reached)
@@ -65,12 +100,31 @@ def library_failure(library: str, message: str, t_reached: float | None = None) 
 
 class CompiledCase(Case):
     """A case whose library calls raise ``RuntimeError`` on failure: :meth:`_call` turns
-    that into the library's :class:`SolverFailure` (:meth:`failure`), and the gradient
-    comes back as ``(L, dL/dθ)`` in the library's arrays."""
+    that into the library's :class:`SolverFailure` (:meth:`failure`). Its model takes the
+    parameters ``u`` of :func:`model_parameters` (:meth:`prepare`), and its timed gradient
+    comes back as ``(L, ∂L/∂u, u)`` in the library's arrays; :meth:`check_grad` applies
+    the chain rule to ``∂L/∂θ`` (``P`` multiplications, off the clock as every
+    conversion to NumPy is)."""
+
+    #: ``True`` where the model takes ``log θ`` (:func:`~sciml_bench.problem.compiled.log_scaled`)
+    log_scaled: np.ndarray
 
     @abstractmethod
     def failure(self, e: RuntimeError) -> SolverFailure:
         """The library's error as a status, with how far in t it got where it tells."""
+
+    @abstractmethod
+    def library_parameters(self, u: np.ndarray) -> Any:
+        """The model's parameters ``u`` in the library's own form (made once)."""
+
+    def prepare(self, theta: np.ndarray) -> Any:
+        theta = np.asarray(theta, dtype=np.float64)
+        bad = self.log_scaled & ~(theta > 0)
+        if np.any(bad):  # log θ does not exist: say so rather than solve with NaN
+            i = int(np.argmax(bad))
+            raise SolverFailure(Status.ERROR, f"parameter {i} is {float(theta[i])!r}, but the model "
+                                "takes its log (it is differentiated in log space)")  # fmt: skip
+        return self.library_parameters(model_parameters(theta, self.log_scaled))
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
@@ -79,9 +133,9 @@ class CompiledCase(Case):
             raise self.failure(e) from None
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
-        value, grad = raw
+        value, grad_u, u = raw
         # the worker rejects a non-finite gradient
-        return float(value), np.asarray(grad, dtype=np.float64).ravel()
+        return float(value), natural_gradient(grad_u, u, self.log_scaled)
 
 
 class CompiledBackend(Backend):

@@ -32,6 +32,11 @@ Gradients: the loss ``L = Σ W (Y − O)² + Σ C Y`` and its derivative come fr
   before CasADi's reverse-mode call starts, so the double pass stays, declared in the
   row's ``idiom``.
 
+Both differentiate with respect to the model's parameters ``u``: a parameter in log space
+comes in as ``log θ`` (:func:`~sciml_bench.backends.compiled.model_parameters`), so CVODES'
+sensitivities (and the adjoint's gradient quadrature) are along ``log θ`` under one
+absolute tolerance, and the case returns ``∂L/∂θ = (∂L/∂log θ) / θ``.
+
 The default follows CVODES' guide (forward sensitivities for few parameters, the adjoint
 when parameters are many and the outputs few): ``forward`` up to
 :data:`~sciml_bench.backends.compiled.FORWARD_SENSITIVITY_LIMIT` parameters, ``adjoint``
@@ -73,10 +78,11 @@ from sciml_bench.backends.compiled import (
     CompiledCase,
     expressible_source,
     library_failure,
+    parameter_scale,
 )
 from sciml_bench.backends.step_bound import check_steps
 from sciml_bench.measure.status import SolverFailure
-from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.compiled import CompiledProblem, log_scaled
 
 _SOLVERS = {
     "BDF": SolverInfo("BDF", True, "CVODES variable-order BDF (orders 1-5), Newton iteration"),
@@ -220,11 +226,12 @@ def symbolics(problem: CompiledProblem) -> str:
 
 def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
     """The plain settings of one case (``sciml-bench codegen`` prints them): the symbol
-    type, CVODES' options through CasADi, the gradient method and the step bound."""
+    type, CVODES' options through CasADi, the gradient method, the step bound and which
+    parameters the model takes as logs (:func:`~sciml_bench.problem.compiled.log_scaled`)."""
     opts = integrator_options(options, problem)
     return {"symbolics": symbolics(problem), "integrator": opts,
             "gradient": options.gradient_method, "max_steps": options.max_steps,
-            "dtype": options.dtype}  # fmt: skip
+            "dtype": options.dtype, "log_scaled": log_scaled(problem).tolist()}  # fmt: skip
 
 
 def build_integrator(problem: CompiledProblem, options: CaseOptions) -> tuple[Any, str]:
@@ -340,18 +347,20 @@ class CvodesCase(CompiledCase):
                                options.gradient_method)  # fmt: skip
         self.x0 = ca.DM(problem.y0)
         self.max_steps = options.max_steps
+        self.log_scaled = log_scaled(problem)
         self._ca = ca
         self.info = {
             "idiom": IDIOM[options.gradient_method],
             "symbolics": kind,
             "linear_solver": linear_solver(options, problem),
             "config_reason": config_reason(options, problem),
+            "parameter_scale": parameter_scale(self.log_scaled),
             "options": {k: v for k, v in integrator_options(options, problem).items()
                         if "warn" not in k},  # fmt: skip
         }
 
-    def prepare(self, theta: np.ndarray) -> Any:
-        return self._ca.DM(theta)  # CasADi's own matrix, made once
+    def library_parameters(self, u: np.ndarray) -> Any:
+        return self._ca.DM(u)  # CasADi's own matrix, made once
 
     def failure(self, e: RuntimeError) -> SolverFailure:
         return cvodes_failure(e, self._stats())
@@ -378,7 +387,8 @@ class CvodesCase(CompiledCase):
         })  # fmt: skip
 
     def timed_grad(self, params: Any) -> Any:
-        return self._call(self.G, params)
+        value, grad_u = self._call(self.G, params)
+        return value, grad_u, params  # check_grad's chain rule to dL/dθ reads u
 
 
 class CvodesBackend(CompiledBackend):

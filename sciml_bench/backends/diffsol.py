@@ -3,8 +3,10 @@
 The problem is DiffSL text (``sciml-bench codegen --target diffsl``), JIT-compiled by
 ``pydiffsol.Ode(code, matrix_type=..., scalar_type=f64, ode_solver=...)`` in the build
 phase (LLVM; DiffSL differentiates the model with Enzyme for Jacobians and
-sensitivities). A solve is ``ode.solve_dense(theta, t_save)``, the states at the save
-times from diffsol's interpolant, in one call into Rust.
+sensitivities). A solve is ``ode.solve_dense(u, t_save)``, the states at the save
+times from diffsol's interpolant, in one call into Rust; ``u`` is the model's parameters,
+``log θ`` for a parameter in log space and ``θ`` otherwise
+(:func:`~sciml_bench.backends.compiled.model_parameters`).
 
 Solvers: ``bdf`` (stiff default), ``esdirk34``, ``tr_bdf2`` and ``tsit45`` (non-stiff
 default). Matrices: ``nalgebra_dense`` below :data:`SPARSE_FROM` states, ``faer_sparse``
@@ -30,7 +32,13 @@ above. The sensitivity equations and the adjoint's gradient are put under error 
 at the problem's tolerances (pydiffsol leaves them out by default, which gave a 13% error
 in ROBER's ``∂L/∂k2``; with them, 7e-5). One absolute tolerance serves every parameter
 (pydiffsol does not expose diffsol's per-parameter scales): dividing it by ``max|θ|``, as
-CVODES' parameter scaling would, made ROBER's sensitivities fail their error test.
+CVODES' parameter scaling would, made ROBER's sensitivities fail their error test. So the
+model takes ``log θ`` for a parameter in log space and the sensitivities are
+``∂y/∂log θ = θ ∂y/∂θ``, on one scale for rates from 0.04 to 3e7: ROBER's forward gradient
+went from 7.05e-5 to 1.2e-6, and on ``stiff-robertson-rates`` at P = 300 forward and
+adjoint from 8.1e-3 apart to 1.2e-5 (docs/backends.md, "Parameters in the gradient's
+scale"). The case returns ``∂L/∂θ = (∂L/∂log θ) / θ``
+(:func:`~sciml_bench.backends.compiled.natural_gradient`).
 
 Step bound: diffsol has none (its solvers stop on a step size that underflows or on
 repeated error-test or Newton failures). The shared ``max_steps`` is checked after the
@@ -55,10 +63,11 @@ from sciml_bench.backends.compiled import (
     CompiledCase,
     expressible_source,
     library_failure,
+    parameter_scale,
 )
 from sciml_bench.backends.step_bound import check_steps
 from sciml_bench.measure.status import SolverFailure
-from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.compiled import CompiledProblem, log_scaled
 
 _SOLVERS = {
     "bdf": SolverInfo("bdf", True, "variable-order BDF (NDF variant)"),
@@ -104,14 +113,17 @@ def sens_tolerances(problem: CompiledProblem, rtol: float, atol: float) -> tuple
 
 def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
     """The plain settings of one case (``sciml-bench codegen`` prints them): the solver,
-    matrix type, tolerances (the sensitivities' too), gradient method and step bound."""
+    matrix type, tolerances (the sensitivities' too), gradient method, step bound and
+    which parameters the model takes as logs
+    (:func:`~sciml_bench.problem.compiled.log_scaled`)."""
     sr, sa = sens_tolerances(problem, options.rtol, options.atol)
     found = problem.layout
     return {"solver": options.solver, "rtol": options.rtol, "atol": options.atol,
             "matrix_type": matrix_type(problem.n_state, options.extra.get("jacobian")),
             "sens_rtol": sr, "sens_atol": sa, "t0": float(problem.t_span[0]),
             "gradient": options.gradient_method, "max_steps": options.max_steps,
-            "dtype": options.dtype, "layout": list(found) if found else None}  # fmt: skip
+            "dtype": options.dtype, "layout": list(found) if found else None,
+            "log_scaled": log_scaled(problem).tolist()}  # fmt: skip
 
 
 def suite_order(settings: dict[str, Any]) -> np.ndarray | None:
@@ -192,15 +204,17 @@ class DiffsolCase(CompiledCase):
         self.max_steps = options.max_steps
         self.W, self.O, self.C = problem.loss_W, problem.loss_O, problem.loss_C
         self.adjoint = options.gradient_method == "adjoint"
+        self.log_scaled = np.asarray(st["log_scaled"], dtype=bool)
         self._steps: dict[bytes, np.ndarray] = {}
         self.info = {
             "idiom": IDIOM, "matrix_type": mtype,
             "linear_solver": f"{self.ode.linear_solver}: {LINEAR_SOLVERS[mtype]}",
             "jit_backend": str(self.ode.jit_backend), "sens_rtol": sr, "sens_atol": sa,
+            "parameter_scale": parameter_scale(self.log_scaled),
         }  # fmt: skip
 
-    def prepare(self, theta: np.ndarray) -> Any:
-        return np.ascontiguousarray(theta, dtype=np.float64)
+    def library_parameters(self, u: np.ndarray) -> Any:
+        return np.ascontiguousarray(u, dtype=np.float64)
 
     def failure(self, e: RuntimeError) -> SolverFailure:
         return diffsol_failure(e)
@@ -228,8 +242,9 @@ class DiffsolCase(CompiledCase):
         return Solution(y, {"steps": steps})
 
     def timed_grad(self, params: np.ndarray) -> Any:
-        return self._call(gradient, self.ode, params, self.t_save, self.adjoint,
-                          (self.W, self.O, self.C), self.order)  # fmt: skip
+        value, grad_u = self._call(gradient, self.ode, params, self.t_save, self.adjoint,
+                                   (self.W, self.O, self.C), self.order)  # fmt: skip
+        return value, grad_u, params  # check_grad's chain rule to dL/dθ reads u
 
 
 class DiffsolBackend(CompiledBackend):

@@ -206,20 +206,28 @@ from typing import Any
 
 import casadi as ca
 import numpy as np""",
-    functions=("integrator", "loss_function"),
+    functions=(
+        "integrator",
+        "loss_function",
+        "compiled.model_parameters",
+        "compiled.natural_gradient",
+    ),
     main=(
         "F = integrator(rhs, SETTINGS['symbolics'], len(Y0), len(THETA), T_SPAN[0], T_SAVE,",
         "               SETTINGS['integrator'])",
         "G = loss_function(F, Y0, len(THETA), (np.asarray(LOSS_W), np.asarray(LOSS_O), "
         "np.asarray(LOSS_C)),",
         "                  SETTINGS['gradient'])",
-        "p = ca.DM(THETA)  # the parameters as the case holds them (prepare)",
+        "# the model's parameters as the case holds them (prepare): log θ where in log space",
+        "u = model_parameters(THETA, SETTINGS['log_scaled'])",
+        "p = ca.DM(u)",
         "out = F(x0=ca.DM(Y0), p=p)  # the solve",
         "st = F.stats()",
         "print(f\"cvodes: {st['nsteps']} steps, {st['netfails'] + st['nncfails']} rejected, "
         "{st['nfevals']} RHS evaluations\")",
-        "value, grad = G(p)  # the loss and its gradient",
-        "print_result(T_SAVE, np.array(out['xf']).T, float(value), np.array(grad).ravel())",
+        "value, grad_u = G(p)  # the loss and its gradient in the model's parameters",
+        "grad = natural_gradient(np.array(grad_u), u, SETTINGS['log_scaled'])  # dL/dθ",
+        "print_result(T_SAVE, np.array(out['xf']).T, float(value), grad)",
     ),
 )
 
@@ -239,20 +247,29 @@ from typing import Any
 
 import numpy as np
 import pydiffsol as ds  # noqa: F401""",
-    functions=("make_ode", "suite_order", "loss_and_dL_dY", "gradient"),
+    functions=(
+        "make_ode",
+        "suite_order",
+        "loss_and_dL_dY",
+        "gradient",
+        "compiled.model_parameters",
+        "compiled.natural_gradient",
+    ),
     main=(
         "ode = make_ode(DIFFSL, SETTINGS)  # JIT-compiled here",
         "order = suite_order(SETTINGS)  # an array model's state by state -> the suite's layout",
-        "theta = np.ascontiguousarray(THETA, dtype=np.float64)",
+        "# the model's parameters as the case holds them (prepare): log θ where in log space",
+        "u = np.ascontiguousarray(model_parameters(THETA, SETTINGS['log_scaled']))",
         "t_save = np.asarray(T_SAVE, dtype=np.float64)",
-        "sol = ode.solve_dense(theta, t_save)  # the solve",
-        "steps = len(ode.solve(theta, float(t_save[-1])).ts) - 1",
+        "sol = ode.solve_dense(u, t_save)  # the solve",
+        "steps = len(ode.solve(u, float(t_save[-1])).ts) - 1",
         "print(f'diffsol: {steps} accepted steps')",
         "loss_arrays = (np.asarray(LOSS_W), np.asarray(LOSS_O), np.asarray(LOSS_C))",
-        "value, grad = gradient(ode, theta, t_save, SETTINGS['gradient'] == 'adjoint', "
+        "value, grad_u = gradient(ode, u, t_save, SETTINGS['gradient'] == 'adjoint', "
         "loss_arrays, order)",
+        "grad = natural_gradient(grad_u, u, SETTINGS['log_scaled'])  # dL/dθ",
         "ys = np.asarray(sol.ys) if order is None else np.asarray(sol.ys)[order]",
-        "print_result(T_SAVE, ys.T, value, np.asarray(grad).ravel())",
+        "print_result(T_SAVE, ys.T, value, grad)",
     ),
     embed=_diffsl_text,
 )

@@ -62,6 +62,7 @@ def main(debug: bool) -> None:
       sciml-bench run stiff-robertson        every available backend, results to results/
       sciml-bench run stiff-robertson --quick -b diffrax
       sciml-bench show results/FILE.h5       the table again
+      sciml-bench rejudge results/FILE.h5    its gradients against today's reference
       sciml-bench codegen stiff-robertson --target jax   the whole program a backend runs
     """
     warnings.simplefilter("default")
@@ -73,11 +74,12 @@ def _register_commands() -> None:
     from sciml_bench.cli.fairness import fairness_cmd
     from sciml_bench.cli.julia import julia
     from sciml_bench.cli.reference import reference_cmd
+    from sciml_bench.cli.rejudge import rejudge_cmd
     from sciml_bench.cli.report import register
     from sciml_bench.cli.run import run
     from sciml_bench.cli.show import show
 
-    for command in (run, show, list_, codegen, reference_cmd, julia, fairness_cmd):
+    for command in (run, show, list_, codegen, reference_cmd, rejudge_cmd, julia, fairness_cmd):
         main.add_command(command)
     register(main)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -25,7 +26,13 @@ def reference_cmd(
 ) -> None:  # fmt: skip
     """Compute (or read from cache) the tight reference solution and gradient.
 
-    Past a dozen parameters the gradient is summarized; --json prints every component.
+    The gradient is full at every size (forward sensitivities, or an adjoint past a few
+    thousand sensitivity unknowns), solved at two tolerances; their disagreement and an
+    independent cross-check (complex step, central differences, or projections on 8
+    seeded directions) give its own error estimate, which decides the smallest gradient
+    error a row can be judged on. Past a dozen parameters the gradient is summarized;
+    --json prints every component. Exit status 2 when there is no reference solution or
+    no reference gradient (the message says which [reference] key to set).
 
     \b
     Examples:
@@ -33,12 +40,11 @@ def reference_cmd(
       sciml-bench reference stiff-robertson-ude --json | jq .gradient
       sciml-bench reference --problem-file my.toml --refresh
     """
-    import numpy as np
 
     from sciml_bench.problem import reference
 
     p = sized(load_problem(problem, problem_file), size)
-    ref = reference.get(p, refresh=refresh)
+    ref = reference.get_or_missing(p, refresh=refresh)
     doc = {
         "problem": p.name,
         "t": ref.t,
@@ -50,14 +56,43 @@ def reference_cmd(
         "atol": ref.atol,
         "complex_step_agreement": ref.complex_step_agreement,
         "complex_step_skipped": ref.complex_step_skipped or None,
+        "reference_error": ref.reference_error,
+        "tolerance_error": ref.tolerance_error,
+        "cross_check": ref.cross_check or None,
+        "cross_check_agreement": ref.cross_check_agreement,
         "gradient_missing": ref.gradient_missing or None,
+        "missing": ref.missing or None,
         "cached": ref.cached,
         "cache_path": ref.cache_path or None,
         "build_s": ref.build_s,
     }
     if as_json:
         click.echo(json.dumps(doc, indent=2))
+        _exit_if_missing(ref)
         return
+    _exit_if_missing(ref, solution_only=True)
+    _print_reference(p, ref, doc)
+    _exit_if_missing(ref)
+
+
+def _exit_if_missing(ref: Any, solution_only: bool = False) -> None:
+    """A one-line error (exit status 2) where the reference has no solution, or (unless
+    ``solution_only``) no gradient: a script that builds references before a long run
+    stops there, and the line says which ``[reference]`` key to set."""
+    from sciml_bench.cli.options import UserError
+
+    if ref.missing:
+        raise UserError(f"no reference for {ref.problem!r}: {ref.missing}")
+    if ref.gradient_missing and not solution_only:
+        raise UserError(f"no reference gradient for {ref.problem!r}: {ref.gradient_missing}. "
+                        "Fix: set [reference] rtol, atol or method in the problem file")
+
+
+def _print_reference(p: Any, ref: Any, doc: dict[str, Any]) -> None:
+    """The reference in words: method, tolerances, loss, the gradient (summarized past a
+    dozen components), its error estimate and cross-check, notes, where it is cached."""
+    import numpy as np
+
     click.echo(f"{p.name}: {ref.method}")
     click.echo(f"  rtol={ref.rtol:g} atol={ref.atol:g}  loss={ref.loss:.12g}")
     grad = list(doc["gradient"].items())
@@ -66,16 +101,15 @@ def reference_cmd(
         click.echo(f"  dL/d{k} = {v:.12g}")
     if len(shown) < len(grad):
         rest = np.abs([v for _, v in grad[len(shown):]])
-        click.echo(
-            f"  ... {len(rest)} more components (|dL/dθ| from {rest.min():.3g} to "
-            f"{rest.max():.3g}); --json prints every one"
-        )
+        click.echo(f"  ... {len(rest)} more components (|dL/dθ| from {rest.min():.3g} to "
+                   f"{rest.max():.3g}); --json prints every one")  # fmt: skip
     if ref.gradient_missing:
         click.echo(f"  no reference gradient: {ref.gradient_missing}")
-    if ref.complex_step_agreement is not None:
-        click.echo(f"  FD vs complex step: max relative difference {ref.complex_step_agreement:.2e}")
-    else:
-        click.echo(f"  complex-step cross-check {ref.complex_step_skipped or 'not run'}")
+    if ref.reference_error is not None:
+        click.echo(f"  the gradient's own error estimate {ref.reference_error:.2e} (norm-wise): "
+                   f"rows are judged down to {10 * ref.reference_error:.1e}")
+    if ref.cross_check:
+        click.echo(f"  {ref.cross_check} cross-check: agrees to {ref.cross_check_agreement:.2e}")
     if ref.tolerance_note:
         click.echo(f"  note: {ref.tolerance_note}")
     click.echo(f"  {'read from' if ref.cached else 'cached at'} {ref.cache_path or '(not cached)'}")

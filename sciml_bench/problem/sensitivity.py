@@ -198,3 +198,24 @@ def staggered(
     y, S = ys.y.T, sol.y.T.reshape(len(t_save), P, n)
     g = np.einsum("in,ipn->p", 2.0 * W * (y - O) + C, S)
     return float(np.sum(W * (y - O) ** 2) + np.sum(C * y)), g
+
+
+def scalar_gradient(
+    problem: Problem, loss: tuple[np.ndarray, np.ndarray, np.ndarray], rtol: float,
+    atol: float, method: str,
+) -> tuple[float, np.ndarray]:
+    """A scalar problem's ``L`` and ``∂L/∂θ`` (natural units) at ``θ0`` by
+    :class:`Sensitivities` (``y`` and ``S̃`` under one error control) at ``rtol``, ``atol``,
+    with ``method`` (the one the reference's solution succeeded with, DOP853 if non-stiff)."""
+    W, O, C = loss
+    cp = CompiledProblem(
+        name=problem.name, stiff=problem.stiff, state_names=list(problem.state_names),
+        param_names=list(problem.param_names), y0=np.asarray(problem.y0, float),
+        theta0=np.asarray(problem.theta0, float),
+        log_params=np.asarray(problem.log_params, bool), t_span=problem.t_span,
+        t_save=np.asarray(problem.t_save, float), rtol=problem.rtol, atol=problem.atol,
+        max_steps=problem.max_steps, loss_W=W, loss_O=O, loss_C=C,
+    )  # fmt: skip
+    sens = Sensitivities(problem, cp, rtol)
+    sens.atol, sens.method = atol, method
+    return sens.loss_and_grad(cp.theta0)

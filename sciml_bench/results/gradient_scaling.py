@@ -1,46 +1,75 @@
 """Gradients at scale: each gradient method's cost against the number of parameters P.
 
 A *line* is one library's gradient method on one ladder (results file, backend, solver,
-gradient method, Jacobian kind, device), one point per rung at ``P = n_params``, the median
-steady gradient time ``t(P)``. Its exponent is the least-squares slope of ``log t``
-against ``log P`` over its three largest rungs (:func:`~sciml_bench.results.growth.exponent`;
-with two rungs, ``q = log(t₂ / t₁) / log(P₂ / P₁)``),
+gradient method, Jacobian kind, device; and rtol and dtype where the rows hold more than
+one, :data:`~sciml_bench.results.growth.SPLIT_KEYS`), one point per rung at
+``P = n_params``, the median steady gradient time ``t(P)`` of its ``ok`` row. Its exponent
+is the least-squares slope of ``log t`` against ``log P`` over its three largest rungs
+(:func:`~sciml_bench.results.growth.exponent`; with two rungs,
+``q = log(t₂ / t₁) / log(P₂ / P₁)``), fitted on ``ok`` rows whatever their gradient's
+error (a cost is a cost), naming the fitted rungs whose gradient does not qualify,
 
 so forward sensitivities, which carry ``n_state x P`` sensitivity states, grow about
 linearly in P once they dominate (q -> 1 on ROBER groups, where states grow with P too: q ->
 2), and an adjoint, one backward solve whatever P, grows with the states alone.
 
-A library's **crossover** is the smallest P at which its fastest reverse-mode method (an
-adjoint, or backprop through the solver) beats its forward mode on the same ladder:
+A library's **crossover** is where its reverse mode (an adjoint, or backprop through the
+solver) overtakes its forward mode, judged by the verdict's rules
+(:mod:`~sciml_bench.results.verdict`). At each rung, each side is its fastest method whose
+row qualifies (:func:`~sciml_bench.results.verdict.qualifies` at ``--gradient-rtol``:
+``ok``, the gradient judged within it, not timed under load), and
 
-    P* = min { P : min_a t_a(P) < t_forward(P) },
+    r = t_forward / t_reverse:  reverse ahead where r >= floor, forward where r <= 1/floor,
 
-or "none up to P = max" when forward mode stays ahead. A library with no forward mode
-(Diffrax, torchdiffeq, torchode) has no crossover, and the line says so.
+else a tie; ``floor`` is the pair's steady-gradient floor
+(:func:`~sciml_bench.results.verdict.pair_floor`, 2.1x: one process a side). A rung where
+either side has no qualifying row gives no evidence, and says why. The rungs only bound
+the crossover: with forward ahead at ``P_a`` and reverse ahead at ``P_b``, the next rung
+where it is, it lies in ``(P_a, P_b]``; ties and rungs without evidence in between widen
+the interval and are named. A library with no forward mode (Diffrax, torchdiffeq,
+torchode) has no crossover, and the line says so.
 
-Per rung, the fastest method whose gradient qualifies (the verdict's rule: the ``pass``
-tier by default) is named with its ratio to the next; steady samples come from one
-process per row, so a ratio under the one-process floor is a tie.
+Per rung, the fastest qualifying method is the verdict's own steady-gradient pick for
+that comparison (:func:`~sciml_bench.results.verdict.verdicts`: results file, size,
+rtol, dtype), with its ratio to the runner-up, a tie inside the floor.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.measure.noise import PROCESS_FLOOR
-from sciml_bench.results import plots
-from sciml_bench.results.growth import exponent, line_key, line_label
+from sciml_bench.measure.noise import LOAD_LIMIT, PROCESS_FLOOR, clears_noise, others_load
+from sciml_bench.results import plots, verdict
+from sciml_bench.results.growth import (
+    LineKey,
+    exponent,
+    line_key,
+    line_label,
+    not_qualifying,
+    sci,
+    split_value,
+    splits,
+)
 
 #: gradient methods that are forward mode (forward sensitivities, forward-mode AD); every
 #: other method is reverse mode (an adjoint, or backprop through the solver)
 FORWARD_METHODS = ("forward", "forward_diff")
 #: how much a rung's peak memory key is preferred: the warm call's, else the first call's
 MEMORY_KEYS = ("grad_warm_rss_mb", "grad_rss_mb")
+#: the criterion and key a crossover and a rung's winner are judged by
+CRITERION = ("steady gradient", "grad_s")
 
-Line = tuple[str, str, str, str, str, str]
+Line = LineKey
+#: a line less its gradient method: one library on one ladder
+Library = tuple[str, ...]
+Rows = Mapping[int, Mapping[str, Any]]
 #: one marker per gradient method, in order of appearance
 MARKERS = ("o", "s", "^", "D", "v", "P")
+#: what a rung says about the crossover
+FORWARD, REVERSE, TIE, NONE = "forward", "reverse", "tie", "none"
 
 
 def is_forward(method: str) -> bool:
@@ -53,13 +82,34 @@ def has_params(r: Mapping[str, Any]) -> bool:
             and r.get("gradient_method") not in (None, "", "none"))  # fmt: skip
 
 
-def param_points(records: Sequence[Mapping[str, Any]], key: str = "grad_s") -> dict[Line, dict[int, float]]:
-    """Line -> {P: median seconds (or MB)} over its ``ok`` rows that measured ``key``."""
-    out: dict[Line, dict[int, float]] = {}
-    for r in records:
-        if has_params(r) and r.get("status") == "ok" and plots.finite(r.get(key)):
-            out.setdefault(line_key(dict(r)), {})[int(r["n_params"])] = float(r[key])
+def _rtol(gradient_rtol: float | None) -> float:
+    return verdict.DEFAULT_GRADIENT_RTOL if gradient_rtol is None else float(gradient_rtol)
+
+
+def _timed(r: Mapping[str, Any], key: str = "grad_s") -> bool:
+    return r.get("status") == "ok" and plots.finite(r.get(key)) and float(r[key]) > 0
+
+
+def ladder_rows(
+    records: Sequence[Mapping[str, Any]], key: str | None = "grad_s"
+) -> dict[Line, dict[int, Mapping[str, Any]]]:
+    """Line -> {P: row}: the ``ok`` rows that measured ``key`` (None: every row of the
+    ladder, whatever its status), lines split on the rtol and dtype where they vary."""
+    ladder = [r for r in records if has_params(r)]
+    split = splits(ladder)
+    out: dict[Line, dict[int, Mapping[str, Any]]] = {}
+    for r in ladder:
+        if key is None or _timed(r, key):
+            out.setdefault(line_key(r, split), {})[int(r["n_params"])] = r
     return out
+
+
+def param_points(
+    records: Sequence[Mapping[str, Any]], key: str = "grad_s"
+) -> dict[Line, dict[int, float]]:
+    """Line -> {P: median seconds (or MB)} over its ``ok`` rows that measured ``key``."""
+    return {line: {p: float(r[key]) for p, r in rows.items()}
+            for line, rows in ladder_rows(records, key).items()}  # fmt: skip
 
 
 def memory_points(records: Sequence[Mapping[str, Any]]) -> dict[Line, dict[int, float]]:
@@ -71,104 +121,265 @@ def memory_points(records: Sequence[Mapping[str, Any]]) -> dict[Line, dict[int, 
     return {}
 
 
-def exponent_texts(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def exponent_texts(
+    records: Sequence[Mapping[str, Any]], gradient_rtol: float | None = None
+) -> list[str]:  # fmt: skip
     """One line per gradient line: ``q`` fitted over its three largest P (two where it
-    has two; ``-`` below two), as :func:`~sciml_bench.results.growth.exponent`."""
+    has two; ``-`` below two) on its ``ok`` rows, as
+    :func:`~sciml_bench.results.growth.exponent`; the fitted rungs whose gradient does not
+    qualify at ``gradient_rtol`` are named (:func:`~sciml_bench.results.growth.not_qualifying`)."""
     out = []
-    for key, pts in param_points(records).items():
-        e = exponent(pts)
+    for key, rows in ladder_rows(records).items():
+        e = exponent({p: float(r["grad_s"]) for p, r in rows.items()})
+        short = not_qualifying(rows, e, gradient_rtol)
+        note = f"; the gradient does not qualify at P = {_ints(short)}" if short else ""
         over = f", {e.k} rungs" if e and e.k > 2 else ""
-        tail = (f"q = {e.p:.2f} (P = {e.n1}→{e.n2}{over})" if e
-                else f"- (one rung, P = {min(pts)})")  # fmt: skip
+        tail = (f"q = {e.p:.2f} (P = {e.n1}→{e.n2}{over}{note})" if e
+                else f"- (one rung, P = {min(rows)})")  # fmt: skip
         out.append(f"{line_label(key)}: gradient {tail}")
     return out
 
 
-def _library(key: Line) -> tuple[str, ...]:
-    run, backend, solver, _, jac, device = key
-    return (run, backend, solver, jac, device)
+def _ints(ns: Sequence[int]) -> str:
+    return ", ".join(str(n) for n in ns)
 
 
-def by_library(times: Mapping[Line, Mapping[int, float]]) -> dict[tuple[str, ...], dict[str, Mapping[int, float]]]:
-    """Library (and ladder) -> {gradient method: its points}."""
-    out: dict[tuple[str, ...], dict[str, Mapping[int, float]]] = {}
-    for key, pts in times.items():
+def _x(r: float) -> str:
+    """A ratio as the verdict prints one: ``1.85x``, ``44.6x``."""
+    return f"{r:.2f}x" if r < 10 else f"{r:.3g}x"
+
+
+def _library(key: Line) -> Library:
+    return key[:3] + key[4:]
+
+
+def _library_label(lib: Library) -> str:
+    return line_label((*lib[:3], "", *lib[3:]))
+
+
+def by_library(lines: Mapping[Line, Any]) -> dict[Library, dict[str, Any]]:
+    """Library (and ladder) -> {gradient method: its points or rows}."""
+    out: dict[Library, dict[str, Any]] = {}
+    for key, pts in lines.items():
         out.setdefault(_library(key), {})[key[3]] = pts
     return out
 
 
-def split_modes(
-    methods: Mapping[str, Mapping[int, float]],
-) -> tuple[Mapping[int, float] | None, dict[str, Mapping[int, float]]]:
-    """A library's forward-mode points (None without one) and its reverse-mode methods'."""
-    forward = next((pts for m, pts in methods.items() if is_forward(m)), None)
-    return forward, {m: pts for m, pts in methods.items() if not is_forward(m)}
+def split_modes(methods: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A library's forward-mode methods and its reverse-mode methods, each by name."""
+    return ({m: v for m, v in methods.items() if is_forward(m)},
+            {m: v for m, v in methods.items() if not is_forward(m)})  # fmt: skip
 
 
-def first_crossover(
-    forward: Mapping[int, float], reverse: Mapping[str, Mapping[int, float]]
-) -> tuple[int, str, float] | None:
-    """``(P*, the reverse method, t_forward / t_method at P*)``: the smallest P both ran at
-    where a reverse method is faster than forward mode; None if there is none."""
-    for p in sorted(forward):
-        at = [(pts[p], m) for m, pts in reverse.items() if p in pts]
-        if at and min(at)[0] < forward[p]:
-            t, method = min(at)
-            return p, method, forward[p] / t
-    return None
+@dataclass(frozen=True)
+class Rung:
+    """What one rung says about a library's crossover: which mode is faster beyond the
+    pair's floor (:data:`FORWARD`, :data:`REVERSE`), a :data:`TIE` inside it, or
+    :data:`NONE` (a side without a qualifying row: ``why``)."""
+
+    p: int
+    lead: str
+    forward: str = ""
+    reverse: str = ""
+    #: ``t_forward / t_reverse`` of the two sides' fastest qualifying rows
+    ratio: float = math.nan
+    floor: float = PROCESS_FLOOR
+    why: str = ""
+
+    @property
+    def lead_ratio(self) -> float:
+        """How many times faster the faster side is (>= 1)."""
+        return max(self.ratio, 1.0 / self.ratio)
+
+    def text(self) -> str:
+        """A tie or a rung without evidence, as a clause: ``a tie at P = 30 (1.35x, inside
+        the 2.1x floor)``."""
+        if self.lead == NONE:
+            return f"P = {self.p} gives no evidence ({self.why})"
+        if self.lead == TIE:
+            return (f"a tie at P = {self.p} ({self.reverse} against {self.forward}: "
+                    f"{_x(self.lead_ratio)}, inside the {self.floor:g}x floor)")  # fmt: skip
+        faster = self.reverse if self.lead == REVERSE else self.forward
+        return f"{faster} faster at P = {self.p} ({_x(self.lead_ratio)})"
 
 
-def crossover_texts(records: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Per library (and ladder): where its reverse mode overtakes its forward mode."""
-    out = []
-    for lib, methods in by_library(param_points(records)).items():
-        name = line_label((lib[0], lib[1], lib[2], "", lib[3], lib[4]))
-        forward, reverse = split_modes(methods)
-        if forward is None or not reverse:
-            what = "no forward mode" if forward is None else "no reverse-mode method"
-            out.append(f"{name}: no crossover ({what} on this ladder)")
-            continue
-        common = sorted(p for p in forward if any(p in pts for pts in reverse.values()))
-        if not common:
-            out.append(f"{name}: no crossover (forward and reverse mode share no rung)")
-            continue
-        hit = first_crossover(forward, reverse)
-        if hit:
-            p, method, ratio = hit
-            out.append(f"{name}: crossover at P = {p}, {method} {ratio:.2g}x faster than "
-                       f"forward there (rungs {', '.join(map(str, common))})")  # fmt: skip
+def _why_not(r: Mapping[str, Any], rtol: float) -> str:
+    """Why a row is no evidence: its status, its load, or its gradient's error."""
+    m = r.get("gradient_method")
+    if r.get("status") != "ok":
+        return f"{m} {r.get('status')}"
+    load = others_load(dict(r))
+    if load is not None and load > LOAD_LIMIT:
+        return f"{m} timed under load (others_cpu {load:.2f})"
+    e = r.get("gradient_error")
+    if not isinstance(e, int | float) or isinstance(e, bool):
+        return f"{m}'s gradient not scored"
+    if verdict.qualifies(dict(r), rtol):
+        return f"{m} has no steady gradient time"
+    if e <= rtol:  # within it, but the reference could not judge at that bound
+        return f"{m}'s gradient error {e:.2e} not judged at {sci(rtol)}"
+    tier = r.get("gradient_tier")
+    return f"{m}'s gradient error {e:.2e}{', ' + str(tier) if tier else ''}"
+
+
+def _side(
+    rows: Mapping[str, Mapping[str, Any]], rtol: float
+) -> tuple[str, Mapping[str, Any] | None]:
+    """One side's fastest row that qualifies and was timed, else why the side has none."""
+    good = [r for r in rows.values() if verdict.qualifies(dict(r), rtol) and _timed(r)]
+    if good:
+        return "", min(good, key=lambda r: float(r["grad_s"]))
+    return "; ".join(_why_not(r, rtol) for r in rows.values()), None
+
+
+def rung(p: int, forward: Mapping[str, Mapping[str, Any]],
+         reverse: Mapping[str, Mapping[str, Any]], rtol: float) -> Rung:  # fmt: skip
+    """What rung ``p`` says, from each side's rows there (method -> row)."""
+    if not forward or not reverse:
+        return Rung(p, NONE, why=f"no {'forward' if not forward else 'reverse'}-mode row")
+    why_f, f = _side(forward, rtol)
+    why_r, r = _side(reverse, rtol)
+    if f is None or r is None:
+        return Rung(p, NONE, why="; ".join(w for w in (why_f, why_r) if w))
+    ratio = float(f["grad_s"]) / float(r["grad_s"])
+    floor = verdict.pair_floor(*CRITERION, dict(f), dict(r))
+    lead = TIE if not clears_noise(ratio, floor) else REVERSE if ratio > 1 else FORWARD
+    return Rung(p, lead, str(f["gradient_method"]), str(r["gradient_method"]), ratio, floor)
+
+
+def evidence(forward: Mapping[str, Rows], reverse: Mapping[str, Rows], rtol: float) -> list[Rung]:
+    """Every rung either side has a row at, smallest P first (:func:`rung`)."""
+    ps = sorted({p for rows in (*forward.values(), *reverse.values()) for p in rows})
+
+    def at(side: Mapping[str, Rows], p: int) -> dict[str, Mapping[str, Any]]:
+        return {m: rows[p] for m, rows in side.items() if p in rows}
+
+    return [rung(p, at(forward, p), at(reverse, p), rtol) for p in ps]
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where reverse mode overtakes forward mode, as the rungs bound it: in
+    ``(lower.p, upper.p]`` (``lower`` None: at or below ``upper.p``; ``upper`` None: not on
+    this ladder). ``between``: the ties and rungs without evidence between the two (after
+    ``lower`` when there is no ``upper``); ``again``: a later rung where forward leads."""
+
+    lower: Rung | None
+    upper: Rung | None
+    between: tuple[Rung, ...] = ()
+    again: Rung | None = None
+
+    @property
+    def interval(self) -> tuple[int | None, int] | None:
+        """``(P_lower, P_upper)`` (``P_lower`` None: open below), or None: no crossover."""
+        return None if self.upper is None else (self.lower.p if self.lower else None, self.upper.p)
+
+    def text(self) -> str:
+        lo, up = self.lower, self.upper
+        if lo and up:
+            head = (f"{lo.forward} is faster up to P = {lo.p} ({_x(lo.lead_ratio)}), the "
+                    f"{up.reverse} from P = {up.p} ({_x(up.lead_ratio)}): the crossover lies "
+                    f"in ({lo.p}, {up.p}]")  # fmt: skip
+        elif up:
+            head = (
+                f"the {up.reverse} is faster from P = {up.p} ({_x(up.lead_ratio)}), forward "
+                f"mode at no rung before it: the crossover lies at or below P = {up.p}"
+            )
+        elif lo:
+            last = max((r.p for r in (lo, *self.between) if r.lead != NONE), default=lo.p)
+            head = (f"no crossover up to P = {last}: {lo.forward} is faster up to P = {lo.p} "
+                    f"({_x(lo.lead_ratio)} there)")  # fmt: skip
         else:
-            p = common[-1]
-            best = min(pts[p] for pts in reverse.values() if p in pts)
-            out.append(f"{name}: no crossover up to P = {p} (forward {best / forward[p]:.2g}x "
-                       "faster there)")  # fmt: skip
+            head = "no crossover can be placed: no rung where one mode is faster beyond the floor"
+        notes = [r.text() for r in self.between]
+        if self.again is not None:
+            notes.append(f"{self.again.forward} faster again at P = {self.again.p} "
+                         f"({_x(self.again.lead_ratio)})")  # fmt: skip
+        return "; ".join([head, *notes])
+
+
+def find_crossover(rungs: Sequence[Rung]) -> Crossover:
+    """The first rung where reverse mode leads beyond the floor, bounded below by the last
+    rung before it where forward mode did; see :class:`Crossover`."""
+    up = next((i for i, r in enumerate(rungs) if r.lead == REVERSE), None)
+    before = rungs if up is None else rungs[:up]
+    lo = max((i for i, r in enumerate(before) if r.lead == FORWARD), default=None)
+    between = tuple(before[(lo + 1) if lo is not None else 0 :])
+    if up is None:
+        return Crossover(rungs[lo] if lo is not None else None, None, between)
+    again = next((r for r in rungs[up + 1 :] if r.lead == FORWARD), None)
+    return Crossover(rungs[lo] if lo is not None else None, rungs[up], between, again)
+
+
+def library_crossovers(
+    records: Sequence[Mapping[str, Any]], gradient_rtol: float | None = None
+) -> list[tuple[Library, Crossover | str]]:
+    """Per library (and ladder): its :class:`Crossover`, or why it has none to look for."""
+    rtol = _rtol(gradient_rtol)
+    out: list[tuple[Library, Crossover | str]] = []
+    for lib, methods in by_library(ladder_rows(records, None)).items():
+        forward, reverse = split_modes(methods)
+        if not forward or not reverse:
+            out.append((lib, "no forward mode" if not forward else "no reverse-mode method"))
+        else:
+            out.append((lib, find_crossover(evidence(forward, reverse, rtol))))
     return out
+
+
+def crossover_texts(
+    records: Sequence[Mapping[str, Any]], gradient_rtol: float | None = None
+) -> list[str]:  # fmt: skip
+    """Per library (and ladder): where its reverse mode overtakes its forward mode."""
+    return [f"{_library_label(lib)}: " + (c.text() if isinstance(c, Crossover)
+                                          else f"no crossover ({c} on this ladder)")
+            for lib, c in library_crossovers(records, gradient_rtol)]  # fmt: skip
+
+
+def _in_group(r: Mapping[str, Any], group: Mapping[str, Any]) -> bool:
+    """Whether a row belongs to a verdict's comparison (its varying keys' values)."""
+    return all(r.get(k) == v for k, v in group.items() if k != "_size_name")
 
 
 def rung_winners(
-    records: Sequence[Mapping[str, Any]],
-    qualifies: Callable[[Mapping[str, Any]], bool] = lambda r: r.get("gradient_tier") == "pass",
-) -> list[str]:
-    """Per P (and results file): the fastest qualifying gradient and its ratio to the next."""
-    rungs: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
-    for r in records:
-        if has_params(r) and r.get("status") == "ok" and plots.finite(r.get("grad_s")):
-            rungs.setdefault((str(r.get("_run") or ""), int(r["n_params"])), []).append(r)
-    out = []
-    for (run, p), rows in sorted(rungs.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        ok = sorted((r for r in rows if qualifies(r)), key=lambda r: float(r["grad_s"]))
-        head = f"{run + ' ' if run else ''}P = {p}"
-        if not ok:
-            out.append(f"{head}: no method's gradient qualifies ({len(rows)} ran)")
-            continue
-        win = ok[0]
-        text = f"{head}: {line_label(line_key(dict(win)))}, {plots.fmt_seconds(float(win['grad_s']))}"
-        if len(ok) > 1:
-            ratio = float(ok[1]["grad_s"]) / float(win["grad_s"])
-            tie = "" if ratio >= PROCESS_FLOOR else f", a tie under the {PROCESS_FLOOR}x floor"
-            text += f" ({ratio:.2g}x the next, {line_label(line_key(dict(ok[1])))}{tie})"
-        out.append(text)
-    return out
+    records: Sequence[Mapping[str, Any]], gradient_rtol: float | None = None
+) -> list[str]:  # fmt: skip
+    """Per rung (and results file, rtol, dtype: the verdict's comparisons): the verdict's
+    fastest steady gradient among the qualifying rows at ``gradient_rtol`` and its ratio
+    to the runner-up, a tie inside the floor; the same row the verdict names."""
+    rows = [dict(r) for r in records if r.get("kind", "ode") == "ode"]
+    ladder = [r for r in rows if has_params(r)]
+    found = []
+    for v in verdict.verdicts(rows, gradient_rtol):
+        members = [r for r in ladder if _in_group(r, v.group)]
+        if members:
+            pick = next((p for p in v.picks if p.key == CRITERION[1]), None)
+            found.append((_rung_head(members, v.group), _winner_text(pick, members, v)))
+    return [f"{head[1]}: {text}" for head, text in sorted(found, key=lambda x: x[0][0])]
+
+
+def _rung_head(members: Sequence[Mapping[str, Any]], group: Mapping[str, Any]) -> tuple[Any, str]:
+    """A rung's sort key and name: ``#2 P = 30, rtol 1e-08``."""
+    ps = sorted({int(r["n_params"]) for r in members})
+    run = str(group.get("_run") or "")
+    extra = [split_value(group, k) for k in ("rtol", "dtype") if k in group]
+    name = f"{run + ' ' if run else ''}P = {'/'.join(map(str, ps))}"
+    return (run, ps, [repr(group.get(k)) for k in ("rtol", "dtype")]), ", ".join([name, *extra])
+
+
+def _winner_text(pick: verdict.Pick | None, members: Sequence[Mapping[str, Any]],
+                 v: verdict.Verdict) -> str:  # fmt: skip
+    """The verdict's steady-gradient pick, or that no method's gradient qualifies."""
+    if pick is None:
+        bound = ("" if v.gradient_rtol in (None, verdict.DEFAULT_GRADIENT_RTOL)
+                 else f" at gradient error ≤ {sci(float(v.gradient_rtol))}")  # fmt: skip
+        ran = sum(1 for r in members if r.get("status") == "ok")
+        return f"no method's gradient qualifies{bound} ({ran} ran)"
+    win = pick.winner
+    text = f"{line_label(line_key(win))}, {plots.fmt_seconds(float(win['grad_s']))}"
+    if pick.runner_up is not None and pick.ratio is not None:
+        tie = "" if pick.clears_noise else f", a tie under the {pick.floor:g}x floor"
+        text += f" ({_x(pick.ratio)} the next, {line_label(line_key(pick.runner_up))}{tie})"
+    return text
 
 
 def laddered_params(records: Sequence[Mapping[str, Any]]) -> bool:
@@ -177,19 +388,25 @@ def laddered_params(records: Sequence[Mapping[str, Any]]) -> bool:
     return len({r["n_params"] for r in records if has_params(r)}) >= 2
 
 
-def titled_notes(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+def titled_notes(
+    records: Sequence[Mapping[str, Any]], gradient_rtol: float | None = None
+) -> list[tuple[str, list[str]]]:  # fmt: skip
     """The gradient-at-scale notes under a ladder's table, each group with its title;
     nothing when P does not grow along the ladder."""
     if not laddered_params(records):
         return []
     return [
-        ("gradients at scale, time ∝ P^q over the three largest rungs", exponent_texts(records)),
-        ("forward/adjoint crossover per library", crossover_texts(records)),
-        ("fastest qualifying gradient per rung", rung_winners(records)),
-    ]
+        ("gradients at scale, time ∝ P^q over the three largest rungs (ok rows)",
+         exponent_texts(records, gradient_rtol)),
+        (f"forward/adjoint crossover per library (qualifying rows, ratios beyond the "
+         f"{PROCESS_FLOOR:g}x floor)", crossover_texts(records, gradient_rtol)),
+        ("fastest qualifying gradient per rung", rung_winners(records, gradient_rtol)),
+    ]  # fmt: skip
 
 
-def gradient_scaling_figure(records: Sequence[Mapping[str, Any]]) -> plots.Plot:
+def gradient_scaling_figure(
+    records: Sequence[Mapping[str, Any]], gradient_rtol: float | None = None
+) -> plots.Plot:  # fmt: skip
     """Gradient time (left) and one gradient call's memory (right) against P, log-log, one
     line per library x method, its exponent in the legend, crossovers marked."""
     plot = plots.Plot("gradient-scaling", "Gradient cost against parameters")
@@ -206,21 +423,23 @@ def gradient_scaling_figure(records: Sequence[Mapping[str, Any]]) -> plots.Plot:
     for ax, (lines, ylabel, seconds) in zip(axes, panels, strict=True):
         _draw_lines(ax, lines, colors, seconds)
         ax.set_ylabel(ylabel)
-    _mark_crossovers(axes[0], times)
+    _mark_crossovers(axes[0], records, gradient_rtol)
     # the time panel's labels (their q is the time exponent), outside the axes
     handles, labels = axes[0].get_legend_handles_labels()
     axes[-1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
                     borderaxespad=0.0)  # fmt: skip
     plots._finish(fig, list(records), "gradient cost against parameters P")
     plot.fig = fig
-    plot.notes = exponent_texts(records) + crossover_texts(records)
+    plot.notes = exponent_texts(records, gradient_rtol) + crossover_texts(records, gradient_rtol)
     return plot
 
 
 def _draw_lines(ax: Any, lines: Mapping[Line, Mapping[int, float]],
-                colors: Mapping[tuple[str, ...], str], seconds: bool) -> None:  # fmt: skip
+                colors: Mapping[Library, str], seconds: bool) -> None:  # fmt: skip
     # a library's colour, a method's marker: Diffrax's three adjoints are told apart
-    methods = {m: MARKERS[i % len(MARKERS)] for i, m in enumerate(dict.fromkeys(k[3] for k in lines))}
+    methods = {
+        m: MARKERS[i % len(MARKERS)] for i, m in enumerate(dict.fromkeys(k[3] for k in lines))
+    }
     for key, pts in lines.items():
         ps = sorted(pts)
         e = exponent(dict(pts))
@@ -236,16 +455,21 @@ def _draw_lines(ax: Any, lines: Mapping[Line, Mapping[int, float]],
     ax.grid(True, which="major", alpha=0.3)
 
 
-def _mark_crossovers(ax: Any, times: Mapping[Line, Mapping[int, float]]) -> None:
-    """A dotted vertical line at each crossover P, named once with every library there
-    (four libraries crossing at one rung printed four labels over one another)."""
-    at: dict[int, list[str]] = {}
-    for lib, methods in by_library(times).items():
-        forward, reverse = split_modes(methods)
-        hit = first_crossover(forward, reverse) if forward is not None else None
-        if hit and lib[1] not in at.setdefault(hit[0], []):
-            at[hit[0]].append(lib[1])
-    for p, libs in sorted(at.items()):
-        ax.axvline(p, ls=":", lw=1.0, color="0.5")
-        ax.annotate(f"crossover: {', '.join(libs)}", (p, 0.98), xycoords=("data", "axes fraction"),
-                    fontsize=7, rotation=90, va="top", ha="right", color="0.3")  # fmt: skip
+def _mark_crossovers(ax: Any, records: Sequence[Mapping[str, Any]],
+                     gradient_rtol: float | None) -> None:  # fmt: skip
+    """Each crossover's interval ``(P_a, P_b]`` shaded, a dotted line at ``P_b``, named
+    once with every library there (four libraries crossing at one rung printed four labels
+    over one another)."""
+    at: dict[tuple[int | None, int], list[str]] = {}
+    for lib, c in library_crossovers(records, gradient_rtol):
+        span = c.interval if isinstance(c, Crossover) else None
+        if span is not None and lib[1] not in at.setdefault(span, []):
+            at[span].append(lib[1])
+    for (lo, hi), libs in sorted(at.items(), key=lambda kv: (kv[0][1], kv[0][0] or 0)):
+        if lo is not None:
+            ax.axvspan(lo, hi, color="0.5", alpha=0.08, lw=0)
+        ax.axvline(hi, ls=":", lw=1.0, color="0.5")
+        where = f"in ({lo}, {hi}]" if lo is not None else f"≤ {hi}"
+        ax.annotate(f"crossover {where}: {', '.join(libs)}", (hi, 0.98),
+                    xycoords=("data", "axes fraction"), fontsize=7, rotation=90, va="top",
+                    ha="right", color="0.3")  # fmt: skip

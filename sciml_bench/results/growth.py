@@ -14,21 +14,36 @@ largest are used; three rather than two, as the anchors' ladders are read, so th
 noisy rung moves the slope less. :func:`growth_figure` draws solve and gradient side by side, log-log.
 A ladder of a network's width (sizes that keep one state count while P grows) has no
 exponent in n; :mod:`~sciml_bench.results.gradient_scaling` reads it against P.
+
+Which rows count: an exponent is a cost curve, fitted on every ``ok`` row (a gradient that
+misses the verdict's accuracy still costs what it costs), and its line names the fitted
+sizes whose gradient does not qualify (:func:`~sciml_bench.results.verdict.qualifies`
+at ``--gradient-rtol``). A ratio (dense ÷ sparse) inside the one-process floor
+(:data:`~sciml_bench.measure.noise.PROCESS_FLOOR`: steady samples of one process a side)
+is called a tie, as the verdict calls one. Where the rows hold more than one tolerance or
+dtype (``--tolerances`` with ``--sizes``), each is a line of its own (:data:`SPLIT_KEYS`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sciml_bench.measure.noise import PROCESS_FLOOR, clears_noise
 from sciml_bench.results import plots
+from sciml_bench.results.verdict import DEFAULT_GRADIENT_RTOL, qualifies
 
 #: line style per Jacobian kind: colour tells backends apart, style the kind
 JACOBIAN_STYLE = {"sparse": ("o", "-"), "dense": ("s", "--"), "none": ("^", ":")}
 
-LineKey = tuple[str, str, str, str, str, str]
+#: run, backend, solver, gradient method, Jacobian, device, then rtol and dtype (those two
+#: empty unless split on: :func:`splits`)
+LineKey = tuple[str, str, str, str, str, str, str, str]
+#: keys that split a ladder into lines where the rows hold more than one value of them: a
+#: line at rtol 1e-6 and one at 1e-8 are two cost curves, not one (the verdict's groups)
+SPLIT_KEYS = ("rtol", "dtype")
 
 
 def is_sized(r: dict[str, Any]) -> bool:
@@ -40,43 +55,83 @@ def grows_states(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of ladders whose size sets the states: not a network's width, whose sizes
     keep one state count while its parameters grow (a ladder of one size stays)."""
     sized = [r for r in records if is_sized(r)]
+    split = splits(sized)
     sizes: dict[LineKey, set[Any]] = {}
     states: dict[LineKey, set[Any]] = {}
     for r in sized:
-        sizes.setdefault(line_key(r), set()).add(r.get("size"))
-        states.setdefault(line_key(r), set()).add(r.get("n_state"))
+        sizes.setdefault(line_key(r, split), set()).add(r.get("size"))
+        states.setdefault(line_key(r, split), set()).add(r.get("n_state"))
     fixed = {k for k in sizes if len(sizes[k] - {None}) > 1 and len(states[k] - {None}) == 1}
-    return [r for r in sized if line_key(r) not in fixed]
+    return [r for r in sized if line_key(r, split) not in fixed]
 
 
-def line_key(r: dict[str, Any]) -> LineKey:
-    """What a ladder is: results file, backend, solver, gradient method, Jacobian, device."""
+def splits(records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The :data:`SPLIT_KEYS` whose values differ between ``records`` (rows without one, an
+    ``unavailable`` row's missing rtol, do not count): those a line is keyed by."""
+    return tuple(k for k in SPLIT_KEYS
+                 if len({repr(r[k]) for r in records if r.get(k) is not None}) > 1)  # fmt: skip
+
+
+def sci(x: float) -> str:
+    """``1e-06``, ``2.5e-05``: a tolerance as the table prints one (``table.fmt_rtol``,
+    which imports this module)."""
+    mant, exp = f"{float(x):.2e}".split("e")
+    return f"{mant.rstrip('0').rstrip('.')}e{exp}"
+
+
+def split_value(r: Mapping[str, Any], key: str) -> str:
+    """How a split key reads in a line's label: ``rtol 1e-06``, ``float32``."""
+    v = r.get(key)
+    if v is None:
+        return ""
+    if key == "rtol" and isinstance(v, int | float) and not isinstance(v, bool):
+        return f"rtol {sci(v)}"
+    return str(v)
+
+
+def line_key(r: Mapping[str, Any], split: Sequence[str] = ()) -> LineKey:
+    """What a ladder is: results file, backend, solver, gradient method, Jacobian, device,
+    and the ``split`` keys' values (rtol, dtype: :func:`splits` of the rows read together)."""
+    rtol, dtype = (split_value(r, k) if k in split else "" for k in SPLIT_KEYS)
     return (
         str(r.get("_run") or ""), str(r.get("backend") or "?"), str(r.get("solver") or ""),
         str(r.get("gradient_method") or ""), str(r.get("jacobian") or ""),
-        str(r.get("device") or r.get("device_requested") or "?"),
+        str(r.get("device") or r.get("device_requested") or "?"), rtol, dtype,
     )  # fmt: skip
 
 
 def line_label(key: LineKey) -> str:
     """``scipy BDF sparse`` (``#1 `` first in multi-file reports; the gradient method where
-    the backend computes one; the device where it is not the CPU)."""
-    run, backend, solver, grad, jac, device = key
+    the backend computes one; the device where it is not the CPU; the rtol and dtype where
+    the ladder is split on them)."""
+    run, backend, solver, grad, jac, device, *split = key
     parts = [run, backend, solver, jac]
     if grad and grad != "none":
         parts.insert(3, grad)
     if device not in ("cpu", "?"):
         parts.append(f"on {device}")
-    return " ".join(p for p in parts if p)
+    return " ".join(p for p in (*parts, *split) if p)
 
 
-def points(records: Sequence[dict[str, Any]], time_key: str) -> dict[LineKey, dict[int, float]]:
-    """Line -> {states: median seconds} over the ``ok`` rows that measured ``time_key``."""
-    out: dict[LineKey, dict[int, float]] = {}
+def ok_rows(
+    records: Sequence[Mapping[str, Any]], time_key: str, split: Sequence[str] | None = None
+) -> dict[LineKey, dict[int, Mapping[str, Any]]]:
+    """Line -> {states: row} over the ``ok`` rows that measured ``time_key`` (``split``:
+    None splits on what varies in ``records``)."""
+    split = splits(records) if split is None else split
+    out: dict[LineKey, dict[int, Mapping[str, Any]]] = {}
     for r in records:
         if r.get("status") == "ok" and plots.finite(r.get(time_key)) and r.get("n_state"):
-            out.setdefault(line_key(r), {})[int(r["n_state"])] = float(r[time_key])
+            out.setdefault(line_key(r, split), {})[int(r["n_state"])] = r
     return out
+
+
+def points(
+    records: Sequence[Mapping[str, Any]], time_key: str, split: Sequence[str] | None = None
+) -> dict[LineKey, dict[int, float]]:
+    """Line -> {states: median seconds} over the ``ok`` rows that measured ``time_key``."""
+    return {k: {n: float(r[time_key]) for n, r in rows.items()}
+            for k, rows in ok_rows(records, time_key, split).items()}  # fmt: skip
 
 
 #: how many of a line's largest completed sizes its exponent is fitted over
@@ -92,13 +147,15 @@ class Exponent:
     n1: int
     n2: int
     k: int = 2
+    #: the sizes fitted over, smallest first
+    ns: tuple[int, ...] = ()
 
-    def text(self, unit: str = "states") -> str:
+    def text(self, unit: str = "states", note: str = "") -> str:
         over = f", {self.k} sizes" if self.k > 2 else ""
-        return f"p = {self.p:.2f} ({self.n1}→{self.n2} {unit}{over})"
+        return f"p = {self.p:.2f} ({self.n1}→{self.n2} {unit}{over}{note})"
 
 
-def exponent(pts: dict[int, float]) -> Exponent | None:
+def exponent(pts: Mapping[int, float]) -> Exponent | None:
     """The least-squares slope of ``log t`` against ``log n`` over the :data:`TOP_SIZES`
     largest sizes of ``pts`` (two where it has two); None below two."""
     clean = sorted((n, t) for n, t in pts.items() if t > 0 and n > 0)[-TOP_SIZES:]
@@ -109,39 +166,65 @@ def exponent(pts: dict[int, float]) -> Exponent | None:
     xm, zm = sum(x) / len(x), sum(z) / len(z)
     slope = sum((a - xm) * (b - zm) for a, b in zip(x, z, strict=True)) / sum(
         (a - xm) ** 2 for a in x)  # fmt: skip
-    return Exponent(slope, clean[0][0], clean[-1][0], len(clean))
+    return Exponent(slope, clean[0][0], clean[-1][0], len(clean), tuple(n for n, _ in clean))
 
 
-def growth_texts(records: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per ladder: its solve and gradient exponents (``-`` below two sizes)."""
+def not_qualifying(
+    rows: Mapping[int, Mapping[str, Any]], e: Exponent | None, gradient_rtol: float | None
+) -> list[int]:
+    """The sizes an exponent was fitted over whose row's gradient does not qualify under
+    the verdict's rule (:func:`~sciml_bench.results.verdict.qualifies`, ``gradient_rtol``;
+    None: the pass tier): the fit keeps them (a cost is a cost), the reader is told."""
+    rtol = DEFAULT_GRADIENT_RTOL if gradient_rtol is None else float(gradient_rtol)
+    return [n for n in (e.ns if e else ()) if n in rows and not qualifies(dict(rows[n]), rtol)]
+
+
+def growth_texts(
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
+) -> list[str]:  # fmt: skip
+    """One line per ladder: its solve and gradient exponents (``-`` below two sizes),
+    fitted on its ``ok`` rows; the gradient's names the fitted sizes whose gradient does
+    not qualify at ``gradient_rtol`` (:func:`not_qualifying`)."""
     sized = grows_states(records)
-    panels = {name: points(sized, key) for key, _, name in plots.TIME_PANELS}
+    split = splits(sized)
+    panels = {(key, name): ok_rows(sized, key, split) for key, _, name in plots.TIME_PANELS}
     out = []
-    for key in dict.fromkeys(line_key(r) for r in sized if r.get("n_state")):
+    for line in dict.fromkeys(line_key(r, split) for r in sized if r.get("n_state")):
         parts = []
-        for name, pts in panels.items():
-            e = exponent(pts.get(key, {}))
-            if key in pts:
-                parts.append(f"{name} {e.text() if e else '- (one size)'}")
+        for (key, name), rows in panels.items():
+            if line not in rows:
+                continue
+            e = exponent({n: float(r[key]) for n, r in rows[line].items()})
+            short = not_qualifying(rows[line], e, gradient_rtol) if key == "grad_s" else []
+            note = f"; the gradient does not qualify at {_ints(short)}" if short else ""
+            parts.append(f"{name} {e.text(note=note) if e else '- (one size)'}")
         if parts:
-            out.append(f"{line_label(key)}: {'; '.join(parts)}")
+            out.append(f"{line_label(line)}: {'; '.join(parts)}")
     return out
+
+
+def _ints(ns: Sequence[int]) -> str:
+    return ", ".join(str(n) for n in ns)
 
 
 def ratio(records: Sequence[dict[str, Any]], time_key: str = "solve_s") -> list[str]:
     """Dense ÷ sparse time per backend and solver offering both, at the largest size both
-    completed."""
+    completed; a ratio inside the one-process floor (steady samples of one process a side,
+    :data:`~sciml_bench.measure.noise.PROCESS_FLOOR`) is a tie, as the verdict says."""
     pts = points([r for r in records if is_sized(r)], time_key)
     out = []
     for key, dense in pts.items():
         if key[4] != "dense":
             continue
-        sparse = pts.get((*key[:4], "sparse", key[5]))
+        sparse = pts.get((*key[:4], "sparse", *key[5:]))
         common = sorted(set(dense) & set(sparse or {}))
         if sparse and common:
             n = common[-1]
-            label = line_label(key).removesuffix(" dense")
-            out.append(f"{label}: dense / sparse = {dense[n] / sparse[n]:.3g} at {n} states")
+            label = line_label((*key[:4], "", *key[5:]))  # the kind is what the ratio says
+            x = dense[n] / sparse[n]
+            tie = "" if clears_noise(x, PROCESS_FLOOR) else (
+                f", a tie: inside the {PROCESS_FLOOR:g}x floor")  # fmt: skip
+            out.append(f"{label}: dense / sparse = {x:.3g} at {n} states{tie}")
     return out
 
 
@@ -149,9 +232,10 @@ def linear_solvers(records: Sequence[dict[str, Any]]) -> list[str]:
     """What each ladder factorises, as its library names it; where a library picks its
     solver by size (CVODES: qr, then MUMPS), each solver with the sizes it ran at."""
     seen: dict[LineKey, dict[str, list[str]]] = {}
+    split = splits([r for r in records if is_sized(r)])
     for r in records:
         if is_sized(r) and r.get("linear_solver"):
-            sizes = seen.setdefault(line_key(r), {}).setdefault(str(r["linear_solver"]), [])
+            sizes = seen.setdefault(line_key(r, split), {}).setdefault(str(r["linear_solver"]), [])
             sizes.append(str(r.get("size")))
     out = []
     for k, solvers in seen.items():
@@ -166,6 +250,7 @@ def linear_solvers(records: Sequence[dict[str, Any]]) -> list[str]:
 def stops(records: Sequence[dict[str, Any]]) -> list[str]:
     """Per ladder, the sizes that are not points, with their status (and short reason)."""
     missing: dict[LineKey, list[str]] = {}
+    split = splits([r for r in records if is_sized(r)])
     for r in records:
         if not is_sized(r) or r.get("status") == "ok":
             continue
@@ -174,32 +259,36 @@ def stops(records: Sequence[dict[str, Any]]) -> list[str]:
         if r.get("status") != "skipped" or refused:
             what += f": {plots._short(r.get('reason'), 80)}"
         where = f"size {r['size']}" if r.get("size") is not None else "every size"
-        missing.setdefault(line_key(r), []).append(f"{where} ({what})")
+        missing.setdefault(line_key(r, split), []).append(f"{where} ({what})")
     return [f"{line_label(k)}: no point at {', '.join(v)}" for k, v in missing.items()]
 
 
-def growth_figure(records: Sequence[dict[str, Any]]) -> plots.Plot:
-    """Median solve and gradient time against states, log-log, one line per ladder; one
-    legend for both panels, outside the axes (inside, it covered points: Diffrax's 304 ms
-    gradient at 128 Brusselator states), each ladder's exponents in its entry."""
+def growth_figure(
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
+) -> plots.Plot:  # fmt: skip
+    """Median solve and gradient time against states, log-log, one line per ladder (and
+    rtol, dtype where the rows hold several); one legend for both panels, outside the axes
+    (inside, it covered points: Diffrax's 304 ms gradient at 128 Brusselator states), each
+    ladder's exponents in its entry."""
     plot = plots.Plot("growth", "Cost against problem size")
     sized = grows_states(records)
+    split = splits(sized)
     plot.notes += stops(sized)
-    drawn = plots.timed_panels(lambda key: points(sized, key))
+    drawn = plots.timed_panels(lambda key: points(sized, key, split))
     if not drawn:
         plot.notes.insert(0, "no ok row of the ladders has a steady-state time" if sized else
                           "no ladder changes its state count (a network's width grows P: "
                           "see the gradients-at-scale figure)")  # fmt: skip
         return plot
     fig, axes = plots.ladder_figure(len(drawn), 3.8)
-    keys = list(dict.fromkeys(line_key(r) for r in sized))
+    keys = list(dict.fromkeys(line_key(r, split) for r in sized))
     colors: dict[tuple[str, ...], str] = {}
     for k in keys:  # one colour per backend and solver; the style says the Jacobian kind
         colors.setdefault(k[:4] + k[5:], f"C{len(colors) % 10}")
     handles: dict[LineKey, Any] = {}  # each ladder's first drawn line, for the one legend
     for ax, (panel, lines) in zip(axes, drawn.items(), strict=True):
         for k in keys:
-            line = _draw_ladder(ax, sized, k, panel, colors[k[:4] + k[5:]])
+            line = _draw_ladder(ax, sized, k, panel, colors[k[:4] + k[5:]], split)
             if line is not None:
                 handles.setdefault(k, line)
         name = panel[2]
@@ -213,7 +302,7 @@ def growth_figure(records: Sequence[dict[str, Any]]) -> plots.Plot:
                     title="p: slope over the three largest sizes", title_fontsize=7)  # fmt: skip
     plots._finish(fig, sized, "cost against problem size")
     plot.fig = fig
-    plot.notes = growth_texts(sized) + plot.notes
+    plot.notes = growth_texts(sized, gradient_rtol) + plot.notes
     return plot
 
 
@@ -227,12 +316,12 @@ def legend_label(key: LineKey, drawn: dict[tuple[str, str, str], Any]) -> str:
 
 def _draw_ladder(
     ax: Any, sized: Sequence[dict[str, Any]], key: LineKey, panel: tuple[str, str, str],
-    color: str,
+    color: str, split: Sequence[str] = (),
 ) -> Any:  # fmt: skip
     """Ladder ``key``'s ok rows of the panel's time against states, with IQR error bars;
     the drawn line (None where it has no such row)."""
     tkey, qkey, _ = panel
-    rows = sorted((r for r in sized if line_key(r) == key and r.get("status") == "ok"
+    rows = sorted((r for r in sized if line_key(r, split) == key and r.get("status") == "ok"
                    and plots.finite(r.get(tkey)) and r.get("n_state")),
                   key=lambda r: r["n_state"])  # fmt: skip
     if not rows:

@@ -393,7 +393,7 @@ def _case_blocks(
     blocks: list[Block] = _ensemble_blocks(ens, out, prefix, metric_key, several,
                                                       gradient_rtol) if ens else []  # fmt: skip
     sized = [r for r in recs if growth.is_sized(r)]
-    blocks += _sized_blocks(sized, out, prefix, several) if sized else []
+    blocks += _sized_blocks(sized, out, prefix, several, gradient_rtol) if sized else []
     blocks += verdict_blocks(sized, gradient_rtol=gradient_rtol)  # one per size (and rtol)
     trained = [r for r in recs if training.is_training(r)]
     blocks += _training_blocks(trained, out, prefix, several) if trained else []
@@ -437,19 +437,21 @@ def _ensemble_blocks(
         *titled_notes("Failures and notes:", failure_notes(recs)),
         *verdict_blocks(recs, gradient_rtol=gradient_rtol),
     ]
-    blocks.append(_figure(scaling.scaling_figure(recs), out, prefix))
-    texts = scaling.scaling_texts(recs)
+    blocks.append(_figure(scaling.scaling_figure(recs, gradient_rtol), out, prefix))
+    texts = scaling.scaling_texts(recs, gradient_rtol)
     if texts:
         blocks.append(Notes(texts))
     return blocks
 
 
 def _sized_blocks(
-    recs: list[dict[str, Any]], out: Path, prefix: str, several: bool
-) -> list[Block]:
+    recs: list[dict[str, Any]], out: Path, prefix: str, several: bool,
+    gradient_rtol: float | None = None,
+) -> list[Block]:  # fmt: skip
     """An array problem: one row per ladder rung, each ladder's exponent, dense ÷ sparse,
-    what each factorises, failures, and the cost-against-size figure."""
-    recs = sorted(recs, key=lambda r: (growth.line_key(r), r.get("size") or 0))
+    what each factorises, failures, and the cost-against-size figure; crossovers and
+    per-rung winners judged against ``gradient_rtol`` as the verdict is."""
+    recs = sorted(recs, key=lambda r: (growth.line_key(r, growth.SPLIT_KEYS), r.get("size") or 0))
     blocks: list[Block] = [
         Para(
             "Array problem: one row per backend x solver x Jacobian kind x size, each size in a "
@@ -462,20 +464,21 @@ def _sized_blocks(
         _table(recs, SIZED_COLUMNS, sized_row, several),
     ]
     for title, lines in (
-        ("Growth (time ∝ states^p):", growth.growth_texts(recs)),
+        ("Growth (time ∝ states^p, ok rows):", growth.growth_texts(recs, gradient_rtol)),
         ("Dense ÷ sparse at the largest size both completed:", growth.ratio(recs)),
         ("Linear solvers, as each library names them:", growth.linear_solvers(recs)),
         *((f"{title[0].upper()}{title[1:]}:", lines)
-          for title, lines in gradient_scaling.titled_notes(recs)),
+          for title, lines in gradient_scaling.titled_notes(recs, gradient_rtol)),
         ("Reference tolerances loosened at size:",
          sorted({f"size {r['size']}: {r['reference_note']}" for r in recs
                  if r.get("reference_note")})),
         ("Failures and notes:", failure_notes(recs) + reference_notes(recs)),
     ):  # fmt: skip
         blocks += titled_notes(title, lines)
-    blocks.append(_figure(growth.growth_figure(recs), out, prefix))
+    blocks.append(_figure(growth.growth_figure(recs, gradient_rtol), out, prefix))
     if gradient_scaling.laddered_params(recs):
-        blocks.append(_figure(gradient_scaling.gradient_scaling_figure(recs), out, prefix))
+        blocks.append(_figure(gradient_scaling.gradient_scaling_figure(recs, gradient_rtol), out,
+                              prefix))  # fmt: skip
     return blocks
 
 

@@ -40,6 +40,11 @@ CLAIM_JSON_KEYS = (
     "solution_error_note", "gradient_error_note",
     # which check scored the gradient, the reference's own error, why a row is unjudged
     "gradient_check", "reference_error", "gradient_tier_note",
+    # the measure, the worst component and its name, a suspect component; the gradient as
+    # judged and where; the reference's cross-check, tolerance pair and version
+    "gradient_error_measure", "gradient_worst", "gradient_worst_at", "gradient_suspect_note",
+    "gradient_judged", "gradient_theta", "reference_cross_check",
+    "reference_cross_check_agreement", "reference_tolerance_error", "reference_version",
 )  # fmt: skip
 
 
@@ -301,6 +306,14 @@ def _unchecked_notes(records: Sequence[dict[str, Any]]) -> list[str]:
             "differences are unverified" for why, n in sizes.items()]  # fmt: skip
 
 
+def _suspect_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per row whose norm-wise gradient error passes while one component is off
+    by more than 10 %: the component, by name (:func:`~sciml_bench.measure.metrics.suspect_note`)."""
+    return [f"{r.get('backend')} {r.get('gradient_method')}: {r['gradient_suspect_note']}"
+            + (f" (size {r['size']})" if r.get("size") is not None else "")
+            for r in records if r.get("gradient_suspect_note")]  # fmt: skip
+
+
 def reference_notes(records: Sequence[dict[str, Any]]) -> list[str]:
     """One line per distinct thing a problem's rows claim about their numbers: no
     reference (or no reference gradient) and why, an unverified reference (``*``), ladder
@@ -318,13 +331,17 @@ def reference_notes(records: Sequence[dict[str, Any]]) -> list[str]:
             out.append(f"{note.rstrip('.')}: {what}")
     for r in records:
         if r.get("reference_unverified"):
+            agree = r.get("reference_cross_check_agreement",
+                          r.get("complex_step_agreement", float("nan")))  # fmt: skip
+            check = r.get("reference_cross_check") or "complex-step"
             out.append(
-                f"* scored against an unverified reference: its FD and complex-step gradients "
-                f"differ by {r.get('complex_step_agreement', float('nan')):.1e} > "
+                f"* scored against an unverified reference: its {check} cross-check "
+                f"disagrees by {float(agree if agree is not None else 'nan'):.1e} > "
                 f"{PASS_TOL / 100:g} (PASS_TOL/100)"
             )
             break
     out += _unchecked_notes(records)
+    out += _suspect_notes(records)
     solve = sorted({str(r.get("backend")) for r in records
                     if r.get("ttfg_kind") == "solve" and _finite(r.get("ttfg_s"))})  # fmt: skip
     if solve:  # "scipy computes ...; its", "scipy and X compute ...; their"
@@ -388,7 +405,7 @@ def table(records: Sequence[dict[str, Any]], gradient_rtol: float | None = None)
             out += [f"\n{name}", render(ODE_COLUMNS, [ode_row(r) for r in ode])]
         if sized:
             out += [f"\n{name}", render(SIZED_COLUMNS, [sized_row(r) for r in sized])]
-            out += sized_notes(sized)
+            out += sized_notes(sized, gradient_rtol)
         ensemble = [r for r in other if r.get("kind") == "ensemble"]
         if ensemble:
             out += [f"\n{name}", render(ENSEMBLE_COLUMNS, [ensemble_row(r) for r in ensemble])]
@@ -422,15 +439,19 @@ def table(records: Sequence[dict[str, Any]], gradient_rtol: float | None = None)
     return "\n".join(out).lstrip("\n")
 
 
-def sized_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+def sized_notes(
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
+) -> list[str]:  # fmt: skip
     """Under an array problem's table: each ladder's exponent, dense ÷ sparse where a library
-    offers both, and what each factorises."""
+    offers both, what each factorises, and (P growing) the gradients at scale, their
+    crossovers and winners judged against ``gradient_rtol`` as the verdict is."""
     out = []
     for title, lines in (
-        ("growth, time ∝ states^p over the three largest sizes completed", growth.growth_texts(records)),
+        ("growth, time ∝ states^p over the three largest sizes completed (ok rows)",
+         growth.growth_texts(records, gradient_rtol)),
         ("dense ÷ sparse at the largest size both completed", growth.ratio(records)),
         ("linear solvers", growth.linear_solvers(records)),
-        *gradient_scaling.titled_notes(records),
+        *gradient_scaling.titled_notes(records, gradient_rtol),
     ):  # fmt: skip
         if lines:
             out.append(f"  {title}:")

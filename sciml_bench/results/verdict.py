@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.measure.metrics import PASS_TOL, WARN_TOL
+from sciml_bench.measure.metrics import JUDGE_MARGIN, PASS_TOL, WARN_TOL, within
 from sciml_bench.measure.noise import (
     LOAD_LIMIT,
     NOISE_FLOOR,
@@ -49,7 +49,7 @@ from sciml_bench.measure.noise import (
 )
 
 #: keys whose values split rows into separate comparisons (absent keys are ignored)
-GROUP_KEYS = ("_run", "size", "rtol")
+GROUP_KEYS = ("_run", "size", "rtol", "dtype")
 CNN_GROUP_KEYS = ("_run", "model", "precision", "pipeline", "dataset")
 #: (criterion, record key of its median seconds), per kind of row
 ODE_CRITERIA = (("steady gradient", "grad_s"), ("first gradient", "ttfg_s"))
@@ -311,10 +311,23 @@ def _error(r: dict[str, Any]) -> float | None:
 
 
 def _accurate(r: dict[str, Any], rtol: float) -> bool:
-    """``gradient_error <= rtol`` (NaN never is), scored against a reference able to judge
-    it: an ``unjudged`` row's error is within the reference's own (its tier says why)."""
+    """``gradient_error <= rtol`` (NaN never is), against a reference able to judge it at
+    that bound: its own error estimate at most ``rtol / 10``
+    (:func:`~sciml_bench.measure.metrics.within`), the rule the tiers follow at theirs.
+    A row without a stored estimate (older files) keeps its tier's word."""
     e = _error(r)
-    return e is not None and e <= rtol and r.get("gradient_tier") != "unjudged"
+    if e is None:
+        return False
+    ref_err = r.get("reference_error")
+    if isinstance(ref_err, int | float) and not isinstance(ref_err, bool):
+        return within(e, float(ref_err), rtol)
+    return e <= rtol and r.get("gradient_tier") != "unjudged"
+
+
+def qualifies(r: dict[str, Any], rtol: float = PASS_TOL) -> bool:
+    """Whether an ODE row counts in a verdict (and in a ladder's summaries): ``ok``, its
+    gradient judged within ``rtol`` (:func:`_accurate`), not timed under load."""
+    return _qualifies_ode(r, rtol)
 
 
 def _loaded(r: dict[str, Any]) -> bool:
@@ -354,6 +367,12 @@ def _why_left_out(r: dict[str, Any], rtol: float) -> str:
     tier = r.get("gradient_tier") or ("fail" if not math.isfinite(e) or e > WARN_TOL
                                       else "pass" if e <= PASS_TOL else "warn")  # fmt: skip
     why = f"gradient error {e:.2e}, {tier}"
+    ref_err = r.get("reference_error")
+    if (e <= rtol and isinstance(ref_err, int | float) and math.isfinite(e)
+            and ref_err > JUDGE_MARGIN * rtol):  # fmt: skip
+        return (f"{why}: within the {_sci(rtol)} asked, but the reference's own error "
+                f"estimate {ref_err:.2e} is above {_sci(JUDGE_MARGIN * rtol)}, a tenth of it: "
+                "unjudged at that bound")  # fmt: skip
     if tier == "unjudged":  # the reference's own error is too large to tell
         return f"{why} ({r['gradient_tier_note']})" if r.get("gradient_tier_note") else why
     return why if rtol == DEFAULT_GRADIENT_RTOL else f"{why}, above the {_sci(rtol)} asked"
@@ -368,6 +387,10 @@ def _why_none_ode(rows: Sequence[dict[str, Any]], rtol: float = DEFAULT_GRADIENT
     scored = [r for r in ok if isinstance(r.get("gradient_error"), int | float)]
     if not scored:
         names = ", ".join(sorted({label(r) for r in ok}))
+        unjudged = [r for r in ok if r.get("gradient_error_note") and _has_gradient(r)]
+        if unjudged:
+            return (f"gradients computed but not judged: {unjudged[0]['gradient_error_note']} "
+                    f"(the rows with a gradient: {names})")  # fmt: skip
         return f"no backend computed a gradient (the rows that finished: {names})"
     accurate = [r for r in scored if _accurate(r, rtol)]
     if accurate:  # all of them loaded, or there would be a qualifying row

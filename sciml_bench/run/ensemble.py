@@ -356,14 +356,14 @@ def _gradient_columns(ev: dict[str, Any], ref: dict[str, Any], problem: Any) -> 
             g, np.asarray(ref["gradient"]), problem.theta0, problem.log_params
         )
         rec["gradient"] = dict(zip(problem.param_names, g.tolist(), strict=True))
-    rec["gradient_error"] = gerr["max_rel"]
+    rec["gradient_error"] = gerr["rel"]
     rec["gradient_cosine"] = gerr["cosine"]
     rec["gradient_check"] = (f"directional {len(ref['directions'])}"
                              if ref.get("directions") else "full")  # fmt: skip
     # a tier only where the reference resolves it: its estimate, where it has one
     rec["reference_error"] = ref.get("reference_error")
-    rec["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"], rec["reference_error"])
-    if note := metrics.tier_note(gerr["max_rel"], rec["reference_error"]):
+    rec["gradient_tier"] = metrics.gradient_tier(gerr["rel"], rec["reference_error"])
+    if note := metrics.tier_note(gerr["rel"], rec["reference_error"]):
         rec["gradient_tier_note"] = note
     return rec
 

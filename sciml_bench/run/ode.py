@@ -455,20 +455,25 @@ def failure_timing(proc: Process, row: Any) -> dict[str, Any]:
 
 
 def reference_columns(ref: Any, gradient_method: str) -> dict[str, Any]:
-    """A row's keys about the reference it is scored against: what ran (``method``), the
-    complex-step cross-check (its agreement, NaN when it did not run, and why not), whether
-    FD and complex step disagree beyond ``PASS_TOL / 100`` (``reference_unverified``),
+    """A row's keys about the reference it is scored against: what ran (``method``), its
+    cross-check (which, and its agreement; complex step's, NaN when it did not run, and why
+    not), whether the cross-check disagrees beyond ``PASS_TOL / 100``
+    (``reference_unverified``), its two tolerances' disagreement,
     where the reference came from, and the notes of a row with nothing to score against."""
     from sciml_bench.measure.metrics import PASS_TOL
 
-    agreement = ref.complex_step_agreement
+    agreement = getattr(ref, "cross_check_agreement", None)
     out: dict[str, Any] = {
         "reference_loss": ref.loss,
         "reference_gradient": ref.gradient,
         "reference_directional": ref.directional_derivatives,
         "reference_method": ref.method,
-        "complex_step_agreement": float("nan") if agreement is None else agreement,
+        "complex_step_agreement": (float("nan") if ref.complex_step_agreement is None
+                                   else ref.complex_step_agreement),  # fmt: skip
         "complex_step_skipped": ref.complex_step_skipped or None,
+        "reference_cross_check": getattr(ref, "cross_check", "") or None,
+        "reference_cross_check_agreement": agreement,
+        "reference_tolerance_error": getattr(ref, "tolerance_error", None),
         "reference_unverified": agreement is not None and agreement > PASS_TOL / 100,
         "reference_source": "none" if ref.missing else "cache" if ref.cached else "computed",
         "reference_path": ref.cache_path or None,
@@ -476,7 +481,7 @@ def reference_columns(ref: Any, gradient_method: str) -> dict[str, Any]:
     if ref.missing:
         out["solution_error_note"] = f"no reference: {ref.missing}"
     if ref.gradient_missing and gradient_method != "none":
-        out["gradient_error_note"] = f"no reference: {ref.gradient_missing}"
+        out["gradient_error_note"] = f"unjudged: the reference failed: {ref.gradient_missing}"
     return out
 
 
@@ -542,22 +547,54 @@ def _scores(problem: Any, ref: Any, ev: dict[str, Any], ok: bool) -> dict[str, A
     g = np.asarray(grad, dtype=float)
     out["loss"] = ev.get("loss")
     out["gradient"] = dict(zip(problem.param_names, g.tolist(), strict=True))
-    if ref.gradient_missing:
+    out.update(judged_space(g, problem.theta0, problem.log_params))
+    if ref.gradient_missing:  # computed, not judged: reference_columns' note says why
+        out["gradient_tier"] = "unjudged"
         return out
-    if ref.directions:
-        gerr = metrics.directional_error(g, ref.directions, ref.directional_derivatives)
-    else:
-        r = np.asarray(ref.gradient)
-        gerr = metrics.gradient_error(g, r, problem.theta0, problem.log_params)
-    out["gradient_error"] = gerr["max_rel"]
-    out["gradient_cosine"] = gerr["cosine"]
-    # a tier only where the reference resolves it (its own error estimate, metrics)
-    out["gradient_check"] = ref.gradient_check or (
-        f"directional {len(ref.directions)}" if ref.directions else "full")
-    out["reference_error"] = ref.reference_error
-    out["gradient_tier"] = metrics.gradient_tier(gerr["max_rel"], ref.reference_error)
-    if note := metrics.tier_note(gerr["max_rel"], ref.reference_error):
+    out.update(gradient_scores(g, ref.gradient, problem, ref.reference_error))
+    return out
+
+
+def judged_space(g: Any, theta: Any, log_params: Any) -> dict[str, Any]:
+    """The gradient as it is judged (``θ_i ∂L/∂θ_i`` for a log-space parameter), the θ it
+    was taken at and the factor between the two: what a later re-judge needs."""
+    import numpy as np
+
+    from sciml_bench.problem.gradient_measures import judged_scale
+
+    scale = judged_scale(theta, log_params)
+    return {"gradient_judged": (np.asarray(g, float) * scale).tolist(),
+            "gradient_theta": np.asarray(theta, float).tolist(),
+            "gradient_judged_scale": scale.tolist()}  # fmt: skip
+
+
+def gradient_scores(
+    g: Any, reference_gradient: Any, problem: Any, reference_error: float | None
+) -> dict[str, Any]:
+    """A gradient's scores against a full reference gradient (natural units): the norm-wise
+    error and its tier, the worst component by name, the cosine, and the notes."""
+    import numpy as np
+
+    from sciml_bench.measure import metrics
+
+    gerr = metrics.gradient_error(np.asarray(g, float), np.asarray(reference_gradient, float),
+                                  problem.theta0, problem.log_params)  # fmt: skip
+    names = list(problem.param_names)
+    worst_name = names[gerr["worst_index"]] if gerr["worst_index"] >= 0 else None
+    out: dict[str, Any] = {
+        "gradient_error": gerr["rel"],
+        "gradient_error_measure": "norm",
+        "gradient_worst": gerr["worst"],
+        "gradient_worst_at": worst_name,
+        "gradient_cosine": gerr["cosine"],
+        "gradient_check": "full",
+        "reference_error": reference_error,
+        "gradient_tier": metrics.gradient_tier(gerr["rel"], reference_error),
+    }
+    if note := metrics.tier_note(gerr["rel"], reference_error):
         out["gradient_tier_note"] = note
+    if note := metrics.suspect_note(gerr["worst"], worst_name or "?", gerr["rel"]):
+        out["gradient_suspect_note"] = note
     return out
 
 
@@ -597,7 +634,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     full one), scored against the reference the job carries."""
     from sciml_bench.measure.status import Status
     from sciml_bench.problem.compiled import CompiledProblem
-    from sciml_bench.problem.reference import Reference
+    from sciml_bench.problem.reference import REFERENCE_VERSION, Reference
     from sciml_bench.results.store import summarize
 
     problem = CompiledProblem.from_json(job["problem"])
@@ -647,6 +684,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         **_work_columns(ev),
         "worker_wall_s": full.wall_s,
         **reference_columns(ref, opts["gradient_method"]),
+        "reference_version": REFERENCE_VERSION,
         **_scores(problem, ref, ev, status == Status.OK.value),
     }
     rec = with_dtype_note(with_device_note(rec, job.get("device", "cpu")), opts)

@@ -315,7 +315,7 @@ def agreement_columns(rec: dict[str, Any], job: dict[str, Any]) -> dict[str, Any
 
 def iterate_columns(ev: dict[str, Any], job: dict[str, Any], log_params: Any) -> dict[str, Any]:
     """The backend's gradients at the reference iterates held to the reference's: every
-    iterate's ``max_rel``, the worst, where, and its tier (as an ODE row's gradient)."""
+    iterate's norm-wise error ``rel``, the worst, where, and its tier (as an ODE row's gradient)."""
     from sciml_bench.measure.training import iterate_gradient_check
 
     ref = job.get("reference_curve") or {}

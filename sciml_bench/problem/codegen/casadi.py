@@ -7,6 +7,12 @@ recommends for scalar-heavy functions) or ``MX`` (matrix-valued nodes). The cvod
 calls it once on symbols to build the integrator; CasADi differentiates the expression
 graph for CVODES' Jacobians and sensitivities, so no Python runs per RHS evaluation.
 
+A parameter differentiated in log space
+(:func:`~sciml_bench.problem.compiled.log_scaled`) is held in ``p`` as its log and bound
+as ``p_k = ca.exp(p[i])`` (a per-element one as ``ca.exp`` of its slice), so that CVODES'
+sensitivities are taken along ``log θ`` and its error test weighs every parameter on one
+scale; network weights and the other parameters are read as they are.
+
 The *scalar form* writes one expression per state (common subexpressions bound first).
 A network ``n(x) = s ⊙ (W_L σ(… σ(W_1 x + b_1) …) + b_L)`` is matrix algebra:
 ``W_l = reshape(p[a:b], cols, rows).T`` (the parameter vector stores ``W`` row-major,
@@ -36,6 +42,7 @@ import sympy
 
 from sciml_bench.problem.codegen.operators import ENTRIES_PY, NEIGHBOURS_PY, SHIFT_PY
 from sciml_bench.problem.codegen.printing import NamedPrinter, cse, symbol_names
+from sciml_bench.problem.compiled import log_scaled
 from sciml_bench.problem.generated import NOT_EXPRESSIBLE, NotExpressible
 from sciml_bench.problem.spec import Network, Problem
 
@@ -112,12 +119,30 @@ def _network(net: Network, printer: _Printer) -> list[str]:
     return lines
 
 
+def _param(read: str, log: bool) -> str:
+    """A parameter's value from its slot of ``p``: ``exp`` of it where ``p`` holds its
+    log (:func:`~sciml_bench.problem.compiled.log_scaled`)."""
+    return f"ca.exp({read})" if log else read
+
+
+def _log_comment(names: list[str]) -> list[str]:
+    """The comment saying which parameters ``p`` holds as logs, and why (none: no line)."""
+    if not names:
+        return []
+    logs = ", ".join(f"log({n})" for n in names[:6]) + (", ..." if len(names) > 6 else "")
+    return [f"# p holds {logs}, the scale the gradient is taken in:",
+            "# CVODES' sensitivity error test then weighs every parameter alike"]
+
+
 def _scalar_body(problem: Problem) -> list[str]:
     """The body of ``rhs``: bindings, networks, subexpressions, then ``return``."""
     names = _names(problem)
     printer = _Printer(names)
+    log = log_scaled(problem)
     lines = [f"s_{n} = y[{i}]" for i, n in enumerate(problem.state_names)]
-    lines += [f"p_{s.name} = p[{i}]" for i, s in enumerate(problem.param_symbols)]
+    lines += _log_comment([s.name for i, s in enumerate(problem.param_symbols) if log[i]])
+    lines += [f"p_{s.name} = {_param(f'p[{i}]', bool(log[i]))}"
+              for i, s in enumerate(problem.param_symbols)]  # fmt: skip
     for net in problem.networks:
         lines += _network(net, printer)
     repl, reduced = cse(problem.rhs)
@@ -184,10 +209,13 @@ def _array_body(problem: Problem) -> tuple[list[str], list[str]]:
         consts.append(f"_I_{s.name} = ca.DM(np.indices(_SHAPE)[{a}].ravel().astype(float))")
     ops = [f"_OP{k} = {_array_operator(op, m)}" for k, op in enumerate(m.operators)]
     body = [f"s_{s} = y[{i}::{S}]" for i, s in enumerate(m.states)]
+    # one log flag per parameter: a per-element one is in log space as a whole (spec)
+    log = log_scaled(problem)
+    body += _log_comment([prm.name for prm in m.params if log[prm.offset]])
     for prm in m.params:
         a = prm.offset
-        body.append(f"p_{prm.name} = " + (f"p[{a}:{a + m.n_elements}]" if prm.per_element
-                                          else f"p[{a}]"))  # fmt: skip
+        read = f"p[{a}:{a + m.n_elements}]" if prm.per_element else f"p[{a}]"
+        body.append(f"p_{prm.name} = {_param(read, bool(log[a]))}")
     body += [f"o{k} = ca.mtimes(_OP{k}, s_{m.states[op.state]})"
              for k, op in enumerate(m.operators)]  # fmt: skip
     repl, reduced = cse(m.templates)

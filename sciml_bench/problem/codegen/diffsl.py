@@ -5,7 +5,11 @@ named tensors: ``in_i`` the parameters (values passed at solve time), ``u_i`` th
 with its initial values, intermediate tensors, and ``F_i`` the right-hand side. Names are
 letters and digits only (``_`` introduces a tensor's indices), so states are written
 ``x0, x1, ...`` and named parameters ``p0, p1, ...`` in declaration order, each with its
-problem name in a comment; network weights are one labelled range ``w`` of ``in_i``.
+problem name in a comment; network weights are one labelled range ``w`` of ``in_i``. A
+parameter differentiated in log space (:func:`~sciml_bench.problem.compiled.log_scaled`)
+comes in as its log, ``lp{i}`` in ``in_i``, and its value is the tensor
+``p{i} { exp(lp{i}) }``, evaluated once per solve (it reads inputs only): diffsol's
+sensitivities are then taken along ``log θ``, on one scale for rates from 0.04 to 3e7.
 
 The *scalar form* writes one expression per state (common subexpressions as scalar
 tensors ``c0, c1, ...``). A network ``n(x) = s ⊙ (W_L σ(… σ(W_1 x + b_1) …) + b_L)`` is
@@ -23,11 +27,14 @@ diffsol backend turns into an ``unavailable`` row.
 
 from __future__ import annotations
 
+import math
+
 import sympy
 
 from sciml_bench.problem.codegen.diffsl_arrays import array_model
 from sciml_bench.problem.codegen.diffsl_printing import DiffSLPrinter, number
 from sciml_bench.problem.codegen.printing import cse, symbol_names
+from sciml_bench.problem.compiled import log_scaled
 from sciml_bench.problem.generated import NOT_EXPRESSIBLE, NotExpressible
 from sciml_bench.problem.spec import Network, Problem
 
@@ -44,18 +51,25 @@ def _names(problem: Problem) -> dict[sympy.Symbol, str]:
 
 def _inputs(problem: Problem) -> list[str]:
     """``in_i``: named parameters, then the network weights as the labelled range ``w``
-    (the weights follow the named parameters in the parameter vector)."""
-    named = [
-        f"p{i} = {number(v)},  // {n}"
-        for i, (n, v) in enumerate(zip(problem.param_names, problem.theta0, strict=False))
-        if i < len(problem.param_symbols)
-    ]
+    (the weights follow the named parameters in the parameter vector). A parameter in
+    log space (:func:`~sciml_bench.problem.compiled.log_scaled`) comes in as its log
+    ``lp{i}``, and the scalar tensor ``p{i} { exp(lp{i}) }`` after ``in_i`` is its value."""
+    log = log_scaled(problem)
+    named, values = [], []
+    for i, (n, v) in enumerate(zip(problem.param_names, problem.theta0, strict=False)):
+        if i >= len(problem.param_symbols):
+            break
+        if log[i]:
+            named.append(f"lp{i} = {number(math.log(v))},  // log {n}")
+            values.append(f"p{i} {{ exp(lp{i}) }}")
+        else:
+            named.append(f"p{i} = {number(v)},  // {n}")
     n_named = len(problem.param_symbols)
     if problem.n_params > n_named:
         named.append(f"({n_named}:{problem.n_params}): w = 0.0,  // network weights")
     if not named:
         return []
-    return ["in_i {", *[f"  {x}" for x in named], "}"]
+    return ["in_i {", *[f"  {x}" for x in named], "}", *values]
 
 
 def _network(net: Network, m: int, first_weight: int, printer: DiffSLPrinter) -> list[str]:

@@ -46,6 +46,7 @@ from sciml_bench.problem.arrays import ArrayModel, grid_values
 from sciml_bench.problem.codegen.diffsl_printing import DiffSLPrinter, number
 from sciml_bench.problem.codegen.operators import operator_matrix, reduction_scale
 from sciml_bench.problem.codegen.printing import cse, symbol_names
+from sciml_bench.problem.compiled import log_scaled
 from sciml_bench.problem.generated import NotExpressible
 
 
@@ -139,19 +140,28 @@ def _names(m: ArrayModel, full_sums: set[int]) -> dict[sympy.Symbol, str]:
 
 def _inputs(problem: Any) -> list[str]:
     """``in_i``: the parameters in the parameter vector's order; a per-element one is a
-    labelled range (its value here is only a default: the solve passes ``θ``)."""
+    labelled range (its value here is only a default: the solve passes the parameters).
+    A parameter in log space (:func:`~sciml_bench.problem.compiled.log_scaled`; one flag
+    per parameter, a per-element one is in log space as a whole) comes in as its log
+    ``lp{k}`` and its value is the tensor ``p{k} { exp(lp{k}) }`` (``p{k}_i`` per element)
+    after ``in_i``."""
     m, theta = problem.array, np.asarray(problem.theta0, dtype=float)
-    parts = []
+    log = log_scaled(problem)
+    parts, values = [], []
     for k, prm in enumerate(m.params):
+        a, lg = prm.offset, bool(log[prm.offset])
+        name, note = (f"lp{k}", f"log {prm.name}") if lg else (f"p{k}", prm.name)
+        vals = theta[a : a + m.n_elements] if prm.per_element else theta[a : a + 1]
+        vals = np.log(vals) if lg else vals
         if prm.per_element:
-            vals = theta[prm.offset : prm.offset + m.n_elements]
             v = number(float(vals[0])) if np.all(vals == vals[0]) else "0.0"
-            parts.append(
-                f"  ({prm.offset}:{prm.offset + m.n_elements}): p{k} = {v},  // {prm.name}"
-            )
+            parts.append(f"  ({a}:{a + m.n_elements}): {name} = {v},  // {note}")
         else:
-            parts.append(f"  p{k} = {number(float(theta[prm.offset]))},  // {prm.name}")
-    return ["in_i {", *parts, "}"]
+            parts.append(f"  {name} = {number(float(vals[0]))},  // {note}")
+        if lg:
+            i = "_i" if prm.per_element else ""
+            values.append(f"p{k}{i} {{ exp(lp{k}{i}) }}")
+    return ["in_i {", *parts, "}", *values]
 
 
 def _state(problem: Any) -> tuple[list[str], list[str]]:
