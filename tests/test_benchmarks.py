@@ -44,6 +44,7 @@ COVERED = {
     "cnn_ratios.py": "test_cnn_ratios_quick",
     "reliability.py": "test_reliability_one_guarantee",
     "publish_results.py": "test_publish_results_report_only_elsewhere",
+    "readme_tables.py": "test_readme_tables_print_the_published_ladder",
     "gpu_checks.py": "test_gpu_scripts_refuse_without_a_gpu",
     "cnn_gpu_matrix.py": "test_gpu_scripts_refuse_without_a_gpu",
     "gpu_session.sh": "test_gpu_scripts_refuse_without_a_gpu",
@@ -366,3 +367,18 @@ def test_store_growth_small_sweep() -> None:
     m = re.search(r"^last/first: ([\d.]+) \(goal <= 1.5\); total [\d.]+ s$", r.stdout, re.M)
     assert m, r.stdout
     assert (r.returncode == 1) == (float(m[1]) > 1.5) == ("FAIL" in r.stdout), r.stdout
+
+
+def test_readme_tables_print_the_published_ladder() -> None:
+    """The README's gradients-at-scale table comes from the published rates file: one line
+    per rung, every column's cell, the crossovers as intervals; and the README holds what
+    the script prints, so nobody retypes it."""
+    r = subprocess.run([sys.executable, "benchmarks/readme_tables.py"], capture_output=True,
+                       text=True, timeout=120, cwd=ROOT)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("| P | CVODES forward | CVODES adjoint | diffsol forward")
+    rungs = [ln.split("|")[1].strip() for ln in lines[2:] if ln.startswith("| ")]
+    assert rungs == ["3", "30", "300", "3,000"]
+    assert any("the crossover lies in (" in ln for ln in lines)
+    assert r.stdout.strip() in (ROOT / "README.md").read_text()

@@ -99,7 +99,7 @@ def test_a_ladder_table_explains_pass_star_and_marks_unchecked_rungs(tmp_path: P
     assert "3.00e-05 pass* " in rows["8"] and "3.00e-05 pass† " in rows["32"]
     assert "3.00e-05 pass " in rows["16"]
     star, dagger = _claims(text)
-    assert "differ by 2.8e-05 > 1e-06" in star
+    assert "cross-check disagrees by 2.8e-05 > 1e-06" in star
     assert dagger.startswith(" 32: the reference gradient was not cross-checked")
     assert "2048 states > 1000" in dagger and "16" not in dagger.partition(":")[0]
     writer = store.ResultsWriter(tmp_path / "r.h5", {}, "test")
