@@ -421,30 +421,6 @@ def cross_check(
     return float(np.max(np.abs(g * scaled - ref) / np.maximum(np.abs(ref), floor))), ""
 
 
-def describe(
-    method: str,
-    h: float,
-    agreement: float | None,
-    skipped: str,
-    gradient_missing: str = "",
-    sparse: bool = False,
-    spread: float | None = None,
-) -> str:
-    """The ``method`` string of a reference: what ran, and only that (``sparse``: an array
-    problem's exact Jacobian is a scipy.sparse matrix; ``spread``: the FD was extrapolated
-    from h and h/2, which differed by that much)."""
-    jac = "exact sparse Jacobian" if sparse else "exact Jacobian"
-    step = f"h={h:g}"
-    if spread is not None:
-        step = (f"h={h:g} and h/2, Richardson-extrapolated: the two differed by at most "
-                f"{spread:.2g} (relative)")  # fmt: skip
-    text = (f"scipy.solve_ivp {method} with {jac}; central FD ({step}, "
-            "log space for positive parameters)")  # fmt: skip
-    if gradient_missing:
-        return f"{text} failed, no reference gradient ({gradient_missing})"
-    return text + checked(agreement, skipped)
-
-
 def checked(agreement: float | None, skipped: str) -> str:
     """The part of a ``method`` string that says whether the complex-step check ran."""
     if agreement is not None:
@@ -544,25 +520,18 @@ def _solve_with_fallbacks(
 
 @dataclass
 class _FD:
-    """The reference gradient by central FD, and how it was made."""
+    """The reference gradient (sensitivities, the adjoint or the FD fallback) and how it
+    was made."""
 
     g: np.ndarray
-    directions: list[np.ndarray] | None = None
-    directional: list[float] | None = None
     #: why there is none ("" when there is)
     missing: str = ""
     #: Richardson extrapolation's spread (array problems), else None
     spread: float | None = None
     #: the estimate of the gradient's own error (tiers' measure), None until known
     error: float | None = None
-    #: the method string when the gradient is forward sensitivities ("" for FD)
+    #: what made the gradient, as the ``method`` string says it
     sensitivity: str = ""
-
-
-def _cs_will_run(problem: Problem) -> bool:
-    """Whether :func:`cross_check` will try complex step (its size and abs() rules)."""
-    return (problem.n_params <= CS_MAX_PARAMS and problem.n_state <= CS_MAX_STATES
-            and _is_analytic(problem))  # fmt: skip
 
 
 def _extrapolated(
