@@ -21,8 +21,10 @@ Steps, in the order they run:
 - ``fuzz``: ``tests/test_fuzz.py`` whole (its memory check once failed there).
 - ``cnn``: ``cnn_gpu_matrix.py`` (host pipeline x fp32/bf16, ResNet-18), every row
   checked to have run on ``cuda``.
-- ``ensembles``: ``sciml-bench run PROBLEM --device cpu,cuda --sizes LADDER --quick
-  --budget B`` per ensemble problem (each given an equal share of the time left), every
+- ``ensembles``: ``sciml-bench run PROBLEM --device cuda -b diffrax -b torchdiffeq -b
+  torchode --sizes LADDER --quick --budget B`` per ensemble problem first, then each
+  problem on ``--device cpu`` with every backend (a GPU run gets twice a CPU run's share
+  of the time left, so the GPU rows come back even when the CPU rungs are cut), every
   row printed with the device asked and reported and checked like the ODE rows (SciPy's
   loop on the CPU under either request), then the crossovers of each problem and the
   spread at the largest size (``ensemble_overhead.spread_lines``). A large CPU rung may
@@ -252,18 +254,30 @@ def step_cnn(s: Session, a: argparse.Namespace) -> bool:
     return verdict("cnn", rc, cnn_problems(records_in(folder)))
 
 
+def ensemble_commands(problems: list[str], sizes: str, budget: float,
+                      folder: Path) -> list[list[str]]:  # fmt: skip
+    """The ensemble runs in the order they get the step's time: every problem's GPU
+    backends on ``cuda`` first, then every backend on the CPU. On 2026-11-28 one
+    ``--device cpu,cuda`` run per problem spent its whole share on SciPy's CPU loop (4,096
+    members took 6 s a solve; 65,536 ran into its budget) and no row reached the GPU."""
+    gpu = [x for name in ON_GPU for x in ("-b", name)]
+    common = ["--sizes", sizes, "--quick", "--budget", str(budget), "--out", str(folder)]
+    return ([cli("run", p, "--device", "cuda", *gpu, *common) for p in problems]
+            + [cli("run", p, "--device", "cpu", *common) for p in problems])  # fmt: skip
+
+
 def step_ensembles(s: Session, a: argparse.Namespace) -> bool:
     from ensemble_overhead import spread_lines
 
     from sciml_bench.results.scaling import scaling_texts
 
     folder = s.out / "ensembles"
+    commands = ensemble_commands(a.ensemble_problems, a.sizes, a.budget, folder)
     rcs: list[int | None] = []
-    for i, problem in enumerate(a.ensemble_problems):
-        share = s.left() / (len(a.ensemble_problems) - i)
-        rcs.append(s.sh(cli("run", problem, "--device", "cpu,cuda", "--sizes", a.sizes,
-                            "--quick", "--budget", str(a.budget), "--out", str(folder)),
-                        time_s=share))  # fmt: skip
+    for i, cmd in enumerate(commands):
+        # the GPU runs get twice a CPU run's share of what is left
+        weights = [2.0 if "cuda" in c else 1.0 for c in commands[i:]]
+        rcs.append(s.sh(cmd, time_s=s.left() * weights[0] / sum(weights)))
     records = records_in(folder)
     print("\n".join(ensemble_lines(records)))
     for problem in a.ensemble_problems:

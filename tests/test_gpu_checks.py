@@ -87,3 +87,15 @@ def test_unknown_steps_are_refused_with_the_choices() -> None:
 def test_steps_run_in_the_order_given() -> None:
     # the first step named gets the deadline's time first; a repeat is run once
     assert gpu_checks.steps_arg("train,ode,tests,train") == ["train", "ode", "tests"]
+
+
+def test_the_ensemble_step_runs_the_gpu_rows_before_the_cpu_rungs(tmp_path: Path) -> None:
+    # 2026-11-28: one cpu,cuda run per problem spent the step on SciPy's CPU loop
+    cmds = gpu_checks.ensemble_commands(["ensemble-lorenz", "ensemble-spiral-node"],
+                                        "1,256", 60.0, tmp_path)  # fmt: skip
+    devices = [c[c.index("--device") + 1] for c in cmds]
+    assert devices == ["cuda", "cuda", "cpu", "cpu"]
+    first = cmds[0]
+    named = [first[i + 1] for i, x in enumerate(first) if x == "-b"]
+    assert named == list(gpu_checks.ON_GPU) and "scipy" not in named
+    assert "-b" not in cmds[2]  # every backend on the CPU, SciPy's reference loop included
