@@ -270,3 +270,32 @@ def test_an_array_problem_reference_is_full_and_agrees_with_complex_step() -> No
     assert ref.gradient_method == "forward sensitivities"
     assert "at rtol 1e-09" in ref.method and "checked against 10x both" in ref.method
     assert ref.complex_step_agreement is not None and ref.complex_step_agreement < 1e-6
+
+
+def test_the_sensitivity_solve_takes_the_reference_lu_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forward sensitivities (the reference gradient of a small problem) solve with the
+    reference's LAPACK-direct Radau, not SciPy's wrapped one: the same loss and gradient to
+    the last bit, and the solver class the solve was given is the reference's."""
+    from sciml_bench.problem import sensitivity
+
+    data = tomllib.loads((ROOT / "problems" / "stiff-robertson.toml").read_text())
+    data["time"] = {"span": [0.0, 40.0], "save": {"points": [1.0, 40.0]}}
+    p = spec.from_dict(data)
+    n, k = len(p.t_save), p.n_state
+    loss = (np.ones((n, k)), np.zeros((n, k)), np.zeros((n, k)))
+    used: list[object] = []
+    real = sensitivity.ode_solver
+
+    def spy(method: str) -> object:
+        used.append(real(method))
+        return used[-1]
+
+    monkeypatch.setattr(sensitivity, "ode_solver", spy)
+    ours = sensitivity.scalar_gradient(p, loss, 1e-9, 1e-14, "Radau")
+    monkeypatch.setattr(sensitivity, "ode_solver", lambda m: m)  # SciPy's own Radau
+    scipys = sensitivity.scalar_gradient(p, loss, 1e-9, 1e-14, "Radau")
+    assert used and used[0] is reference_solvers.ode_solver("Radau") and used[0] != "Radau"
+    assert ours[0] == scipys[0] and np.array_equal(ours[1], scipys[1])
+    assert np.all(np.isfinite(ours[1])) and np.any(ours[1] != 0)

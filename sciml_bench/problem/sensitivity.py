@@ -101,7 +101,7 @@ class Sensitivities:
         kw: dict[str, Any] = {}
         if self.method != "DOP853":
             kw["jac"] = lambda t, z: self._augmented_jacobian(t, z, theta, scale)
-        sol = solve_ivp(f, cp.t_span, z0, method=self.method, t_eval=cp.t_save,
+        sol = solve_ivp(f, cp.t_span, z0, method=ode_solver(self.method), t_eval=cp.t_save,
                         rtol=self.rtol, atol=self.atol, **kw)  # fmt: skip
         if not sol.success:
             raise SensitivityError(f"sensitivity solve ({self.method}) failed for "
