@@ -20,12 +20,14 @@ CUTOFF = 0.6
 def nearest(word: str, known: Iterable[str]) -> str | None:
     """The known name ``word`` was most probably meant to be, or None.
 
-    Case is ignored first (``Radau`` for ``radau``), then difflib's closest match above
-    :data:`CUTOFF`."""
+    A different case first (``Radau`` for ``radau``), then the same letters in another order
+    (``tanh`` for ``tahn``, where difflib prefers ``tan``), then difflib's closest match
+    above :data:`CUTOFF`."""
     names = [k for k in known if k != word]
     folded = [k for k in names if k.lower() == word.lower()]
-    if folded:
-        return folded[0]
+    swapped = [k for k in names if sorted(k.lower()) == sorted(word.lower())]
+    if folded or swapped:  # a case slip, then two letters swapped ('tahn' is 'tanh', not 'tan')
+        return (folded or swapped)[0]
     close = difflib.get_close_matches(word, names, n=1, cutoff=CUTOFF)
     return close[0] if close else None
 

@@ -670,10 +670,11 @@ def _declare(e: expr.ExprError) -> str:
     the nearest known name, when there is one: the name may be a typo or a new parameter)."""
     if e.unknown is None:
         return ""
-    lead = " (or" if "did you mean" in str(e) else ";"
-    tail = ")" if lead == " (or" else ""
-    return (f"{lead} declare {e.unknown!r}: as a parameter under [parameters] "
-            f"({e.unknown} = VALUE), or as a state under [state]{tail}")
+    n = e.unknown
+    if "did you mean" in str(e):
+        return f" (if {n!r} is a new parameter, declare it under [parameters]: {n} = VALUE)"
+    return (f"; declare it: under [parameters] ({n} = VALUE) if it is a parameter, in "
+            "[state] names (with an initial value and an equation) if it is a state")
 
 
 def _time(r: _Reader) -> tuple[tuple[float, float], list[float]]:
