@@ -151,3 +151,31 @@ def test_stray_keys_pair_with_the_missing_names_they_were_meant_as() -> None:
     assert hints.pair_strays(["k1"], ["k9"]) == []  # not close enough to pair
     assert hints.did_you_mean("radau", ("Radau", "BDF")) == "; did you mean 'Radau'?"
     assert hints.missing("networks.nn.layers") == "missing; add layers = ... under [networks.nn]"
+
+
+def _doc_section(title: str) -> str:
+    doc = (ROOT / "docs" / "problems.md").read_text()
+    return doc.split(title, 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_docs_name_every_key_the_parser_reads() -> None:
+    """docs/problems.md alone is enough to write a file: every top-level key and every
+    section's key (the parser's own lists) is in its table, and every function in the
+    grammar in its Expressions section."""
+    from sciml_bench.problem import expr
+    from sciml_bench.problem.arrays import FUNCTIONS as ARRAY_FUNCTIONS
+    from sciml_bench.problem.arrays import OPERATORS
+
+    table = _doc_section("### Every section and key")
+    keys = [*spec._TOP_KEYS, *(k for ks in spec._SECTION_KEYS.values() for k in ks),
+            "layers", "activation", "inputs", "output_scale", "seed", "value", "log"]  # fmt: skip
+    assert [k for k in keys if k not in _code_words(table)] == []
+    sections = [s for s in spec._TOP_KEYS if s not in ("name", "description", "stiff")]
+    assert [s for s in sections if f"`[{s}" not in table] == []
+    grammar = _code_words(_doc_section("## Expressions"))
+    assert [f for f in [*expr.FUNCTIONS, *ARRAY_FUNCTIONS, *OPERATORS] if f not in grammar] == []
+
+
+def _code_words(text: str) -> set[str]:
+    """The words inside the text's `code spans`."""
+    return {w for span in re.findall(r"`([^`]*)`", text) for w in re.findall(r"\w+", span)}
