@@ -89,6 +89,17 @@ def test_a_reference_that_cannot_solve_exits_2_with_the_reason() -> None:
     assert "ValueError: array must not contain infs or NaNs" in out and "Traceback" not in out
 
 
+def test_full_builds_the_reference_a_run_then_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCIML_BENCH_CACHE", str(tmp_path))
+    code, out = _check("--problem-file", str(DATA / "decay.toml"), "--full")
+    assert code == 0 and re.search(r"reference: built in [0-9.]+ s, cached", out), out
+    assert "gradient: forward sensitivities" in out and len(list(tmp_path.glob("decay-*.json"))) == 1
+    code, out = _check("--problem-file", str(DATA / "decay.toml"), "--full")
+    assert code == 0 and "reference: read from the cache" in out
+
+
 def test_in_a_fresh_process_the_error_goes_to_stderr_with_exit_status_2() -> None:
     r = subprocess.run(
         [sys.executable, "-m", "sciml_bench.cli.main", "check", "--problem-file",
