@@ -364,7 +364,8 @@ def _names(r: _Reader, key: str, values: list[Any]) -> list[str]:
                 f"{_short_repr(n)} is not a valid name (a letter, then letters, digits or '_')",
             )
         if n in RESERVED or n.startswith("__"):
-            raise r.fail(f"{key}[{i}]", f"{n!r} is reserved")
+            what = "time" if n == "t" else "a function" if n in expr.FUNCTIONS else "internal"
+            raise r.fail(f"{key}[{i}]", f"{n!r} is reserved ({what}); rename it, e.g. {n.strip('_')}_")
         if n in seen:
             raise r.fail(f"{key}[{i}]", f"duplicate name {n!r}")
         seen.add(n)
@@ -389,7 +390,8 @@ def _save_points(r: _Reader, t0: float, t1: float) -> list[float]:
             fn = np.linspace if kind == "linspace" else np.logspace
             pts = [float(x) for x in fn(a, b, int(n))]
         else:
-            raise r.fail(key, "unknown kind; use points, linspace or logspace")
+            raise r.fail(key, "unknown kind; use points, linspace or logspace"
+                         + hints.did_you_mean(str(kind), ("points", "linspace", "logspace")))
     else:
         raise r.fail("time.save", "expected an array of times or a table")
     if not pts:
@@ -602,7 +604,8 @@ def _parameters(
         log_params.append(log)
     clash = set(states) & set(params)
     if clash:
-        raise r.fail("parameters", f"names used for both states and parameters: {sorted(clash)}")
+        raise r.fail("parameters", f"names used for both states and parameters: {sorted(clash)}; "
+                     "rename the parameter (a name means one thing in the equations)")
     return params, theta0, log_params
 
 
@@ -767,7 +770,8 @@ def _networks(r: _Reader, symbols: Mapping[str, sympy.Symbol], offset: int) -> l
                          '[1, 4096] or the name of a size in [sizes] (e.g. [2, "width", 2])')
         activation = r.string(f"{key}.activation", "tanh")
         if activation not in ACTIVATIONS:
-            raise r.fail(f"{key}.activation", f"use one of {', '.join(ACTIVATIONS)}")
+            raise r.fail(f"{key}.activation", f"use one of {', '.join(ACTIVATIONS)}"
+                         + hints.did_you_mean(activation, ACTIVATIONS))
         raw_inputs = r.get(f"{key}.inputs")
         if not isinstance(raw_inputs, list) or len(raw_inputs) != layers[0]:
             raise r.fail(f"{key}.inputs", f"expected {layers[0]} input expressions (layers[0])")
