@@ -87,7 +87,7 @@ def test_a_gradient_is_scored_only_for_an_ok_case() -> None:
     assert rec["status"] == "nonfinite" and "gradient_error" not in rec and "gradient" not in rec
 
 
-@pytest.mark.parametrize("name", ["nan-log", "blowup"])
+@pytest.mark.parametrize("name", ["nan-log", "blowup", "singular-jacobian"])
 def test_a_failing_reference_is_a_one_line_error(name: str, tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "sciml_bench.cli.main", "reference", "--problem-file",

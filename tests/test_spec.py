@@ -48,7 +48,7 @@ def test_shipped_robertson_is_rober() -> None:
         ({"equations__y2": "__import__('os')"}, "equations.y2", "strings are not allowed"),
         ({"equations__y2": "y1.real"}, "equations.y2", "attribute access"),
         ({"equations__y2": "system(y1)"}, "equations.y2", "call of 'system'"),
-        ({"equations__y3": None}, "equations", "no equation for state(s) ['y3']"),
+        ({"equations__y3": None}, "equations", "no equation for state 'y3'; add y3 = "),
         ({"time__span": [1.0, 0.0]}, "time.span", "the end must be after the start"),
         ({"time__save": {"points": [3.0, 2.0]}}, "time.save", "strictly increasing"),
         ({"loss__kind": "sum"}, "loss.kind", "unknown kind 'sum'"),

@@ -59,6 +59,7 @@ def main(debug: bool) -> None:
     \b
     Typical use:
       sciml-bench list                       problems and backends, with availability
+      sciml-bench check --problem-file my.toml   your own model: valid? who runs it?
       sciml-bench run stiff-robertson        every available backend, results to results/
       sciml-bench run stiff-robertson --quick -b diffrax
       sciml-bench show results/FILE.h5       the table again
@@ -70,6 +71,7 @@ def main(debug: bool) -> None:
 
 def _register_commands() -> None:
     from sciml_bench.cli.catalogue import list_
+    from sciml_bench.cli.check import check_cmd
     from sciml_bench.cli.codegen import codegen
     from sciml_bench.cli.fairness import fairness_cmd
     from sciml_bench.cli.julia import julia
@@ -79,7 +81,8 @@ def _register_commands() -> None:
     from sciml_bench.cli.run import run
     from sciml_bench.cli.show import show
 
-    for command in (run, show, list_, codegen, reference_cmd, rejudge_cmd, julia, fairness_cmd):
+    for command in (run, show, list_, check_cmd, codegen, reference_cmd, rejudge_cmd, julia,
+                    fairness_cmd):
         main.add_command(command)
     register(main)
 

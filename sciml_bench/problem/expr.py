@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import sympy
 
+from sciml_bench.problem import hints
+
 #: functions an expression may call, all of one argument
 FUNCTIONS: Mapping[str, sympy.FunctionClass] = {
     "exp": sympy.exp,
@@ -61,7 +63,14 @@ _TOKEN = re.compile(
 
 
 class ExprError(ValueError):
-    """An expression that is not in the grammar, with the reason."""
+    """An expression that is not in the grammar, with the reason.
+
+    ``unknown`` is the undeclared name it met (else None), so that a caller who knows the
+    file can say where to declare it."""
+
+    def __init__(self, reason: str, unknown: str | None = None):
+        super().__init__(reason)
+        self.unknown = unknown
 
 
 #: one argument of an operator call: ``("name", text, position)`` or ``("int", value, position)``
@@ -234,10 +243,11 @@ class _Parser:
                 return self.operator_call(text, pos)
             if self.peek()[1] == "(":
                 if text not in self.functions:
-                    allowed = ", ".join(sorted([*self.functions, *self.operators]))
+                    callable_ = sorted([*self.functions, *self.operators])
                     raise ExprError(
                         f"call of {text!r} at position {pos} is not allowed "
-                        f"(allowed functions: {allowed})"
+                        f"(allowed functions: {', '.join(callable_)})"
+                        + hints.did_you_mean(text, callable_)
                     )
                 self.take()
                 self.enter()
@@ -252,7 +262,11 @@ class _Parser:
             if text in self.functions or text in self.operators:
                 raise ExprError(f"function {text!r} at position {pos} must be called")
             known = ", ".join(self.names) or "none"
-            raise ExprError(f"unknown name {text!r} at position {pos} (known names: {known})")
+            raise ExprError(
+                f"unknown name {text!r} at position {pos} (known names: {known})"
+                + hints.did_you_mean(text, self.names),
+                unknown=text,
+            )
         if kind == "op" and text == "(":
             self.enter()
             e = self.expr()

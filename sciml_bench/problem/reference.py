@@ -208,7 +208,9 @@ class _Solver:
                 atol=self.atol,
                 jac=lambda t, y: self.jac(t, y, theta),
             )
-        except (ArithmeticError, _Overtime) as e:  # an overflow the RHS raises; too long
+        # an overflow the RHS raises; a NaN Jacobian, which the LU refuses with ValueError
+        # (sqrt of a state gone negative); too long
+        except (ArithmeticError, ValueError, _Overtime) as e:
             err = ReferenceError(f"reference solver {name} failed for {p.name!r}: "
                                  f"{type(e).__name__}: {e}")  # fmt: skip
             err.runaway = watch.runaway
@@ -516,6 +518,39 @@ def _solve_with_fallbacks(
         f"every reference solver failed for {problem.name!r} ({'; '.join(failures[:3])}"
         f"{'; ...' if len(failures) > 3 else ''}). Fix: set [reference] rtol (e.g. 1e-8), "
         "atol or method (BDF, Radau, LSODA) in the problem file")
+
+
+@dataclass
+class TrialSolve:
+    """One reference solve at θ₀, timed (:func:`trial_solve`): what ``sciml-bench check``
+    runs before a long run, in the settings the full reference would use."""
+
+    #: wall-clock seconds: code generation, the truth's solve for a fit loss, the solve
+    seconds: float
+    method: str
+    rtol: float
+    atol: float
+    #: why the settings differ from the asked ones (a fallback, a size), or ""
+    note: str
+    loss: float
+    y_end: list[float]
+
+
+def trial_solve(problem: Problem) -> TrialSolve:
+    """The reference's solution at θ₀ (and, for a fit loss, its observations first), by the
+    same solvers, tolerances and fallbacks as :func:`build`, without the gradient; a
+    :class:`ReferenceError` naming the ``[reference]`` key to set when every solver fails."""
+    start = time.perf_counter()
+    cfg = _Settings.of(problem)
+    observations, cfg = _observations(problem, cfg)
+    W, O, C = loss_arrays(problem, observations)
+    y, cfg = _solve_with_fallbacks(problem, cfg, np.asarray(problem.theta0))
+    d = y - O
+    return TrialSolve(
+        seconds=time.perf_counter() - start, method=cfg.method, rtol=cfg.rtol, atol=cfg.atol,
+        note=cfg.tolerance_note, loss=float(np.sum(W * d * d) + np.sum(C * y)),
+        y_end=y[-1].tolist(),
+    )
 
 
 @dataclass

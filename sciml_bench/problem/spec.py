@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from sciml_bench.problem import arrays, expr, network_width
+from sciml_bench.problem import arrays, expr, hints, network_width
 from sciml_bench.problem.compiled import Dimensions
 from sciml_bench.problem.ensemble import (
     APPLY,
@@ -267,7 +267,7 @@ class _Reader:
                 raise self.fail(key, f"expected a table at {part!r}")
             if part not in node:
                 if default is ...:
-                    raise self.fail(key, "missing")
+                    raise self.fail(key, hints.missing(key))
                 return default
             node = node[part]
         return node
@@ -276,7 +276,8 @@ class _Reader:
         """Reject keys of table ``key`` outside ``allowed`` (a typo must not pass silently)."""
         for k in self.table(key, {}):
             if k not in allowed:
-                raise self.fail(f"{key}.{k}", f"unknown key (allowed: {', '.join(allowed)})")
+                raise self.fail(f"{key}.{k}", f"unknown key (allowed: {', '.join(allowed)})"
+                                + hints.did_you_mean(str(k), allowed))
 
     def table(self, key: str, default: Any = ...) -> Mapping[str, Any]:
         v = self.get(key, default)
@@ -301,15 +302,18 @@ class _Reader:
 
     def as_number(self, key: str, v: Any, positive: bool = False) -> float:
         if isinstance(v, bool) or not isinstance(v, int | float):
-            raise self.fail(key, f"expected a number, got {type(v).__name__}")
+            raise self.fail(key, f"expected a number, got {type(v).__name__}" + _unquote(v))
         try:
             f = float(v)
         except OverflowError:  # an integer literal beyond float64
             raise self.fail(key, "expected a finite number, got an integer beyond float64") from None
         if not math.isfinite(f):
-            raise self.fail(key, f"expected a finite number, got {v}")
+            raise self.fail(key, f"expected a finite number, got {v}; TOML's nan and inf are "
+                            "no value to compute with: write a finite number")  # fmt: skip
         if positive and f <= 0:
-            raise self.fail(key, f"expected a positive number, got {v}")
+            leaf = key.rpartition(".")[2]
+            fix = f"; did you mean {leaf} = {-f:g}?" if f < 0 else "; set a positive value"
+            raise self.fail(key, f"expected a positive number, got {v}{fix}")
         return f
 
     def numbers(self, key: str, length: int | None = None, default: Any = ...) -> list[float]:
@@ -331,6 +335,17 @@ class _Reader:
         return v
 
 
+def _unquote(v: Any) -> str:
+    """The fix for a number written as a string (``"1e-6"``): drop the quotes."""
+    if isinstance(v, str):
+        try:
+            if math.isfinite(float(v)):
+                return f"; write it without quotes: {v.strip()}"
+        except ValueError:
+            pass
+    return ""
+
+
 def _short_repr(v: Any, limit: int = 60) -> str:
     """repr for an error message: bounded, and safe for ints past the 4300-digit limit."""
     try:
@@ -349,7 +364,8 @@ def _names(r: _Reader, key: str, values: list[Any]) -> list[str]:
                 f"{_short_repr(n)} is not a valid name (a letter, then letters, digits or '_')",
             )
         if n in RESERVED or n.startswith("__"):
-            raise r.fail(f"{key}[{i}]", f"{n!r} is reserved")
+            what = "time" if n == "t" else "a function" if n in expr.FUNCTIONS else "internal"
+            raise r.fail(f"{key}[{i}]", f"{n!r} is reserved ({what}); rename it, e.g. {n.strip('_')}_")
         if n in seen:
             raise r.fail(f"{key}[{i}]", f"duplicate name {n!r}")
         seen.add(n)
@@ -374,7 +390,8 @@ def _save_points(r: _Reader, t0: float, t1: float) -> list[float]:
             fn = np.linspace if kind == "linspace" else np.logspace
             pts = [float(x) for x in fn(a, b, int(n))]
         else:
-            raise r.fail(key, "unknown kind; use points, linspace or logspace")
+            raise r.fail(key, "unknown kind; use points, linspace or logspace"
+                         + hints.did_you_mean(str(kind), ("points", "linspace", "logspace")))
     else:
         raise r.fail("time.save", "expected an array of times or a table")
     if not pts:
@@ -520,9 +537,19 @@ def _check_keys(r: _Reader, data: Any) -> None:
         raise r.fail("toml", "expected a table at the top level")
     for k in data:
         if k not in _TOP_KEYS:
-            raise r.fail(str(k), f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+            raise r.fail(str(k), f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})"
+                         + _misplaced(str(k)))
     for section, allowed in _SECTION_KEYS.items():
         r.only(section, allowed)
+
+
+def _misplaced(key: str) -> str:
+    """The fix for an unknown top-level key: the section it belongs under (``rtol`` written
+    above every section belongs under ``[tolerances]``), else the nearest top-level key."""
+    homes = [s for s, allowed in _SECTION_KEYS.items() if key in allowed]
+    if homes:
+        return f"; it belongs in a section: write it under [{homes[0]}]"
+    return hints.did_you_mean(key, _TOP_KEYS)
 
 
 def _header(r: _Reader) -> tuple[str, str, bool]:
@@ -539,6 +566,13 @@ def _state(r: _Reader) -> tuple[list[str], list[float]]:
     if len(state_list) > MAX_STATES:
         raise r.fail("state.names", f"more than {MAX_STATES} states")
     states = _names(r, "state.names", state_list)
+    initial = r.get("state.initial")
+    if isinstance(initial, list) and len(initial) == len(states):
+        for i, (name, v) in enumerate(zip(states, initial, strict=True)):
+            if isinstance(v, float) and not math.isfinite(v):
+                raise r.fail(f"state.initial[{i}]",
+                             f"the initial value of state {name!r} is {v}, not a finite number; "
+                             f"write the value {name} starts from at t0, e.g. 0.0")  # fmt: skip
     return states, r.numbers("state.initial", length=len(states))
 
 
@@ -570,7 +604,8 @@ def _parameters(
         log_params.append(log)
     clash = set(states) & set(params)
     if clash:
-        raise r.fail("parameters", f"names used for both states and parameters: {sorted(clash)}")
+        raise r.fail("parameters", f"names used for both states and parameters: {sorted(clash)}; "
+                     "rename the parameter (a name means one thing in the equations)")
     return params, theta0, log_params
 
 
@@ -597,14 +632,27 @@ def _attach_networks(
 
 
 def _equation_table(r: _Reader, states: list[str]) -> Mapping[str, Any]:
-    """``[equations]``: exactly one expression per declared state."""
+    """``[equations]``: exactly one expression per declared state. A stray key beside a
+    missing state is named with the state it was probably meant to be."""
     eqs = r.table("equations")
     missing = [s for s in states if s not in eqs]
+    stray = [str(k) for k in eqs if k not in states]
+    pairs = hints.pair_strays(missing, stray)
+    if pairs:
+        key, state = pairs[0]
+        raise r.fail(f"equations.{key}",
+                     f"no equation for state {state!r}; the file has an equation for {key!r}, "
+                     f"which is not a state — did you mean {state!r}?")  # fmt: skip
     if missing:
-        raise r.fail("equations", f"no equation for state(s) {missing}")
-    extra_eqs = [k for k in eqs if k not in states]
-    if extra_eqs:
-        raise r.fail("equations", f"equation(s) for undeclared state(s) {extra_eqs}")
+        s = "s" if len(missing) > 1 else ""
+        raise r.fail("equations", f"no equation for state{s} {hints.quoted(missing)}; add "
+                     f"{missing[0]} = \"...\" under [equations], one expression per state")
+    if stray:
+        s, are = ("s", "are not states") if len(stray) > 1 else ("", "is not a state")
+        raise r.fail(f"equations.{stray[0]}",
+                     f"equation{s} for {hints.quoted(stray)}, which {are} (states: "
+                     f"{', '.join(states)}); add it to [state] names, with an initial value, "
+                     "or remove the equation")  # fmt: skip
     return eqs
 
 
@@ -616,8 +664,20 @@ def _equations(
         try:
             rhs.append(expr.parse(eqs[s], symbols))
         except expr.ExprError as e:
-            raise r.fail(f"equations.{s}", str(e)) from None
+            raise r.fail(f"equations.{s}", str(e) + _declare(e)) from None
     return rhs
+
+
+def _declare(e: expr.ExprError) -> str:
+    """The fix for an undeclared name in an equation: where to declare it (appended after
+    the nearest known name, when there is one: the name may be a typo or a new parameter)."""
+    if e.unknown is None:
+        return ""
+    n = e.unknown
+    if "did you mean" in str(e):
+        return f" (if {n!r} is a new parameter, declare it under [parameters]: {n} = VALUE)"
+    return (f"; declare it: under [parameters] ({n} = VALUE) if it is a parameter, in "
+            "[state] names (with an initial value and an equation) if it is a state")
 
 
 def _time(r: _Reader) -> tuple[tuple[float, float], list[float]]:
@@ -643,11 +703,13 @@ def _loss(
             raise r.fail("loss.weights", "all weights are zero: the loss would be constant")
         return Loss("final", weights=tuple(weights))
     if kind != "fit":
-        raise r.fail("loss.kind", f"unknown kind {kind!r}; use 'fit' or 'final'")
+        raise r.fail("loss.kind", f"unknown kind {kind!r}; use 'fit' or 'final'"
+                     + hints.did_you_mean(kind, ("fit", "final")))
     truth_table = r.table("loss.truth", {})
     unknown = [k for k in truth_table if k not in params[:n_mech]]
     if unknown:
-        raise r.fail("loss.truth", f"unknown parameter(s) {unknown}")
+        raise r.fail("loss.truth", f"unknown parameter(s) {unknown} (parameters: "
+                     f"{', '.join(params[:n_mech])})" + hints.did_you_mean(unknown[0], params[:n_mech]))
     truth = [
         r.number(f"loss.truth.{p}") if p in truth_table else theta0[i]
         for i, p in enumerate(params)
@@ -678,7 +740,8 @@ def _loss(
 def _reference(r: _Reader) -> dict[str, Any]:
     reference = dict(r.table("reference", {}))
     if "method" in reference and reference["method"] not in ("Radau", "BDF"):
-        raise r.fail("reference.method", "use 'Radau' or 'BDF'")
+        raise r.fail("reference.method", "use 'Radau' or 'BDF'"
+                     + hints.did_you_mean(str(reference["method"]), ("Radau", "BDF")))
     for k in ("rtol", "atol", "fd_step"):
         if k in reference:
             r.number(f"reference.{k}", positive=True)
@@ -707,7 +770,8 @@ def _networks(r: _Reader, symbols: Mapping[str, sympy.Symbol], offset: int) -> l
                          '[1, 4096] or the name of a size in [sizes] (e.g. [2, "width", 2])')
         activation = r.string(f"{key}.activation", "tanh")
         if activation not in ACTIVATIONS:
-            raise r.fail(f"{key}.activation", f"use one of {', '.join(ACTIVATIONS)}")
+            raise r.fail(f"{key}.activation", f"use one of {', '.join(ACTIVATIONS)}"
+                         + hints.did_you_mean(activation, ACTIVATIONS))
         raw_inputs = r.get(f"{key}.inputs")
         if not isinstance(raw_inputs, list) or len(raw_inputs) != layers[0]:
             raise r.fail(f"{key}.inputs", f"expected {layers[0]} input expressions (layers[0])")
@@ -778,7 +842,8 @@ def _variation(
     elif name in named:
         target, index = "parameter", named.index(name)
     else:
-        raise r.fail(key, f"not a state or named parameter (known: {', '.join(states + named)})")
+        raise r.fail(key, f"not a state or named parameter (known: {', '.join(states + named)})"
+                     + hints.did_you_mean(name, states + named))
     entry = r.table(key)
     extra = set(entry) - {*DISTRIBUTIONS, "apply"}
     if extra:
