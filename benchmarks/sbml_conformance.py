@@ -53,12 +53,12 @@ RTOL = 1e-10
 def _header(case: Path) -> dict[str, str]:
     """The ``key: value`` lines at the top of the case's ``-model.m``."""
     text = (case / f"{case.name}-model.m").read_text(errors="replace")
-    return dict(re.findall(r"^(\w+):\s*(.*?)\s*$", text[:3000], re.MULTILINE))
+    return dict(re.findall(r"^(\w+):[ \t]*(.*?)[ \t]*$", text[:3000], re.MULTILINE))
 
 
 def _settings(case: Path) -> dict[str, str]:
     text = (case / f"{case.name}-settings.txt").read_text()
-    return dict(re.findall(r"^(\w+):\s*(.*?)\s*$", text, re.MULTILINE))
+    return dict(re.findall(r"^(\w+):[ \t]*(.*?)[ \t]*$", text, re.MULTILINE))
 
 
 def _ids(value: str) -> list[str]:

@@ -71,10 +71,16 @@ def read_facts(doc: Any, source: str) -> Facts:
     for p in model.getListOfParameters():
         value = sympy.Float(p.getValue()) if p.isSetValue() else None
         q[p.getId()] = Quantity(p.getId(), "parameter", value, p.getConstant())
+    # Level 3 Version 2 lets a rule or initial assignment omit its math: it then has no
+    # effect (the Test Suite's NoMathML cases)
     for r in model.getListOfRules():
+        if not r.isSetMath():
+            continue
         target = facts.rate_rules if r.isRate() else facts.assignment_rules
         target[r.getVariable()] = conv.convert(r.getMath(), f"rule for '{r.getVariable()}'")
     for ia in model.getListOfInitialAssignments():
+        if not ia.isSetMath():
+            continue
         where = f"initial assignment to '{ia.getSymbol()}'"
         facts.initial_assignments[ia.getSymbol()] = conv.convert(ia.getMath(), where)
     for r in model.getListOfReactions():

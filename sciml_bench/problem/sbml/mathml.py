@@ -111,6 +111,8 @@ class Converter:
             raise SBMLError(self.source, where, "no math (an empty MathML element)")
         try:
             return self._node(ast, where, local or {}, 0)
+        except SBMLError:
+            raise
         except (TypeError, ValueError, ZeroDivisionError, RecursionError) as e:
             raise SBMLError(self.source, where, f"math no target can express: {e}") from None
 

@@ -31,6 +31,23 @@ from sciml_bench.problem.sbml.mathml import TIME, inexpressible, sym
 from sciml_bench.problem.sbml.refuse import SBMLError, variable_stoichiometry
 
 
+class Pinned(SBMLError):
+    """A refusal that keeping some differentiated parameters as numbers may lift (a
+    stoichiometry, a switch or a function of them): ``blame`` names them."""
+
+    blame: frozenset[str] = frozenset()
+
+
+def _blamed(err: SBMLError, e: sympy.Expr, chosen: Iterable[str]) -> SBMLError:
+    """``err`` as a :class:`Pinned` where ``e`` holds chosen parameters."""
+    blame = frozenset(p for p in chosen if sym(p) in e.free_symbols)
+    if not blame:
+        return err
+    pinned = Pinned(err.source, err.key, err.reason)
+    pinned.blame = blame
+    return pinned
+
+
 @dataclass
 class System:
     """The ODEs. States are symbols: an SBML id's own, or ``amount:ID`` for an amount
@@ -113,9 +130,11 @@ def number(v: float) -> sympy.Expr:
 
 
 def _number(e: sympy.Expr, source: str, where: str) -> float:
+    if isinstance(e, sympy.logic.boolalg.Boolean):
+        raise SBMLError(source, where, "its initial value is a boolean, not a number")
     try:
         value = complex(e.evalf())
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, AttributeError):  # a free symbol; a boolean
         names = sorted(s.name for s in e.free_symbols)
         raise SBMLError(source, where, f"its initial value refers to {', '.join(names) or e} "
                         "which the model does not define") from None  # fmt: skip
@@ -133,7 +152,7 @@ def build(facts: Facts, chosen: Iterable[str], source: str) -> System:
     resolve = _resolver(table, source)
     system = System([], [], [], chosen, [init[p] for p in chosen])
     for r in facts.reactions:
-        _check(resolve(r.rate), source, f"reaction '{r.id}'")
+        _check(resolve(r.rate), source, f"reaction '{r.id}'", chosen)
     for qid, kind in kinds.items():
         _add_state(facts, qid, kind, init, resolve, system, source)
     for q in facts.quantities.values():
@@ -142,6 +161,9 @@ def build(facts: Facts, chosen: Iterable[str], source: str) -> System:
         if q.kind == "species":
             comp = resolve(sym(q.compartment))
             system.amounts[q.id] = system.values[q.id] * (1 if q.amount_valued else comp)
+    if not system.states:
+        raise SBMLError(source, "model", "no state: every quantity is constant or set by an "
+                        "assignment rule, so there is nothing to integrate")  # fmt: skip
     return system
 
 
@@ -200,7 +222,7 @@ def _add_state(
     q = facts.quantities[qid]
     if kind == "rate":
         rhs = resolve(facts.rate_rules[qid])
-        _check(rhs, source, f"rate rule for '{qid}'")
+        _check(rhs, source, f"rate rule for '{qid}'", system.params)
         system.states.append(sym(qid))
         system.y0.append(init[qid])
         system.notes[sym(qid)] = f"{q.kind} {qid}, set by a rate rule"
@@ -212,7 +234,8 @@ def _add_state(
             if species == qid:
                 stoich = resolve(n)
                 if stoich.free_symbols:
-                    raise variable_stoichiometry(source, f"reaction '{r.id}'")
+                    err = variable_stoichiometry(source, f"reaction '{r.id}'")
+                    raise _blamed(err, stoich, system.params)
                 flux += stoich * resolve(sym(r.id))
     if q.conversion:
         flux *= resolve(sym(q.conversion))
@@ -232,10 +255,10 @@ def _add_state(
     system.rhs.append(flux)
 
 
-def _check(e: sympy.Expr, source: str, where: str) -> None:
+def _check(e: sympy.Expr, source: str, where: str, chosen: Iterable[str]) -> None:
     why = inexpressible(e)
     if why:
-        raise SBMLError(source, where, why)
+        raise _blamed(SBMLError(source, where, why), e, chosen)
 
 
 def prune(system: System) -> System:

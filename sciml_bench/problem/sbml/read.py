@@ -34,6 +34,11 @@ DEFAULT_SAVES = 51
 #: the truth the fit loss's observations are made at: each differentiated parameter x 1.1
 TRUTH_FACTOR = 1.1
 RTOL, ATOL = 1e-6, 1e-10
+#: the parameter a model without one gets: it scales time (1 leaves the model as it is)
+TIME_SCALE = "time_scale"
+TIME_SCALE_NOTE = ("the model has no constant parameter to differentiate, so time_scale "
+                   "(= 1, the model as written) multiplies every right-hand side: the "
+                   "gradient is the sensitivity to the model's speed")
 
 
 @dataclass
@@ -83,13 +88,7 @@ def read(
     """The problem of the SBML model at ``path`` (options: the module's docstring)."""
     source = str(path)
     facts = read_facts(parse_file(path), source)
-    chosen = _chosen(facts, parameters, source)
-    system = odes.build(facts, chosen, source)
-    if parameters is None:
-        system = odes.prune(system)
-    if not system.params:
-        raise refuse.SBMLError(source, "parameters", "no non-zero constant parameter that the "
-                               "equations use, so nothing to differentiate")  # fmt: skip
+    system = _system(facts, _chosen(facts, parameters, source), parameters is None, source)
     names = _names([*system.states, *map(sym, system.params)])
     data, comments = _table(facts, system, names, Path(path).stem, (t_end, saves, save_points))
     data["description"] = (f"Imported from {Path(path).name} (SBML Level {facts.level[0]} "
@@ -101,6 +100,48 @@ def load(path: str | Path, **options: Any) -> Problem:
     """The validated :class:`Problem` of an SBML file (``run --sbml``)."""
     imported = read(path, **options)
     return from_dict(imported.data, source=str(path))
+
+
+def _system(facts: Facts, chosen: list[str], default: bool, source: str) -> odes.System:
+    """The ODEs; by default, a parameter that cannot stay a symbol (a stoichiometry, a
+    switch's condition, a function outside the grammar, an exponent) is kept as its number,
+    and the parameters no equation uses are dropped. A model left with none gets
+    :data:`TIME_SCALE` (= 1) multiplying every right-hand side."""
+    while True:
+        try:
+            system = odes.build(facts, chosen, source)
+        except odes.Pinned as e:
+            if not default:
+                raise
+            chosen = [p for p in chosen if p not in e.blame]
+            continue
+        exponents = _in_exponents(system.rhs, chosen) if default else set()
+        if not exponents:
+            break
+        chosen = [p for p in chosen if p not in exponents]
+    if default:
+        system = odes.prune(system)
+    if not system.params:
+        if not default:
+            raise refuse.SBMLError(source, "parameters", "choose at least one parameter")
+        name = TIME_SCALE
+        while name in facts.quantities:
+            name += "_"
+        system.rhs = [sym(name) * e for e in system.rhs]
+        system.params, system.theta0 = [name], [1.0]
+        system.notes[sym(name)] = TIME_SCALE_NOTE
+    return system
+
+
+def _in_exponents(rhs: list[sympy.Expr], chosen: list[str]) -> set[str]:
+    """The chosen parameters in an exponent (a Hill coefficient): kept as numbers by
+    default, since x^h's derivative in h is x^h log x, undefined where x = 0 (a species
+    starting at 0), and the exact Jacobian's h x^(h-1) is 0/0 there."""
+    found: set[str] = set()
+    for e in rhs:
+        for power in e.atoms(sympy.Pow):
+            found |= {p for p in chosen if sym(p) in power.exp.free_symbols}
+    return found
 
 
 def _chosen(facts: Facts, parameters: Sequence[str] | None, source: str) -> list[str]:
@@ -156,7 +197,8 @@ def _table(
         "tolerances": {"rtol": RTOL, "atol": ATOL},
         "loss": {"kind": "fit", "truth": truth},
     }  # fmt: skip
-    comments = {f"state.{names[s]}": note for s, note in system.notes.items()}
+    comments = {f"{'state' if s in system.states else 'parameters'}.{names[s]}": note
+                for s, note in system.notes.items()}  # fmt: skip
     return data, comments
 
 

@@ -56,18 +56,19 @@ def check_bytes(raw: bytes, source: str) -> str:
 
 
 def check_document(doc: Any, source: str) -> None:
-    """libsbml's own errors, then any package: only SBML core is read."""
+    """Any package (only SBML core is read), then libsbml's own errors."""
     import libsbml
 
+    # first: a package's own validity errors would hide what is missing
+    for package in _packages(doc):
+        raise SBMLError(source, f"package '{package}'", f"the SBML package '{package}' is not "
+                        "supported: only SBML core models (Levels 2 and 3) are read")  # fmt: skip
     for i in range(doc.getNumErrors()):
         err = doc.getError(i)
         if err.getSeverity() >= libsbml.LIBSBML_SEV_ERROR:
             line = err.getLine()
             message = " ".join(err.getMessage().split())
             raise SBMLError(source, "file", f"not valid SBML (line {line}): {message}")
-    for package in _packages(doc):
-        raise SBMLError(source, f"package '{package}'", f"the SBML package '{package}' is not "
-                        "supported: only SBML core models (Levels 2 and 3) are read")  # fmt: skip
     if doc.getModel() is None:
         raise SBMLError(source, "model", "the file holds no model")
     if doc.getLevel() < 2:
