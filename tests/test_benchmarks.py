@@ -58,6 +58,7 @@ COVERED = {
     "diffsol_bare_ladder.py": "test_diffsol_bare_ladder_tiny",
     "_bare_diffsol_groups.py": "test_diffsol_bare_ladder_tiny",
     "scaling.py": "test_scaling_exponents_and_dense_over_sparse",
+    "sbml_conformance.py": "test_sbml_conformance_on_cases_written_here",
 }
 
 
@@ -382,3 +383,33 @@ def test_readme_tables_print_the_published_ladder() -> None:
     assert rungs == ["3", "30", "300", "3,000"]
     assert any("the crossover lies in (" in ln for ln in lines)
     assert r.stdout.strip() in (ROOT / "README.md").read_text()
+
+
+def test_sbml_conformance_on_cases_written_here(tmp_path: Path) -> None:
+    """benchmarks/sbml_conformance.py on two cases laid out as the Test Suite lays them out,
+    written here (y' = -k y exported as SBML, its exact solution as the results; one with
+    a wrong result): one pass, one wrong, counted per tag and in total."""
+    _need("libsbml")
+    import numpy as np
+
+    from sciml_bench.problem import spec
+    from sciml_bench.problem.sbml import write
+
+    model = write.text(spec.load(DECAY))
+    t = np.linspace(0, 2, 11)
+    for number, scale in (("00001", 1.0), ("00002", 1.01)):
+        case = tmp_path / number
+        case.mkdir()
+        (case / f"{number}-model.m").write_text(
+            "(*\ncomponentTags: Parameter, RateRule\ntestTags: NonConstantParameter\n"
+            "testType: TimeCourse\n*)\n")
+        (case / f"{number}-settings.txt").write_text(
+            "start: 0\nduration: 2\nsteps: 10\nvariables: y\nabsolute: 1e-7\n"
+            "relative: 1e-4\namount: \nconcentration: \n")
+        rows = "\n".join(f"{float(a)!r},{float(scale * np.exp(-0.5 * a))!r}" for a in t)
+        (case / f"{number}-results.csv").write_text(f"time,y\n{rows}\n")
+        (case / f"{number}-sbml-l3v2.xml").write_text(model)
+    out = _ok(bench("sbml_conformance.py", str(tmp_path), "--wrong"))
+    total = next(ln for ln in out.splitlines() if ln.startswith("total"))
+    assert total.split()[1:] == ["2", "1", "0", "1", "0"], out
+    assert "wrong 00002: y at t=0" in out

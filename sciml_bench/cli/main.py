@@ -79,10 +79,11 @@ def _register_commands() -> None:
     from sciml_bench.cli.rejudge import rejudge_cmd
     from sciml_bench.cli.report import register
     from sciml_bench.cli.run import run
+    from sciml_bench.cli.sbml import export_sbml_cmd, import_cmd
     from sciml_bench.cli.show import show
 
     for command in (run, show, list_, check_cmd, codegen, reference_cmd, rejudge_cmd, julia,
-                    fairness_cmd):
+                    fairness_cmd, import_cmd, export_sbml_cmd):
         main.add_command(command)
     register(main)
 

@@ -51,6 +51,8 @@ def _dask_options(f: Any) -> Any:
 @click.argument("problems", nargs=-1)
 @click.option("--problem-file", "problem_files", multiple=True, type=click.Path(),
               help="Run your own problem file (TOML); repeatable.")
+@click.option("--sbml", "sbml_files", multiple=True, type=click.Path(),
+              help="Run an SBML model, as `sciml-bench import` would write it; repeatable.")
 @click.option("-b", "--backend", "backend_names", multiple=True, callback=comma_list,
               help="Backend(s) to run, repeated or comma-separated (default: all of "
               f"{', '.join(BACKEND_NAMES)}). See `sciml-bench list`.")

@@ -58,6 +58,8 @@ class RunOptions:
     sizes: str | None = None
     jacobians: tuple[str, ...] = ()
     train: bool = False
+    #: --sbml: SBML models, each imported with the defaults of `sciml-bench import`
+    sbml_files: tuple[str, ...] = ()
     dtype: str | None = None
     dt: float | None = None
     executor: str = "local"
@@ -96,6 +98,14 @@ class RunPlan:
     sizes: list[int] | None = None
 
 
+def _sbml_problem(path: str) -> Any:
+    """An SBML model as the problem ``sciml-bench import`` writes (its refusals are
+    ProblemErrors: one line, exit 2)."""
+    from sciml_bench.problem.sbml import read
+
+    return read.load(path)
+
+
 def plan_run(o: RunOptions) -> RunPlan:
     """Check every option against what exists, before anything runs."""
     from sciml_bench import backends
@@ -103,7 +113,7 @@ def plan_run(o: RunOptions) -> RunPlan:
 
     with_cnn = "cnn" in o.problems
     problems = tuple(p for p in o.problems if p != "cnn")
-    if not problems and not o.problem_files and not with_cnn:
+    if not problems and not o.problem_files and not o.sbml_files and not with_cnn:
         raise UserError("name a problem (see `sciml-bench list`) or pass --problem-file PATH")
     try:  # one option, two defaults: ODE cases cpu, the CNN baselines auto
         ode_requests = device.parse(o.device, "cpu")
@@ -125,10 +135,11 @@ def plan_run(o: RunOptions) -> RunPlan:
             raise UserError(f"unknown backend {n!r}; choose from {', '.join(known)}")
     names = [n for n in o.backend_names if n in backends.REGISTRY] or backends.names()
     check_offered(names, o.solvers, o.gradients)
-    devices = _ode_devices(ode_requests, names) if problems + o.problem_files else ["cpu"]
+    devices = (_ode_devices(ode_requests, names) if problems + o.problem_files + o.sbml_files
+               else ["cpu"])  # fmt: skip
     loaded = [load_problem(None, f) for f in o.problem_files] + [
         load_problem(p, None) for p in problems
-    ]
+    ] + [_sbml_problem(f) for f in o.sbml_files]
     rtols = _rtols(o.tolerances, o.sweep)
     _check_applies(o, loaded, with_cnn)
     _check_steps(o, names)

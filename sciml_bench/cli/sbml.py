@@ -1,0 +1,79 @@
+"""``import`` (an SBML model as a problem file) and ``export-sbml`` (a problem as SBML):
+the command-line side of :mod:`sciml_bench.problem.sbml`."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from sciml_bench.cli.options import UserError, load_problem
+
+
+def _write(text: str, output: str | None, what: str) -> None:
+    """``text`` to ``output`` (standard output when None)."""
+    if output is None:
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot write {output!r}: {e.strerror or e}; choose another -o") from None
+    click.echo(f"wrote {what} to {output}", err=True)
+
+
+@click.command(name="import")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the problem file here [default: standard output].")
+@click.option("--parameters", default=None, metavar="A,B",
+              help="The parameters to differentiate (SBML ids; a reaction's local parameter "
+                   "as REACTION_PARAM) [default: every non-zero constant parameter the "
+                   "equations use].")
+@click.option("--t-end", type=click.FloatRange(0, None, min_open=True), default=10.0,
+              show_default=True, help="The end of the time span, from t = 0.")
+@click.option("--saves", type=click.IntRange(2, 100_000), default=51, show_default=True,
+              help="Evenly spaced save points over (0, T).")  # fmt: skip
+def import_cmd(model: str, output: str | None, parameters: str | None, t_end: float,
+               saves: int) -> None:  # fmt: skip
+    """Write the problem file of an SBML MODEL (Levels 2 and 3 core): species,
+    compartments, parameters, reactions, rate and assignment rules, initial assignments,
+    function definitions. What a problem file cannot state (events, algebraic rules,
+    delays, fast reactions, variable stoichiometry, packages) is refused in one line.
+
+    \b
+    Examples:
+      sciml-bench import model.xml -o model.toml
+      sciml-bench run --problem-file model.toml -b scipy,cvodes
+      sciml-bench run --sbml model.xml          the same, without the file
+    """
+    from sciml_bench.problem import spec
+    from sciml_bench.problem.sbml import problem_file, read
+
+    names = [p.strip() for p in parameters.split(",") if p.strip()] if parameters else None
+    imported = read.read(model, parameters=names, t_end=t_end, saves=saves)
+    spec.from_dict(imported.data, source=model)  # what it writes, validated first
+    command = shlex.join(["sciml-bench", "import", *sys.argv[2:]]) if sys.argv[1:2] == [
+        "import"] else f"sciml-bench import {model}"  # fmt: skip
+    _write(problem_file.text(imported, command), output, "the problem file")
+
+
+@click.command(name="export-sbml")
+@click.argument("problem", required=False)
+@click.option("--problem-file", type=click.Path(), default=None, help="Your own problem file.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the SBML here [default: standard output].")
+def export_sbml_cmd(problem: str | None, problem_file: str | None, output: str | None) -> None:
+    """Write a scalar PROBLEM as SBML Level 3 Version 2: each state a rate rule, each
+    parameter a constant parameter (AMICI, COPASI or any SBML tool can run it).
+
+    \b
+    Example:
+      sciml-bench export-sbml stiff-robertson -o rober.xml
+    """
+    from sciml_bench.problem.sbml import write
+
+    p = load_problem(problem, problem_file)
+    _write(write.text(p), output, "SBML")

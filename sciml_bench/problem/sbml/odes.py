@@ -1,0 +1,275 @@
+"""An SBML model's facts (:mod:`.facts`) as an ODE system: which quantities are states,
+their initial values, their right-hand sides, and what every id means in time.
+
+The maths, for a species S in compartment C of size V:
+
+* **changed by reactions** (not a boundary condition, not constant, no rule): with
+  ``v_r`` each reaction's rate (substance/time) and ``n_Sr`` its signed stoichiometry,
+  the amount moves as ``dA/dt = f · Σ_r n_Sr v_r`` (``f`` the conversion factor, 1 if
+  none). Where V is constant the state is the value S's id has in math: the amount
+  (``hasOnlySubstanceUnits``) or the concentration, ``d[S]/dt = f · Σ_r n_Sr v_r / V``.
+  Where V changes (a rule sets it), the state is the amount A, and S means ``A / V``;
+* **a rate rule** ``dS/dt = g``: the state is S's value, with rate g;
+* **an assignment rule** ``S = h``: no state; h is substituted wherever S appears;
+* **otherwise** S's amount is constant (its concentration follows V).
+
+Compartments and parameters are states when a rate rule sets them, substituted when an
+assignment rule does, and constants otherwise, except the parameters chosen to be
+differentiated, which stay symbols. Initial values come from initial assignments, then
+assignment rules, then declared values, evaluated at t = 0 in dependency order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import sympy
+
+from sciml_bench.problem.sbml.facts import Facts
+from sciml_bench.problem.sbml.mathml import TIME, inexpressible, sym
+from sciml_bench.problem.sbml.refuse import SBMLError, variable_stoichiometry
+
+
+class Pinned(SBMLError):
+    """A refusal that keeping some differentiated parameters as numbers may lift (a
+    stoichiometry, a switch or a function of them): ``blame`` names them."""
+
+    blame: frozenset[str] = frozenset()
+
+
+def _blamed(err: SBMLError, e: sympy.Expr, chosen: Iterable[str]) -> SBMLError:
+    """``err`` as a :class:`Pinned` where ``e`` holds chosen parameters."""
+    blame = frozenset(p for p in chosen if sym(p) in e.free_symbols)
+    if not blame:
+        return err
+    pinned = Pinned(err.source, err.key, err.reason)
+    pinned.blame = blame
+    return pinned
+
+
+@dataclass
+class System:
+    """The ODEs. States are symbols: an SBML id's own, or ``amount:ID`` for an amount
+    held where the id means a concentration in a changing compartment."""
+
+    states: list[sympy.Symbol]
+    y0: list[float]
+    rhs: list[sympy.Expr]
+    #: differentiated parameters' ids and values
+    params: list[str]
+    theta0: list[float]
+    #: every compartment's, species' and parameter's value in time (over states, params, t)
+    values: dict[str, sympy.Expr] = field(default_factory=dict)
+    #: every species' amount in time
+    amounts: dict[str, sympy.Expr] = field(default_factory=dict)
+    #: what each state is, for the problem file's comments
+    notes: dict[sympy.Symbol, str] = field(default_factory=dict)
+
+
+def candidates(facts: Facts) -> list[str]:
+    """The parameters that may be differentiated: global ones declared constant and local
+    ones, neither set by a rule nor by an initial assignment (they would be derived)."""
+    ruled = {*facts.rate_rules, *facts.assignment_rules, *facts.initial_assignments}
+    return [q.id for q in facts.quantities.values()
+            if q.kind in ("parameter", "local") and q.constant and q.id not in ruled
+            and q.declared is not None]  # fmt: skip
+
+
+def _resolver(table: Mapping[sympy.Symbol, sympy.Expr], source: str) -> Callable[[sympy.Expr], sympy.Expr]:
+    """Substitutes ``table``'s entries into an expression until none of its keys is left
+    (assignment rules refer to each other; a cycle is refused)."""
+    done: dict[sympy.Symbol, sympy.Expr] = {}
+    busy: set[sympy.Symbol] = set()
+
+    def one(s: sympy.Symbol) -> sympy.Expr:
+        if s in done:
+            return done[s]
+        if s in busy:
+            raise SBMLError(source, f"'{s.name}'", "its value depends on itself (a cycle of "
+                            "rules or initial assignments)")  # fmt: skip
+        busy.add(s)
+        done[s] = resolve(table[s])
+        busy.discard(s)
+        return done[s]
+
+    def resolve(e: sympy.Expr) -> sympy.Expr:
+        inner = {s: one(s) for s in e.free_symbols if s in table}
+        return e.xreplace(inner) if inner else e
+
+    return resolve
+
+
+def initial_values(facts: Facts, source: str) -> dict[str, float]:
+    """Every quantity's value at t = 0 (initial assignment, else assignment rule, else
+    its declared value); reactions' ids mean their rates."""
+    table: dict[sympy.Symbol, sympy.Expr] = {TIME: sympy.Integer(0)}
+    for r in facts.reactions:
+        table[sym(r.id)] = r.rate
+    for q in facts.quantities.values():
+        e = facts.initial_assignments.get(q.id, facts.assignment_rules.get(q.id, q.declared))
+        if e is None and q.kind == "compartment":
+            e = sympy.Float(1.0)  # SBML Level 2's size of a compartment that declares none
+        if e is not None:
+            table[sym(q.id)] = e
+    resolve = _resolver(table, source)
+    out: dict[str, float] = {}
+    for q in facts.quantities.values():
+        key = sym(q.id)
+        if key not in table:
+            raise SBMLError(source, f"{q.kind} '{q.id}'", "no value: neither declared, nor "
+                            "set by an initial assignment or a rule")  # fmt: skip
+        out[q.id] = _number(resolve(key), source, f"{q.kind} '{q.id}'")
+    return out
+
+
+def number(v: float) -> sympy.Expr:
+    """A constant as sympy: an integer where it is one (``2*x`` reads better than
+    ``2.0*x``), else a float."""
+    return sympy.Integer(int(v)) if abs(v) < 1e15 and v == int(v) else sympy.Float(v)
+
+
+def _number(e: sympy.Expr, source: str, where: str) -> float:
+    if isinstance(e, sympy.logic.boolalg.Boolean):
+        raise SBMLError(source, where, "its initial value is a boolean, not a number")
+    try:
+        value = complex(e.evalf())
+    except (TypeError, ValueError, AttributeError):  # a free symbol; a boolean
+        names = sorted(s.name for s in e.free_symbols)
+        raise SBMLError(source, where, f"its initial value refers to {', '.join(names) or e} "
+                        "which the model does not define") from None  # fmt: skip
+    if value.imag or value.real != value.real or abs(value.real) == float("inf"):
+        raise SBMLError(source, where, f"its initial value {e} is not a finite real number")
+    return value.real
+
+
+def build(facts: Facts, chosen: Iterable[str], source: str) -> System:
+    """The ODE system with the ``chosen`` parameters kept as symbols."""
+    init = initial_values(facts, source)
+    chosen = list(chosen)
+    kinds = _classify(facts, source)
+    table = _meaning(facts, init, kinds, set(chosen))
+    resolve = _resolver(table, source)
+    system = System([], [], [], chosen, [init[p] for p in chosen])
+    for r in facts.reactions:
+        _check(resolve(r.rate), source, f"reaction '{r.id}'", chosen)
+    for qid, kind in kinds.items():
+        _add_state(facts, qid, kind, init, resolve, system, source)
+    for q in facts.quantities.values():
+        if q.kind != "stoichiometry":
+            system.values[q.id] = resolve(sym(q.id))
+        if q.kind == "species":
+            comp = resolve(sym(q.compartment))
+            system.amounts[q.id] = system.values[q.id] * (1 if q.amount_valued else comp)
+    if not system.states:
+        raise SBMLError(source, "model", "no state: every quantity is constant or set by an "
+                        "assignment rule, so there is nothing to integrate")  # fmt: skip
+    return system
+
+
+def _classify(facts: Facts, source: str) -> dict[str, str]:
+    """Each state's kind, in model order: ``rate`` (a rate rule), ``value`` (reactions
+    move the value its id has) or ``amount`` (reactions move its amount, the id means
+    amount / size)."""
+    moved = {s for r in facts.reactions for s, _ in r.terms}
+    varying = {*facts.rate_rules, *facts.assignment_rules}
+    kinds: dict[str, str] = {}
+    for q in facts.quantities.values():
+        if q.id in facts.rate_rules:
+            kinds[q.id] = "rate"
+        elif (q.kind == "species" and q.id in moved and not q.boundary and not q.constant
+              and q.id not in facts.assignment_rules):
+            kinds[q.id] = "amount" if q.compartment in varying and not q.amount_valued else "value"
+    for target in [*facts.rate_rules, *facts.assignment_rules]:
+        if target not in facts.quantities:
+            raise SBMLError(source, f"rule for '{target}'", "sets no compartment, species or "
+                            "parameter")  # fmt: skip
+        if facts.quantities[target].kind == "stoichiometry":
+            raise variable_stoichiometry(source, f"species reference '{target}'")
+    return kinds
+
+
+def _meaning(
+    facts: Facts, init: Mapping[str, float], kinds: Mapping[str, str], chosen: set[str]
+) -> dict[sympy.Symbol, sympy.Expr]:
+    """What each id stands for in time, where it is not a state's or a chosen parameter's
+    own symbol: an assignment rule, a constant, ``amount / size``, a reaction's rate."""
+    varying = {*facts.rate_rules, *facts.assignment_rules}
+    table: dict[sympy.Symbol, sympy.Expr] = {}
+    for r in facts.reactions:
+        table[sym(r.id)] = r.rate
+    for q in facts.quantities.values():
+        key, kind = sym(q.id), kinds.get(q.id)
+        if kind == "amount":
+            table[key] = sympy.Symbol(f"amount:{q.id}", real=True) / sym(q.compartment)
+        elif q.id in facts.assignment_rules:
+            table[key] = facts.assignment_rules[q.id]
+        elif kind is None and q.id not in chosen:
+            if q.kind == "species" and q.compartment in varying and not q.amount_valued:
+                # a species no rule or reaction moves keeps its amount; its concentration
+                # follows its compartment's size
+                table[key] = number(init[q.id] * init[q.compartment]) / sym(q.compartment)
+            else:
+                table[key] = number(init[q.id])
+    return table
+
+
+def _add_state(
+    facts: Facts, qid: str, kind: str, init: Mapping[str, float],
+    resolve: Callable[[sympy.Expr], sympy.Expr], system: System, source: str,
+) -> None:  # fmt: skip
+    """One state: its symbol, initial value, right-hand side and note."""
+    q = facts.quantities[qid]
+    if kind == "rate":
+        rhs = resolve(facts.rate_rules[qid])
+        _check(rhs, source, f"rate rule for '{qid}'", system.params)
+        system.states.append(sym(qid))
+        system.y0.append(init[qid])
+        system.notes[sym(qid)] = f"{q.kind} {qid}, set by a rate rule"
+        system.rhs.append(rhs)
+        return
+    flux = sympy.Integer(0)
+    for r in facts.reactions:
+        for species, n in r.terms:
+            if species == qid:
+                stoich = resolve(n)
+                if stoich.free_symbols:
+                    err = variable_stoichiometry(source, f"reaction '{r.id}'")
+                    raise _blamed(err, stoich, system.params)
+                flux += stoich * resolve(sym(r.id))
+    if q.conversion:
+        flux *= resolve(sym(q.conversion))
+    size = init[q.compartment]
+    if kind == "amount":
+        state = sympy.Symbol(f"amount:{qid}", real=True)
+        system.y0.append(init[qid] * size)
+        system.notes[state] = f"the amount of species {qid} (its compartment {q.compartment} changes)"
+    else:
+        state = sym(qid)
+        system.y0.append(init[qid])
+        unit = "amount" if q.amount_valued else f"concentration in {q.compartment} (size {size:g})"
+        system.notes[state] = f"species {qid}, {unit}"
+        if not q.amount_valued:
+            flux = flux / number(size)
+    system.states.append(state)
+    system.rhs.append(flux)
+
+
+def _check(e: sympy.Expr, source: str, where: str, chosen: Iterable[str]) -> None:
+    why = inexpressible(e)
+    if why:
+        raise _blamed(SBMLError(source, where, why), e, chosen)
+
+
+def prune(system: System) -> System:
+    """Drops the differentiated parameters no right-hand side uses (their gradient is
+    zero), putting their values in."""
+    used = set().union(*(e.free_symbols for e in system.rhs)) if system.rhs else set()
+    keep = [i for i, p in enumerate(system.params) if sym(p) in used]
+    drop = {sym(p): number(v) for p, v in zip(system.params, system.theta0, strict=True)
+            if sym(p) not in used}  # fmt: skip
+    system.values = {k: v.xreplace(drop) for k, v in system.values.items()}
+    system.amounts = {k: v.xreplace(drop) for k, v in system.amounts.items()}
+    system.params = [system.params[i] for i in keep]
+    system.theta0 = [system.theta0[i] for i in keep]
+    return system

@@ -1,0 +1,236 @@
+"""An SBML file as a problem: the checks, the ODEs, and the choices a problem file needs
+that SBML does not hold, each a stated default the user can change.
+
+* **differentiated parameters**: every non-zero constant parameter the equations use
+  (global, or a reaction's local one promoted as ``reaction_param``), in log space where
+  positive; ``parameters=[...]`` chooses them;
+* **time**: t in (0, ``t_end``), ``saves`` evenly spaced save points from 0
+  (:data:`DEFAULT_T_END`, :data:`DEFAULT_SAVES`), or the ``save_points`` given;
+* **loss**: the fit to observations made at a perturbed truth that the shipped problems
+  use, here every differentiated parameter times :data:`TRUTH_FACTOR`, scaled per state;
+* **tolerances**: rtol 1e-6, atol 1e-10, as the shipped stiff problems; ``stiff = true``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sympy
+from sympy.printing.str import StrPrinter
+
+from sciml_bench.problem import expr
+from sciml_bench.problem.sbml import odes, refuse
+from sciml_bench.problem.sbml.facts import Facts, read_facts
+from sciml_bench.problem.sbml.mathml import TIME, sym
+from sciml_bench.problem.spec import NAME_RE, RESERVED, Problem, from_dict
+
+DEFAULT_T_END = 10.0
+DEFAULT_SAVES = 51
+#: the truth the fit loss's observations are made at: each differentiated parameter x 1.1
+TRUTH_FACTOR = 1.1
+RTOL, ATOL = 1e-6, 1e-10
+#: the parameter a model without one gets: it scales time (1 leaves the model as it is)
+TIME_SCALE = "time_scale"
+TIME_SCALE_NOTE = ("the model has no constant parameter to differentiate, so time_scale "
+                   "(= 1, the model as written) multiplies every right-hand side: the "
+                   "gradient is the sensitivity to the model's speed")
+
+
+@dataclass
+class Imported:
+    """A problem table (``spec.from_dict`` validates it), the comments its file shows,
+    and the ODE system with the problem-file name of each symbol."""
+
+    data: dict[str, Any]
+    comments: dict[str, str]
+    system: odes.System
+    names: dict[sympy.Symbol, str]
+    source: str
+    facts: Facts
+
+    def text(self, name: sympy.Expr) -> str:
+        """An expression as the problem file writes it."""
+        return _Printer(self.names).doprint(name)
+
+
+def parse_file(path: str | Path) -> Any:
+    """The checked libsbml document of ``path`` (:mod:`.refuse`: the raw bytes first)."""
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise refuse.SBMLError(source, "file", f"cannot read: {e.strerror or e}") from None
+    return parse_text(refuse.check_bytes(raw, source), source)
+
+
+def parse_text(text: str, source: str) -> Any:
+    """libsbml's document of checked text (:func:`.refuse.check_bytes`)."""
+    try:
+        import libsbml
+    except ImportError:
+        raise refuse.SBMLError(source, "file", "reading SBML needs python-libsbml: "
+                               "pip install 'sciml-bench[sbml]'") from None  # fmt: skip
+    doc = libsbml.readSBMLFromString(text)
+    refuse.check_document(doc, source)
+    refuse.check_model(doc.getModel(), source)
+    return doc
+
+
+def read(
+    path: str | Path, parameters: Sequence[str] | None = None, t_end: float = DEFAULT_T_END,
+    saves: int = DEFAULT_SAVES, save_points: Sequence[float] | None = None,
+) -> Imported:  # fmt: skip
+    """The problem of the SBML model at ``path`` (options: the module's docstring)."""
+    source = str(path)
+    facts = read_facts(parse_file(path), source)
+    system = _system(facts, _chosen(facts, parameters, source), parameters is None, source)
+    names = _names([*system.states, *map(sym, system.params)])
+    data, comments = _table(facts, system, names, Path(path).stem, (t_end, saves, save_points))
+    data["description"] = (f"Imported from {Path(path).name} (SBML Level {facts.level[0]} "
+                           f"Version {facts.level[1]}) by sciml-bench import")  # fmt: skip
+    return Imported(data, comments, system, names, source, facts)
+
+
+def load(path: str | Path, **options: Any) -> Problem:
+    """The validated :class:`Problem` of an SBML file (``run --sbml``)."""
+    imported = read(path, **options)
+    return from_dict(imported.data, source=str(path))
+
+
+def _system(facts: Facts, chosen: list[str], default: bool, source: str) -> odes.System:
+    """The ODEs; by default, a parameter that cannot stay a symbol (a stoichiometry, a
+    switch's condition, a function outside the grammar, an exponent) is kept as its number,
+    and the parameters no equation uses are dropped. A model left with none gets
+    :data:`TIME_SCALE` (= 1) multiplying every right-hand side."""
+    while True:
+        try:
+            system = odes.build(facts, chosen, source)
+        except odes.Pinned as e:
+            if not default:
+                raise
+            chosen = [p for p in chosen if p not in e.blame]
+            continue
+        exponents = _in_exponents(system.rhs, chosen) if default else set()
+        if not exponents:
+            break
+        chosen = [p for p in chosen if p not in exponents]
+    if default:
+        system = odes.prune(system)
+    if not system.params:
+        if not default:
+            raise refuse.SBMLError(source, "parameters", "choose at least one parameter")
+        name = TIME_SCALE
+        while name in facts.quantities:
+            name += "_"
+        system.rhs = [sym(name) * e for e in system.rhs]
+        system.params, system.theta0 = [name], [1.0]
+        system.notes[sym(name)] = TIME_SCALE_NOTE
+    return system
+
+
+def _in_exponents(rhs: list[sympy.Expr], chosen: list[str]) -> set[str]:
+    """The chosen parameters in an exponent (a Hill coefficient): kept as numbers by
+    default, since x^h's derivative in h is x^h log x, undefined where x = 0 (a species
+    starting at 0), and the exact Jacobian's h x^(h-1) is 0/0 there."""
+    found: set[str] = set()
+    for e in rhs:
+        for power in e.atoms(sympy.Pow):
+            found |= {p for p in chosen if sym(p) in power.exp.free_symbols}
+    return found
+
+
+def _chosen(facts: Facts, parameters: Sequence[str] | None, source: str) -> list[str]:
+    """The differentiated parameters: the default (non-zero ones) or those named."""
+    allowed = odes.candidates(facts)
+    if parameters is None:
+        return [p for p in allowed if facts.quantities[p].declared != 0]
+    unknown = [p for p in parameters if p not in allowed]
+    if unknown:
+        raise refuse.SBMLError(source, "parameters", f"cannot differentiate {unknown}: choose "
+                               f"from the constant parameters {allowed}")  # fmt: skip
+    return list(dict.fromkeys(parameters))
+
+
+def _names(symbols: Sequence[sympy.Symbol]) -> dict[sympy.Symbol, str]:
+    """A problem-file name for each symbol: the SBML id where the grammar allows it, else
+    a close valid one (``amount:S`` is ``S_amount``; a reserved name gets ``_``)."""
+    out: dict[sympy.Symbol, str] = {TIME: "t"}
+    used = {"t"}
+    for s in symbols:
+        base = s.name.split(":", 1)[1] + "_amount" if s.name.startswith("amount:") else s.name
+        base = re.sub(r"^[^A-Za-z]+", "", base)[:60] or "x"
+        name = base if base not in RESERVED else base + "_"
+        k = 1
+        while name in used or not NAME_RE.fullmatch(name):
+            k += 1
+            name = f"{base}_{k}"
+        out[s] = name
+        used.add(name)
+    return out
+
+
+def _table(
+    facts: Facts, system: odes.System, names: dict[sympy.Symbol, str], stem: str,
+    time: tuple[float, int, Sequence[float] | None],
+) -> tuple[dict[str, Any], dict[str, str]]:  # fmt: skip
+    """The problem table and its comments."""
+    printer = _Printer(names)
+    params: dict[str, Any] = {}
+    for p, v in zip(system.params, system.theta0, strict=True):
+        params[names[sym(p)]] = v if v > 0 else {"value": v, "log": False}
+    truth = {names[sym(p)]: float(f"{v * TRUTH_FACTOR:.12g}") for p, v in zip(system.params, system.theta0, strict=True)}
+    t_end, saves, points = time
+    save = {"points": list(points)} if points is not None else {"linspace": [0.0, t_end, saves]}
+    data: dict[str, Any] = {
+        "name": re.sub(r"[^A-Za-z0-9_.-]", "-", facts.name or stem)[:100].lstrip("-_.") or "sbml",
+        "description": "",
+        "stiff": True,
+        "state": {"names": [names[s] for s in system.states], "initial": system.y0},
+        "parameters": params,
+        "equations": {names[s]: _text(printer, e, names[s]) for s, e in zip(system.states, system.rhs, strict=True)},
+        "time": {"span": [0.0, float(points[-1]) if points is not None else t_end], "save": save},
+        "tolerances": {"rtol": RTOL, "atol": ATOL},
+        "loss": {"kind": "fit", "truth": truth},
+    }  # fmt: skip
+    comments = {f"{'state' if s in system.states else 'parameters'}.{names[s]}": note
+                for s, note in system.notes.items()}  # fmt: skip
+    return data, comments
+
+
+def _text(printer: _Printer, e: sympy.Expr, where: str) -> str:
+    """``e`` in the grammar of :mod:`sciml_bench.problem.expr`, checked by parsing it."""
+    text = printer.doprint(e)
+    try:
+        expr.parse(text, {n: sympy.Symbol(n) for n in printer.names.values()})
+    except expr.ExprError as err:
+        raise refuse.SBMLError("", f"equations.{where}", f"no problem file can state it: {err}") from None
+    return text
+
+
+class _Printer(StrPrinter):
+    """sympy as the expression grammar writes it: the problem-file names, ``abs``,
+    constants as floats."""
+
+    def __init__(self, names: dict[sympy.Symbol, str]):
+        super().__init__()
+        self.names = names
+
+    def _print_Symbol(self, e: sympy.Symbol) -> str:
+        return self.names[e]
+
+    def _print_Float(self, e: sympy.Float) -> str:
+        return repr(float(e))
+
+    def _print_Abs(self, e: sympy.Abs) -> str:
+        return f"abs({self._print(e.args[0])})"
+
+    def _print_Exp1(self, e: Any) -> str:
+        return repr(math.e)
+
+    def _print_Pi(self, e: Any) -> str:
+        return repr(math.pi)
