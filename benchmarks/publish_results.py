@@ -252,7 +252,6 @@ def main(argv: list[str] | None = None) -> None:
     if a.out.resolve() != RESULTS.resolve():
         RESULTS, RAW, GPU = a.out.resolve(), a.out.resolve() / "published", a.out.resolve() / "published-gpu"
         TIMINGS, FILES = RAW / "timings.json", RAW / "files.json"
-    shutil.rmtree(RESULTS / "figures", ignore_errors=True)
     names = spec.available_problems()
     ensembles = [n for n in names if spec.load(n).ensemble is not None]
     ladders = [n for n in names if n in LADDERS]
@@ -260,6 +259,8 @@ def main(argv: list[str] | None = None) -> None:
     runs = planned_runs(problems, ensembles, ladders)
     only = [run_key(n, runs) for n in a.only]
     check_fresh(kept_files(a.report_only, only), a.allow_stale)
+    # only now: a refused publish (stale files) leaves the published figures as they were
+    shutil.rmtree(RESULTS / "figures", ignore_errors=True)
     t = json.loads(TIMINGS.read_text()) if a.report_only else run_all(runs, only)
     gpu_files = sorted(GPU.rglob("*.h5"))
     files = sorted(str(p) for p in [*RAW.glob("*.h5"), *gpu_files])
