@@ -223,9 +223,12 @@ def test_stale_reasons(records: list[dict[str, Any]], env: dict[str, Any], chang
 
 def test_publish_refuses_a_stale_file(tmp_path: Path) -> None:
     """publish_results.py stops before the report on a file older than the code, naming
-    the file and the fix (exit status 2)."""
+    the file and the fix (exit status 2), and loses nothing: the figures already published
+    stay (they were once deleted before the check)."""
     raw = tmp_path / "published"
     raw.mkdir()
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "kept.png").write_bytes(b"\x89PNG")
     shutil.copy(ROOT / "tests" / "data" / "results-v1-stiff-robertson.h5", raw / "run.h5")
     (raw / "timings.json").write_text("{}")
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "publish_results.py"),
@@ -235,3 +238,4 @@ def test_publish_refuses_a_stale_file(tmp_path: Path) -> None:
     assert f"{raw / 'run.h5'} is older than the code it would be published with" in r.stderr
     assert "--allow-stale" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "README.md").exists()
+    assert (tmp_path / "figures" / "kept.png").read_bytes() == b"\x89PNG"
