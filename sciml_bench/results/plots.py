@@ -184,6 +184,31 @@ def _finish(fig: Any, records: Sequence[dict[str, Any]], title: str) -> None:
         fig.text(0.01, 0.01, "\n".join(lines), fontsize=8, color="0.3", va="bottom")
         bottom = min(0.3, (0.08 + 0.15 * len(lines)) / height)
     fig.tight_layout(rect=(0, bottom, 1, 1))
+    fit_legends(fig, (0, bottom, 1, 1))
+
+
+def fit_legends(fig: Any, rect: tuple[float, float, float, float] = (0, 0, 1, 1),
+                rounds: int = 3) -> None:  # fmt: skip
+    """Grow ``fig`` until every legend (many sit outside their axes) lies inside it, the
+    layout kept tight within ``rect``: a legend taller or wider than the room left for it
+    was cut off at the figure's edge (a 28-line ladder's)."""
+    for _ in range(rounds):
+        fig.canvas.draw()
+        boxes = [lg.get_window_extent() for lg in _legends(fig)]
+        box = fig.bbox
+        over_x = max((b.x1 - box.x1 for b in boxes), default=0.0)
+        over_y = max((max(box.y0 - b.y0, b.y1 - box.y1) for b in boxes), default=0.0)
+        if over_x <= 0.5 and over_y <= 0.5:
+            return
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w + max(over_x, 0.0) / fig.dpi + 0.2,
+                            h + 2 * max(over_y, 0.0) / fig.dpi + 0.2)  # fmt: skip
+        fig.tight_layout(rect=rect)
+
+
+def _legends(fig: Any) -> list[Any]:
+    """Every legend of ``fig``: its axes' and its own."""
+    return [lg for lg in (*(ax.get_legend() for ax in fig.axes), *fig.legends) if lg is not None]
 
 
 def iqr_bars(
