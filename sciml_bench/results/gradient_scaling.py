@@ -420,7 +420,7 @@ def gradient_scaling_figure(
     panels = [("grad_s", "gradient time, median", True)]
     panels += [(mem, "MB one gradient call needs", False)] if mem else []
     groups = styles.panel_groups(list(times), lambda k: k[1])
-    fig, grid = styles.grid_figure([len(g) for g in groups], len(panels), 3.6)
+    fig, grid = plots.grid_figure([len(g) for g in groups], len(panels), 3.6)
     methods = styles.MethodStyles()
     for axes, group in zip(grid, groups, strict=True):
         handles: dict[Line, tuple[Any, str]] = {}

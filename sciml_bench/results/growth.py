@@ -102,7 +102,7 @@ def line_label(key: LineKey) -> str:
     the backend computes one; the device where it is not the CPU; the rtol and dtype where
     the ladder is split on them)."""
     run, backend, solver, grad, jac, device, *split = key
-    parts = [run, backend, solver, jac]
+    parts = [run, backend, solver, "" if jac == "none" else jac]  # no Jacobian: not named
     if grad and grad != "none":
         parts.insert(3, grad)
     if device not in ("cpu", "?"):
@@ -282,7 +282,7 @@ def growth_figure(
     keys = [k for k in dict.fromkeys(line_key(r, split) for r in sized)
             if any(k in lines for lines in drawn.values())]  # fmt: skip
     groups = styles.panel_groups(keys, lambda k: k[1])
-    fig, grid = styles.grid_figure([len(g) for g in groups], len(drawn), 3.8, 2)
+    fig, grid = plots.grid_figure([len(g) for g in groups], len(drawn), 3.8, 2)
     methods = styles.MethodStyles()
     for axes, group in zip(grid, groups, strict=True):
         labels: dict[LineKey, tuple[Any, str]] = {}  # the gradient panel's handle wins

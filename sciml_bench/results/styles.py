@@ -16,17 +16,18 @@ where its row does not qualify, and panels once there are too many lines for one
 - **Panels past** :data:`MAX_LINES` **lines**: one row of panels per library
   (:func:`panel_groups`), each with its own legend.
 - **Legends outside the axes, never clipped**: :func:`sciml_bench.results.plots.fit_legends`
-  (called by every figure's finish) grows the figure until every legend lies inside it.
+  (called by every figure's finish) grows the figure until every legend lies inside it;
+  :func:`~sciml_bench.results.plots.grid_figure` sizes each row of panels for its legend.
 """
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from sciml_bench.measure.noise import LOAD_LIMIT, others_load
-from sciml_bench.results import plots
 from sciml_bench.results.verdict import DEFAULT_GRADIENT_RTOL, qualifies
 
 #: one colour per backend, the same in every figure (matplotlib's tab10 and tab20's dark
@@ -47,9 +48,16 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 FAINT = 0.25
 #: lines one panel holds before a figure splits into a row of panels per library
 MAX_LINES = 12
-#: a legend entry's height in inches at the figures' 7-point legend font (a line of text,
-#: plus spacing), used to size a panel row before fit_legends checks it
-ENTRY_INCHES = 0.16
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _sci(x: float) -> str:
+    """``1e-04``, ``2.5e-06``: as the figures' error ticks read."""
+    mant, exp = f"{float(x):.2e}".split("e")
+    return f"{mant.rstrip('0').rstrip('.')}e{exp}"
 
 
 def library_color(backend: str) -> str:
@@ -95,7 +103,7 @@ def tier(r: Mapping[str, Any], time_key: str, gradient_rtol: float | None = None
         return str(r.get("status"))
     why = []
     if time_key == "grad_s" and not counts({**r, "others_cpu": None}, time_key, gradient_rtol):
-        scored = plots.finite(r.get("gradient_error"))
+        scored = _finite(r.get("gradient_error"))
         why.append(str(r.get("gradient_tier") or "not judged") if scored else "not scored")
     if _loaded(r):
         why.append("under load")
@@ -104,15 +112,14 @@ def tier(r: Mapping[str, Any], time_key: str, gradient_rtol: float | None = None
 
 def tier_note(tiers: Sequence[tuple[Any, str]], size_name: str = "n") -> str:
     """The legend's suffix for a line's points (x, tier): ``""`` where all qualify,
-    ``" (fail)"`` where none does, else ``" (fail at n=1000)"``."""
+    ``" (fail)"`` where none does for one reason, else each that does not
+    (``" (fail at n=1000)"``, ``" (under load at n=8; warn at n=32)"``)."""
     bad = [(x, t) for x, t in tiers if t]
     if not bad:
         return ""
-    names = list(dict.fromkeys(t for _, t in bad))
-    if len(bad) == len(tiers):
-        return f" ({'; '.join(names)})"
-    at = ", ".join(f"{t} at {size_name}={x}" for x, t in bad)
-    return f" ({at})"
+    if len(bad) == len(tiers) and len({t for _, t in bad}) == 1:
+        return f" ({bad[0][1]})"
+    return " (" + "; ".join(f"{t} at {size_name}={x}" for x, t in bad) + ")"
 
 
 def draw_line(ax: Any, x: Sequence[float], y: Sequence[float], good: Sequence[bool],
@@ -154,23 +161,10 @@ def panel_groups(keys: Sequence[Hashable], library: Callable[[Any], str],
     return [ks[i : i + limit] for ks in by.values() for i in range(0, len(ks), limit)]
 
 
-def grid_figure(rows: Sequence[int], n_cols: int, legend_width: float,
-                lines_per_entry: int = 1) -> tuple[Any, list[list[Any]]]:  # fmt: skip
-    """A figure of ``len(rows)`` rows of ``n_cols`` ladder panels (5.2 inches wide each,
-    ``legend_width`` more for the legends), each row tall enough for a legend of
-    ``rows[i]`` entries of ``lines_per_entry`` text lines; the figure and its axes."""
-    heights = [max(3.6, 1.0 + n * lines_per_entry * ENTRY_INCHES) for n in rows]
-    fig, axes = plots._plt().subplots(
-        len(rows), n_cols, figsize=(5.2 * n_cols + legend_width, sum(heights) + 0.6),
-        squeeze=False, gridspec_kw={"height_ratios": heights},
-    )  # fmt: skip
-    return fig, [list(r) for r in axes]
-
-
 def caption(records: Sequence[Mapping[str, Any]], gradient_rtol: float | None = None) -> str:
     """What a ladder figure's points were asked and judged at, for its title:
     ``(rtol 1e-06; faint: gradient error above 1e-04, or under load)``."""
-    rtols = sorted({float(r["rtol"]) for r in records if plots.finite(r.get("rtol"))})
+    rtols = sorted({float(r["rtol"]) for r in records if _finite(r.get("rtol"))})
     bound = DEFAULT_GRADIENT_RTOL if gradient_rtol is None else float(gradient_rtol)
-    at = f"rtol {plots.fmt_sci(rtols[0])}; " if len(rtols) == 1 else ""
-    return f"\n({at}faint: gradient not within {plots.fmt_sci(bound)}, or timed under load)"
+    at = f"rtol {_sci(rtols[0])}; " if len(rtols) == 1 else ""
+    return f"\n({at}faint: gradient not within {_sci(bound)}, or timed under load)"
