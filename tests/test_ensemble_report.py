@@ -15,6 +15,7 @@ unavailable (not installed there).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +45,15 @@ def _tables(blocks: list[publish.Block]) -> list[publish.Table]:
 
 
 def _section(md: str, problem: str) -> str:
-    """The Markdown of one problem's section (up to the next level-2 heading)."""
-    start = md.index(f"## {problem}\n")
-    end = md.find("\n## ", start + 1)
-    return md[start : end if end >= 0 else len(md)]
+    """The Markdown of one problem: its part of the Figures section and of the Results by
+    problem section (each up to the next level-2 or level-3 heading), joined."""
+    parts = []
+    for m in re.finditer(f"^### {re.escape(problem)}\n", md, flags=re.M):
+        end = min((i for i in (md.find("\n### ", m.end()), md.find("\n## ", m.end())) if i >= 0),
+                  default=len(md))  # fmt: skip
+        parts.append(md[m.start() : end])
+    assert parts, f"no section for {problem}"
+    return "\n".join(parts)
 
 
 def test_table_has_one_row_per_rung_sorted(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sciml_bench.measure.noise import LOAD_LIMIT, PROCESS_FLOOR, clears_noise, others_load
-from sciml_bench.results import plots, verdict
+from sciml_bench.results import plots, styles, verdict
 from sciml_bench.results.growth import (
     LineKey,
     exponent,
@@ -66,8 +66,6 @@ Line = LineKey
 #: a line less its gradient method: one library on one ladder
 Library = tuple[str, ...]
 Rows = Mapping[int, Mapping[str, Any]]
-#: one marker per gradient method, in order of appearance
-MARKERS = ("o", "s", "^", "D", "v", "P")
 #: what a rung says about the crossover
 FORWARD, REVERSE, TIE, NONE = "forward", "reverse", "tie", "none"
 
@@ -408,61 +406,85 @@ def gradient_scaling_figure(
     records: Sequence[Mapping[str, Any]], gradient_rtol: float | None = None
 ) -> plots.Plot:  # fmt: skip
     """Gradient time (left) and one gradient call's memory (right) against P, log-log, one
-    line per library x method, its exponent in the legend, crossovers marked."""
+    line per library x method, coloured by library and styled by method
+    (:mod:`~sciml_bench.results.styles`), its exponent in the legend; a point whose
+    gradient does not qualify is faint and its tier named (a fast line of ``fail`` rows was
+    the fastest line, unmarked). Past twelve lines, one row of panels per library; each
+    row's crossovers marked."""
     plot = plots.Plot("gradient-scaling", "Gradient cost against parameters")
-    times = param_points(records)
+    times = ladder_rows(records)
     if not times:
         plot.notes.append("no ok ladder row records n_params and a steady gradient time")
         return plot
-    memory = memory_points(records)
-    panels = [(times, "gradient time, median", True)]
-    if memory:
-        panels.append((memory, "MB one gradient call needs", False))
-    fig, axes = plots.ladder_figure(len(panels), 3.6)
-    colors = {k: f"C{i % 10}" for i, k in enumerate(dict.fromkeys(_library(k) for k in times))}
-    for ax, (lines, ylabel, seconds) in zip(axes, panels, strict=True):
-        _draw_lines(ax, lines, colors, seconds)
-        ax.set_ylabel(ylabel)
-    _mark_crossovers(axes[0], records, gradient_rtol)
-    # the time panel's labels (their q is the time exponent), outside the axes
-    handles, labels = axes[0].get_legend_handles_labels()
-    axes[-1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                    borderaxespad=0.0)  # fmt: skip
-    plots._finish(fig, list(records), "gradient cost against parameters P")
+    mem = next((k for k in MEMORY_KEYS if ladder_rows(records, k)), None)
+    panels = [("grad_s", "gradient time, median", True)]
+    panels += [(mem, "MB one gradient call needs", False)] if mem else []
+    groups = styles.panel_groups(list(times), lambda k: k[1])
+    fig, grid = plots.grid_figure([len(g) for g in groups], len(panels), 3.6)
+    methods = styles.MethodStyles()
+    for axes, group in zip(grid, groups, strict=True):
+        handles: dict[Line, tuple[Any, str]] = {}
+        for ax, (key, ylabel, seconds) in zip(axes, panels, strict=True):
+            lines = {k: rows for k, rows in ladder_rows(records, key).items() if k in group}
+            for k, rows in lines.items():
+                handles.setdefault(k, _draw_line(ax, k, rows, key, methods(k[:1] + k[2:]),
+                                                 gradient_rtol))  # fmt: skip
+            _param_axes(ax, lines, ylabel, seconds, group[0][1] if len(groups) > 1 else "")
+        _mark_crossovers(axes[0], records, gradient_rtol, {_library(k) for k in group})
+        # the time panel's labels (their q is the time exponent), outside the axes
+        axes[-1].legend([h for h, _ in handles.values()], [t for _, t in handles.values()],
+                        fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                        borderaxespad=0.0)  # fmt: skip
+    plots._finish(fig, list(records), "gradient cost against parameters P"
+                  + styles.caption(list(records), gradient_rtol))  # fmt: skip
     plot.fig = fig
     plot.notes = exponent_texts(records, gradient_rtol) + crossover_texts(records, gradient_rtol)
     return plot
 
 
-def _draw_lines(ax: Any, lines: Mapping[Line, Mapping[int, float]],
-                colors: Mapping[Library, str], seconds: bool) -> None:  # fmt: skip
-    # a library's colour, a method's marker: Diffrax's three adjoints are told apart
-    methods = {
-        m: MARKERS[i % len(MARKERS)] for i, m in enumerate(dict.fromkeys(k[3] for k in lines))
-    }
-    for key, pts in lines.items():
-        ps = sorted(pts)
-        e = exponent(dict(pts))
-        label = line_label(key) + (f" (q={e.p:.2f})" if e else "")
-        style = "--" if is_forward(key[3]) else "-"
-        ax.plot(ps, [pts[p] for p in ps], marker=methods[key[3]], ls=style, ms=4, lw=1.3,
-                color=colors.get(_library(key), "0.4"), label=label)  # fmt: skip
-    every = sorted({p for pts in lines.values() for p in pts})
-    plots.ladder_axes(ax, every)
+def _draw_line(ax: Any, line: Line, rows: Rows, key: str, style: tuple[Any, str],
+               gradient_rtol: float | None) -> tuple[Any, str]:  # fmt: skip
+    """One library x method's ``key`` (a time or memory) against P, faint where its row's
+    gradient does not qualify; the handle and its legend entry (exponent of the gradient
+    time, then the tiers of the points that do not qualify)."""
+    ps = sorted(rows)
+    tiers = [styles.tier(rows[p], "grad_s", gradient_rtol) for p in ps]
+    handle = styles.draw_line(
+        ax, ps, [float(rows[p][key]) for p in ps], [not t for t in tiers], ls=style[0],
+        marker=style[1], color=styles.library_color(line[1]), label=line_label(line),
+    )  # fmt: skip
+    timed = {p: float(r["grad_s"]) for p, r in rows.items() if _timed(r)}
+    e = exponent(timed)
+    label = line_label(line) + (f" (q={e.p:.2f})" if e else "")
+    return handle, label + styles.tier_note(list(zip(ps, tiers, strict=True)), "P")
+
+
+def _param_axes(ax: Any, lines: Mapping[Line, Rows], ylabel: str, seconds: bool,
+                library: str) -> None:  # fmt: skip
+    """A panel's log-log axes against P, its label and title (the library's, in a row of
+    one)."""
+    every = sorted({p for rows in lines.values() for p in rows})
+    plots.ladder_axes(ax, every or [1])
     if not seconds:
         plots._log_axis(ax.yaxis)
     ax.set_xlabel("parameters P")
+    ax.set_ylabel(ylabel)
+    if library:
+        ax.set_title(library, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
 
 
 def _mark_crossovers(ax: Any, records: Sequence[Mapping[str, Any]],
-                     gradient_rtol: float | None) -> None:  # fmt: skip
+                     gradient_rtol: float | None, libraries: set[Library] | None = None
+                     ) -> None:  # fmt: skip
     """Each crossover's interval ``(P_a, P_b]`` shaded, a dotted line at ``P_b``, named
     once with every library there (four libraries crossing at one rung printed four labels
-    over one another)."""
+    over one another); ``libraries``: only theirs (a row of panels per library)."""
     at: dict[tuple[int | None, int], list[str]] = {}
     for lib, c in library_crossovers(records, gradient_rtol):
         span = c.interval if isinstance(c, Crossover) else None
+        if libraries is not None and lib not in libraries:
+            continue  # another row of panels' library
         if span is not None and lib[1] not in at.setdefault(span, []):
             at[span].append(lib[1])
     for (lo, hi), libs in sorted(at.items(), key=lambda kv: (kv[0][1], kv[0][0] or 0)):

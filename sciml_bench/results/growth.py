@@ -32,11 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sciml_bench.measure.noise import PROCESS_FLOOR, clears_noise
-from sciml_bench.results import plots
+from sciml_bench.results import plots, styles
 from sciml_bench.results.verdict import DEFAULT_GRADIENT_RTOL, qualifies
-
-#: line style per Jacobian kind: colour tells backends apart, style the kind
-JACOBIAN_STYLE = {"sparse": ("o", "-"), "dense": ("s", "--"), "none": ("^", ":")}
 
 #: run, backend, solver, gradient method, Jacobian, device, then rtol and dtype (those two
 #: empty unless split on: :func:`splits`)
@@ -105,7 +102,7 @@ def line_label(key: LineKey) -> str:
     the backend computes one; the device where it is not the CPU; the rtol and dtype where
     the ladder is split on them)."""
     run, backend, solver, grad, jac, device, *split = key
-    parts = [run, backend, solver, jac]
+    parts = [run, backend, solver, "" if jac == "none" else jac]  # no Jacobian: not named
     if grad and grad != "none":
         parts.insert(3, grad)
     if device not in ("cpu", "?"):
@@ -267,9 +264,11 @@ def growth_figure(
     records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
 ) -> plots.Plot:  # fmt: skip
     """Median solve and gradient time against states, log-log, one line per ladder (and
-    rtol, dtype where the rows hold several); one legend for both panels, outside the axes
-    (inside, it covered points: Diffrax's 304 ms gradient at 128 Brusselator states), each
-    ladder's exponents in its entry."""
+    rtol, dtype where the rows hold several), coloured by library and styled by method
+    (:mod:`~sciml_bench.results.styles`); a point whose row does not qualify is faint and
+    its tier named in the legend. Past twelve lines, one row of panels per library. Each
+    row's legend sits outside the axes (inside, it covered points: Diffrax's 304 ms
+    gradient at 128 Brusselator states), each ladder's exponents in its entry."""
     plot = plots.Plot("growth", "Cost against problem size")
     sized = grows_states(records)
     split = splits(sized)
@@ -280,53 +279,76 @@ def growth_figure(
                           "no ladder changes its state count (a network's width grows P: "
                           "see the gradients-at-scale figure)")  # fmt: skip
         return plot
-    fig, axes = plots.ladder_figure(len(drawn), 3.8)
-    keys = list(dict.fromkeys(line_key(r, split) for r in sized))
-    colors: dict[tuple[str, ...], str] = {}
-    for k in keys:  # one colour per backend and solver; the style says the Jacobian kind
-        colors.setdefault(k[:4] + k[5:], f"C{len(colors) % 10}")
-    handles: dict[LineKey, Any] = {}  # each ladder's first drawn line, for the one legend
-    for ax, (panel, lines) in zip(axes, drawn.items(), strict=True):
-        for k in keys:
-            line = _draw_ladder(ax, sized, k, panel, colors[k[:4] + k[5:]], split)
-            if line is not None:
-                handles.setdefault(k, line)
-        name = panel[2]
-        plots.ladder_axes(ax, sorted({n for pts in lines.values() for n in pts}))
-        ax.set_xlabel("states (n)")
-        ax.set_ylabel(f"{name} time, median [IQR]")
-        ax.set_title(name, fontsize=10)
-        ax.grid(True, which="major", alpha=0.3)
-    axes[-1].legend(list(handles.values()), [legend_label(k, drawn) for k in handles],
-                    fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                    title="p: slope over the three largest sizes", title_fontsize=7)  # fmt: skip
-    plots._finish(fig, sized, "cost against problem size")
+    keys = [k for k in dict.fromkeys(line_key(r, split) for r in sized)
+            if any(k in lines for lines in drawn.values())]  # fmt: skip
+    groups = styles.panel_groups(keys, lambda k: k[1])
+    fig, grid = plots.grid_figure([len(g) for g in groups], len(drawn), 3.8, 2)
+    methods = styles.MethodStyles()
+    for axes, group in zip(grid, groups, strict=True):
+        labels: dict[LineKey, tuple[Any, str]] = {}  # the gradient panel's handle wins
+        for ax, (panel, lines) in zip(axes, drawn.items(), strict=True):
+            for k in group:
+                found = _draw_ladder(ax, sized, k, panel, methods(k[:1] + k[2:]), split,
+                                     gradient_rtol)  # fmt: skip
+                if found is not None:
+                    labels[k] = found if found[1] or k not in labels else labels[k]
+            _growth_axes(ax, panel[2], lines, group[0][1] if len(groups) > 1 else "")
+        axes[-1].legend([h for h, _ in labels.values()],
+                        [legend_label(k, drawn, tier) for k, (_, tier) in labels.items()],
+                        fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                        title="p: slope over the three largest sizes", title_fontsize=7)  # fmt: skip
+    plots._finish(fig, sized, "cost against problem size" + styles.caption(sized, gradient_rtol))
     plot.fig = fig
     plot.notes = growth_texts(sized, gradient_rtol) + plot.notes
     return plot
 
 
-def legend_label(key: LineKey, drawn: dict[tuple[str, str, str], Any]) -> str:
-    """A ladder's legend entry: its label, then its exponent in each panel it has one in
-    (``p = 1.59 solve, 1.29 gradient``) on a second line."""
+def _growth_axes(ax: Any, name: str, lines: Mapping[LineKey, Mapping[int, float]],
+                 library: str) -> None:  # fmt: skip
+    """A growth panel's log-log axes, labels and title (the library's, in a row of one);
+    a panel with no line (SciPy's rows have no gradient) says so instead of empty ticks."""
+    if not ax.containers:
+        ax.text(0.5, 0.5, f"no {name} time", transform=ax.transAxes, ha="center",
+                va="center", color="0.4")  # fmt: skip
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(f"{library}: {name}" if library else name, fontsize=10)
+        return
+    plots.ladder_axes(ax, sorted({n for pts in lines.values() for n in pts}))
+    ax.set_xlabel("states (n)")
+    ax.set_ylabel(f"{name} time, median [IQR]")
+    ax.set_title(f"{library}: {name}" if library else name, fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def legend_label(key: LineKey, drawn: dict[tuple[str, str, str], Any], tier: str = "") -> str:
+    """A ladder's legend entry: its label and ``tier`` (the rungs that do not qualify: `` (fail
+    at n=32)``), then its exponent in each panel it has one in (``p = 1.59 solve, 1.29
+    gradient``) on a second line."""
     ps = [f"{e.p:.2f} {panel[2]}" for panel, lines in drawn.items()
           if (e := exponent(lines.get(key, {}))) is not None]  # fmt: skip
-    return line_label(key) + (f"\n  p = {', '.join(ps)}" if ps else "")
+    return line_label(key) + tier + (f"\n  p = {', '.join(ps)}" if ps else "")
 
 
 def _draw_ladder(
     ax: Any, sized: Sequence[dict[str, Any]], key: LineKey, panel: tuple[str, str, str],
-    color: str, split: Sequence[str] = (),
-) -> Any:  # fmt: skip
-    """Ladder ``key``'s ok rows of the panel's time against states, with IQR error bars;
-    the drawn line (None where it has no such row)."""
+    style: tuple[Any, str], split: Sequence[str] = (), gradient_rtol: float | None = None,
+) -> tuple[Any, str] | None:  # fmt: skip
+    """Ladder ``key``'s ok rows of the panel's time against states, with IQR error bars,
+    faint where a row does not qualify; the drawn line and its legend's tier note (None
+    where it has no such row)."""
     tkey, qkey, _ = panel
     rows = sorted((r for r in sized if line_key(r, split) == key and r.get("status") == "ok"
                    and plots.finite(r.get(tkey)) and r.get("n_state")),
                   key=lambda r: r["n_state"])  # fmt: skip
     if not rows:
         return None
-    marker, style = JACOBIAN_STYLE.get(key[4], (plots.MARKERS[-1], "-."))
     y, bars = plots.iqr_bars(rows, tkey, qkey)
-    return ax.errorbar([r["n_state"] for r in rows], y, yerr=bars, marker=marker, ls=style,
-                       ms=5, capsize=2, lw=1.3, color=color, label=line_label(key))  # fmt: skip
+    tiers = [styles.tier(r, tkey, gradient_rtol) for r in rows]
+    handle = styles.draw_line(
+        ax, [r["n_state"] for r in rows], y, [not t for t in tiers], yerr=bars, ls=style[0],
+        marker=style[1], color=styles.library_color(key[1]), label=line_label(key),
+    )  # fmt: skip
+    name = rows[0].get("size_name") or "n"
+    return handle, styles.tier_note([(r.get("size"), t) for r, t in zip(rows, tiers, strict=True)],
+                                    name)  # fmt: skip

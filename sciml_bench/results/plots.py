@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from sciml_bench.measure.metrics import PASS_TOL, WARN_TOL
+from sciml_bench.results import styles
 
 #: --metric choices and the record key each one reads
 ERROR_METRICS = {
@@ -71,6 +72,9 @@ TARGET_STYLES = ("--", "-.", (0, (1, 1)), (0, (6, 2, 1, 2, 1, 2)))
 TIME_PANELS = (("solve_s", "solve_iqr", "solve"), ("grad_s", "grad_iqr", "gradient"))
 #: the gradient panel's error: max_i |g_i - g_ref,i| / max(|g_ref,i|, floor) (measure.metrics)
 GRADIENT_ERROR = "gradient_error"
+#: a legend entry's height in inches at the figures' 7-point legend font (a line of text,
+#: plus spacing), used to size a row of panels before fit_legends checks it
+ENTRY_INCHES = 0.16
 
 
 @dataclass
@@ -183,7 +187,36 @@ def _finish(fig: Any, records: Sequence[dict[str, Any]], title: str) -> None:
         lines = textwrap.wrap(f"results files: {key}", width=int(width * 15))
         fig.text(0.01, 0.01, "\n".join(lines), fontsize=8, color="0.3", va="bottom")
         bottom = min(0.3, (0.08 + 0.15 * len(lines)) / height)
-    fig.tight_layout(rect=(0, bottom, 1, 1))
+    # room for the title's lines above the panels (a two-line title overlapped the first
+    # row's panel titles once a tall figure was laid out)
+    lines_up = fig._suptitle.get_text().count("\n") + 1
+    top = 1 - min(0.3, (0.1 + 0.22 * lines_up) / height)
+    fig.tight_layout(rect=(0, bottom, 1, top))
+    fit_legends(fig, (0, bottom, 1, top))
+
+
+def fit_legends(fig: Any, rect: tuple[float, float, float, float] = (0, 0, 1, 1),
+                rounds: int = 3) -> None:  # fmt: skip
+    """Grow ``fig`` until every legend (many sit outside their axes) lies inside it, the
+    layout kept tight within ``rect``: a legend taller or wider than the room left for it
+    was cut off at the figure's edge (a 28-line ladder's)."""
+    for _ in range(rounds):
+        fig.canvas.draw()
+        boxes = [lg.get_window_extent() for lg in _legends(fig)]
+        box = fig.bbox
+        over_x = max((b.x1 - box.x1 for b in boxes), default=0.0)
+        over_y = max((max(box.y0 - b.y0, b.y1 - box.y1) for b in boxes), default=0.0)
+        if over_x <= 0.5 and over_y <= 0.5:
+            return
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w + max(over_x, 0.0) / fig.dpi + 0.2,
+                            h + 2 * max(over_y, 0.0) / fig.dpi + 0.2)  # fmt: skip
+        fig.tight_layout(rect=rect)
+
+
+def _legends(fig: Any) -> list[Any]:
+    """Every legend of ``fig``: its axes' and its own."""
+    return [lg for lg in (*(ax.get_legend() for ax in fig.axes), *fig.legends) if lg is not None]
 
 
 def iqr_bars(
@@ -212,6 +245,19 @@ def ladder_figure(n_panels: int, legend_width: float) -> tuple[Any, list[Any]]:
     fig, axes = _plt().subplots(1, n_panels, figsize=(5.2 * n_panels + legend_width, 4.6),
                                 squeeze=False)  # fmt: skip
     return fig, list(axes[0])
+
+
+def grid_figure(rows: Sequence[int], n_cols: int, legend_width: float,
+                lines_per_entry: int = 1) -> tuple[Any, list[list[Any]]]:  # fmt: skip
+    """A figure of ``len(rows)`` rows of ``n_cols`` ladder panels (5.2 inches wide each,
+    ``legend_width`` more for the legends), each row tall enough for a legend of
+    ``rows[i]`` entries of ``lines_per_entry`` text lines; the figure and its axes."""
+    heights = [max(3.6, 1.0 + n * lines_per_entry * ENTRY_INCHES) for n in rows]
+    fig, axes = _plt().subplots(
+        len(rows), n_cols, figsize=(5.2 * n_cols + legend_width, sum(heights) + 0.6),
+        squeeze=False, gridspec_kw={"height_ratios": heights},
+    )  # fmt: skip
+    return fig, [list(r) for r in axes]
 
 
 def ladder_axes(ax: Any, sizes: list[int]) -> None:
@@ -262,19 +308,22 @@ def work_precision_figure(records: Sequence[dict[str, Any]], metric: str = "rel_
     fig, axes = plt.subplots(
         1, len(panels), figsize=(4.6 * len(panels) + 3.4, 4.4), squeeze=False
     )
-    order = list(cases)  # one colour and marker per case, the same in both panels
-    handles: dict[str, Any] = {}
+    # a colour per library, a style per method, the same in both panels
+    methods = styles.MethodStyles()
+    handles: dict[str, tuple[Any, str]] = {}
     for ax, panel in zip(axes[0], panels, strict=True):
         err = error_of[panel[0]]
         for lab, rs in lines[panel].items():
             if rs:
-                line = _work_precision_line(ax, rs, err, panel, lab, order.index(lab))
-                handles.setdefault(lab, line)
+                found = _work_precision_line(ax, rs, err, panel, lab,
+                                             methods(lab.removeprefix(str(rs[0].get("backend")))))
+                handles[lab] = found if found[1] or lab not in handles else handles[lab]
                 if not one_rtol:
                     _label_rtols(ax, rs, err, panel[0])
         _work_precision_axes(ax, metric if err == key else "gradient", panel[2])
     axes[0][-1].legend(
-        list(handles.values()), list(handles), fontsize=8, loc="upper left",
+        [h for h, _ in handles.values()], [lab + t for lab, (_, t) in handles.items()],
+        fontsize=8, loc="upper left",
         bbox_to_anchor=(1.02, 1.0), title="rtol next to each point" if not one_rtol else None,
         title_fontsize=8,
     )  # fmt: skip
@@ -335,15 +384,21 @@ def _title_one_tolerance(plot: Plot, records: Sequence[dict[str, Any]], metric: 
 
 
 def _work_precision_line(
-    ax: Any, rs: list[dict[str, Any]], key: str, panel: tuple[str, str, str], label: str, i: int
-) -> Any:
+    ax: Any, rs: list[dict[str, Any]], key: str, panel: tuple[str, str, str], label: str,
+    style: tuple[Any, str],
+) -> tuple[Any, str]:  # fmt: skip
     """Case ``label``'s rungs as a marked line, error ``key`` against the median time, with
-    the interquartile range as asymmetric error bars; ``i`` picks its colour and marker."""
+    the interquartile range as asymmetric error bars, in its library's colour and its
+    method's ``style``; faint at rungs whose row does not qualify
+    (:mod:`~sciml_bench.results.styles`). The handle and the tiers for the legend."""
     y, bars = iqr_bars(rs, panel[0], panel[1])
-    return ax.errorbar(
-        [r[key] for r in rs], y, yerr=bars, marker=MARKERS[i % len(MARKERS)], ms=6, capsize=2,
-        lw=1.3, label=label, color=f"C{i % 10}",
+    tiers = [styles.tier(r, panel[0]) for r in rs]
+    handle = styles.draw_line(
+        ax, [r[key] for r in rs], y, [not t for t in tiers], yerr=bars, ls=style[0],
+        marker=style[1], label=label, color=styles.library_color(str(rs[0].get("backend"))),
     )  # fmt: skip
+    rtols = [fmt_sci(r["rtol"]) if finite(r.get("rtol")) else "?" for r in rs]
+    return handle, styles.tier_note(list(zip(rtols, tiers, strict=True)), "rtol")
 
 
 def _label_rtols(ax: Any, rs: list[dict[str, Any]], key: str, time_key: str) -> None:

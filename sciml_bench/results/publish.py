@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sciml_bench.results import gradient_scaling, growth, plots, scaling, training
+from sciml_bench.results import gradient_scaling, growth, plots, scaling, summary, training
 from sciml_bench.results.store import Run
 from sciml_bench.results.table import (
     SIZED_COLUMNS,
@@ -93,6 +93,11 @@ class Figure:
     png: Path
     svg: Path
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class NotDrawn(Para):
+    """A figure that could not be drawn, and why: it stands where the figure would."""
 
 
 Block = Heading | Para | Table | Notes | Figure
@@ -295,8 +300,11 @@ def reference_sources(refs: dict[str, Any]) -> str:
 
 def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2",
           gradient_rtol: float | None = None) -> list[Block]:  # fmt: skip
-    """The report's blocks; figures are written to ``out/figures`` on the way; verdicts
-    judged against ``gradient_rtol`` (``--gradient-rtol``; None: the pass tier)."""
+    """The report's blocks, the answer first: the summary table (one line per problem and
+    comparison), then every figure, then each problem's tables, notes and verdicts, and
+    the runs and their environment last. Figures are written to ``out/figures`` on the
+    way; verdicts judged against ``gradient_rtol`` (``--gradient-rtol``; None: the pass
+    tier)."""
     metric_key = plots.ERROR_METRICS[metric]
     several = len(runs) > 1
     # with several files, "#1", "#2"... tell their cases apart in tables and figures
@@ -313,25 +321,83 @@ def build(runs: Sequence[Run], out: Path, metric: str = "rel_l2",
         f"(`{metric_key}`). Gradient error: max relative component error against a "
         "finite-difference reference; tiers pass ≤ 1e-4, warn ≤ 1e-2, otherwise fail."
     ))  # fmt: skip
-    blocks += environment_blocks(runs)
+    if not records:
+        blocks.append(Para("No completed cases in these files."))
+    sections = problem_sections(records)
+    blocks += summary_blocks(sections, gradient_rtol)
+    figures: list[Block] = [Heading(2, "Figures")]
+    tables: list[Block] = [Heading(2, "Results by problem")]
+    for name, hw, group in sections:
+        prefix = _slug(name if not hw else f"{name}-{hw}")
+        if name == "cnn":
+            made = cnn_blocks(group, out, prefix)
+        else:
+            made = _case_blocks(group, out, prefix, metric, metric_key, several, gradient_rtol)
+        drawn = [b for b in made if isinstance(b, Figure | NotDrawn)]
+        figures += _section_heads(name, hw, figures) + drawn if drawn else []
+        tables += _section_heads(name, hw, tables)
+        tables += [b for b in made if not isinstance(b, Figure | NotDrawn)]
+    return blocks + (figures if len(figures) > 1 else []) + tables + environment_blocks(runs)
+
+
+def problem_sections(
+    records: Sequence[dict[str, Any]],
+) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """(problem, hardware, rows) in the order the problems came, one per machine a problem
+    ran on (timings from different machines are never mixed); ``hardware`` is empty where
+    the problem ran on one machine only."""
     problems: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         problems.setdefault("cnn" if is_cnn(r) else str(r.get("problem", "?")), []).append(r)
-    if not records:
-        blocks.append(Para("No completed cases in these files."))
+    out = []
     for name, recs in problems.items():
-        blocks.append(Heading(2, "CNN training baselines" if name == "cnn" else name))
         groups = by_hardware(recs)
         for hw, group in groups.items():
-            if len(groups) > 1:  # timings from different machines are never mixed
-                blocks.append(Heading(3, f"{name} on {hw}"))
-            prefix = _slug(name if len(groups) == 1 else f"{name}-{hw}")
-            if name == "cnn":
-                blocks += cnn_blocks(group, out, prefix)
-            else:
-                blocks += _case_blocks(group, out, prefix, metric, metric_key, several,
-                                       gradient_rtol)  # fmt: skip
-    return blocks
+            out.append((name, hw if len(groups) > 1 else "", group))
+    return out
+
+
+def _section_heads(name: str, hw: str, so_far: Sequence[Block]) -> list[Block]:
+    """A problem's heading (the first time it appears in ``so_far``'s section), and the
+    machine's under it where it ran on several."""
+    title = "CNN training baselines" if name == "cnn" else name
+    heads: list[Block] = []
+    if not any(isinstance(b, Heading) and b.level == 3 and b.text == title for b in so_far):
+        heads.append(Heading(3, title))
+    if hw:
+        heads.append(Heading(4, f"{name} on {hw}"))
+    return heads
+
+
+def summary_blocks(sections: Sequence[tuple[str, str, list[dict[str, Any]]]],
+                   gradient_rtol: float | None = None) -> list[Block]:  # fmt: skip
+    """The report's first section: one line per problem and comparison
+    (:mod:`sciml_bench.results.summary`)."""
+    rows: list[list[str]] = []
+    last = ""
+    for _, hw, group in sections:
+        for line in summary.lines(group, summary.machine_name(hw) if hw else "", gradient_rtol):
+            cells = line.cells()
+            if line.verdict == "none qualifies":
+                cells[2] = f"**{cells[2]}**"
+            if line.problem == last:  # the problem named once, on its first line
+                cells[0] = ""
+            last = line.problem
+            rows.append(cells)
+    if not rows:
+        return []
+    bound = (f"gradient error at most {gradient_rtol:g} (`--gradient-rtol`)"
+             if gradient_rtol is not None else "a passing gradient (error ≤ 1e-4)")  # fmt: skip
+    return [
+        Heading(2, "Summary"),
+        Para("One line per problem and comparison: the fastest steady gradient among the rows "
+             f"with {bound}, not timed under load (its median; CNN rows: training time), its "
+             "ratio to the runner-up, and whether that clears the noise floor (`tie` inside it). A "
+             "ladder's crossover is where its winner changes, or a library's adjoint "
+             "overtakes its forward mode, bounded by the rungs. The verdict under each "
+             "table below says the same in full, with the rows it left out."),
+        Table(list(summary.COLUMNS), rows),
+    ]  # fmt: skip
 
 
 def by_hardware(recs: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -540,7 +606,7 @@ def _slug(s: str) -> str:
 def _figure(plot: plots.Plot, out: Path, prefix: str) -> Block:
     files = plots.save(plot, out / FIGURE_FOLDER, f"{prefix}-{plot.name}")
     if not files:
-        return Para(f"*{plot.title}: not drawn.* " + "; ".join(plot.notes))
+        return NotDrawn(f"*{plot.title}: not drawn.* " + "; ".join(plot.notes))
     return Figure(plot.title, files["png"], files["svg"], plot.notes)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sciml_bench.measure.noise import LOAD_LIMIT, PROCESS_FLOOR, clears_noise, others_load
-from sciml_bench.results import plots
+from sciml_bench.results import plots, styles
 from sciml_bench.results.growth import SPLIT_KEYS, sci, split_value, splits
 from sciml_bench.results.verdict import DEFAULT_GRADIENT_RTOL, qualifies
 
@@ -349,14 +349,10 @@ def scaling_figure(
 
 
 def _ladder_colors(labels: dict[LineKey, str]) -> dict[str, str]:
-    """A colour per ladder label, shared by the ladders that differ only in semantics (the
-    line style tells those apart)."""
-    colors: dict[str, str] = {}
-    by_color: dict[tuple[str, ...], str] = {}
-    for k, lab in labels.items():
-        base = (k[0], k[1], k[2], k[3], k[5], k[6], k[7])
-        colors[lab] = by_color.setdefault(base, f"C{len(by_color) % 10}")
-    return colors
+    """A colour per ladder label: its library's, the same in every figure
+    (:func:`~sciml_bench.results.styles.library_color`); the line style tells semantics
+    apart."""
+    return {lab: styles.library_color(k[1]) for k, lab in labels.items()}
 
 
 def _draw_ladders(
