@@ -175,7 +175,7 @@ def run(**options: Any) -> None:
     worker processes: time-to-first-gradient is split into import, build,
     first solve and first gradient; steady-state solve and gradient times are
     raw samples; every row carries its solution error and its gradient
-    agreement with a finite-difference reference. Failures are rows with a
+    error against a full reference gradient of our own. Failures are rows with a
     status and a reason. Results go to one HDF5 file per run in --out. Under
     each problem's table a verdict names the fastest rows with a passing
     gradient (steady and first gradient), the ratio to the runner-up and

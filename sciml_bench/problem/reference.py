@@ -1,41 +1,37 @@
-"""Tight reference solutions and finite-difference reference gradients, cached.
+"""Tight reference solutions and full reference gradients, cached.
 
 The reference solves with SciPy's BDF (or Radau, ``[reference] method``) at
-``rtol = 1e-12`` with the exact sympy Jacobian. BDF is the default because it
-agrees with Radau to ~2e-11 on ROBER and its UDE while being 4-6x faster,
-which matters for the 2n solves of a finite-difference gradient. The reference gradient is a central difference of the
-loss through that solver,
+``rtol = 1e-12`` (looser for large array problems, :data:`SIZED_RTOL`) with the exact sympy
+Jacobian (:mod:`.reference_solvers`); a failed solve
+falls back to Radau, then LSODA, then all of them 100x looser
+(:func:`_solve_with_fallbacks`), and a solve that ran away stops at once.
 
-    ∂L/∂log θ_i ≈ (L(θ e^{h e_i}) − L(θ e^{−h e_i})) / 2h        (log space, θ_i > 0)
-    ∂L/∂θ_i     ≈ (L(θ + h e_i) − L(θ − h e_i)) / 2h             (natural space)
+The reference gradient is the full gradient, every component, by
+:func:`~.reference_gradient.full_gradient`: forward sensitivities where their system is
+small, else the quadrature adjoint of :mod:`.adjoint`, each at the reference's rtol and 10x
+that, the tighter kept; reported in natural units (``∂L/∂θ_i``). Its own error,
+``reference_error``, is on the tiers' measure (:mod:`.gradient_measures`: norm-wise on
+the judged components, ``θ_i ∂L/∂θ_i`` for log-space parameters) and is the larger of
 
-reported in natural units (``∂L/∂θ_i = ∂L/∂log θ_i / θ_i``). Where the
-problem is analytic and has at most ``CS_MAX_PARAMS`` parameters it is
-cross-checked by complex step through BDF,
-``∂L/∂log θ_i = Im L(θ e^{i h e_i}) / h`` with ``h = 1e-30``, which has no
-subtractive cancellation; the agreement is
-``max_i |g_i − c_i| / max(|c_i|, 1e-8 ‖c‖_∞)`` on log-space components. Whether
-that check ran, and why not, is part of the reference (``complex_step_skipped``)
-and of its ``method`` string, which says only what ran.
+- the two tolerances' disagreement (``tolerance_error``), and
+- an independent cross-check's (``cross_check``, ``cross_check_agreement``): complex step
+  through BDF where the problem is analytic with at most ``CS_MAX_PARAMS`` parameters
+  (``∂L/∂log θ_i = Im L(θ e^{i h e_i}) / h``, ``h = 1e-30``, no subtractive cancellation);
+  else Richardson-extrapolated central differences over every component (at most
+  ``FULL_FD_MAX_PARAMS``); else the gradient's projections on :data:`N_DIRECTIONS` seeded
+  directions against directional differences or directional forward sensitivities.
 
-A reference that cannot be built is not the end of a run: the solver's failure
-at θ₀ (or the truth model's, for a fit loss) raises :class:`ReferenceError`,
-and :func:`get_or_missing` turns it into a reference with ``missing`` set, so
-the backends still run and their rows say "no reference: <reason>". A failure
-in the finite differences alone keeps the solution and sets
-``gradient_missing``. Results are cached on disk, keyed by a hash of the
-problem's content, and verified by checksum when read; a missing reference is
-never cached.
+Either alone can under-state the error: the tolerance pair misses a bias both share, and
+the cross-check is blind where it did not run. Where no sensitivity system can be solved,
+central differences are the reference (``_fd_fallback``), and the row says so.
 
-Every reference gradient carries its own error estimate, ``reference_error``, on the
-measure the tiers use (:mod:`sciml_bench.measure.metrics`: log-space components,
-``max_i |a_i − b_i| / max(|b_i|, 1e-6 ‖b‖_∞)``), from two independent levels of
-refinement: where the complex-step cross-check ran, its agreement with FD; where the FD is
-Richardson-extrapolated (array problems, directional mode, and any full FD without the
-complex-step check), ``|g_R − g(h/2)|``, the error of the finer step that extrapolation
-removed (an over-estimate of the extrapolated gradient's error). ``gradient_check`` says
-what a row is compared with: ``full`` (every component) or ``directional 8`` (8 seeded
-unit directions, :data:`N_DIRECTIONS`).
+A reference that cannot be built is not the end of a run: the solver's failure at θ₀ (or
+the truth model's, for a fit loss) raises :class:`ReferenceError`, and
+:func:`get_or_missing` turns it into a reference with ``missing`` set, so the backends
+still run and their rows say "unjudged: the reference failed: <reason>". A failure in the
+gradient alone keeps the solution and sets ``gradient_missing``. Results are cached on
+disk, keyed by a hash of the problem's content, and verified by checksum when read; a
+missing reference is never cached.
 """
 
 from __future__ import annotations

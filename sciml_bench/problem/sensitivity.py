@@ -1,10 +1,11 @@
-"""The reference gradient by forward sensitivities, solved by SciPy: for training, and
-(:func:`array_gradient`, staggered, sparse) for array problems above 1,000 states.
+"""The reference gradient by forward sensitivities, solved by SciPy: a scalar problem's
+(:func:`scalar_gradient`), an array problem's (:func:`array_gradient`, staggered, sparse),
+and training's reference curve, whose hundreds of Adam iterations need a whole gradient
+per solve.
 
-The finite-difference reference (:mod:`sciml_bench.problem.reference`) costs ``2P`` tight
-solves per gradient and, past 64 parameters, checks 8 directions only: too costly, or not
-a gradient at all, for hundreds of Adam iterations on the 252-weight spiral. Forward
-sensitivities give the whole gradient from one solve. For ``y' = f(t, y, θ)`` with
+Forward sensitivities give the whole gradient from one solve, with no truncation error of
+a difference quotient (:mod:`sciml_bench.problem.reference_gradient` picks them while their
+system is small, else the adjoint of :mod:`.adjoint`). For ``y' = f(t, y, θ)`` with
 ``y(t0) = y0`` independent of θ, the sensitivities ``S = ∂y/∂θ`` (``n × P``) obey
 
     S' = J S + F,   S(t0) = 0,   J = ∂f/∂y (exact, generated),  F = ∂f/∂θ (exact, generated:

@@ -575,7 +575,7 @@ def steady_figure(records: Sequence[dict[str, Any]]) -> Plot:
 
 def gradient_figure(records: Sequence[dict[str, Any]]) -> Plot:
     """Gradient error per case over the pass / warn / fail bands."""
-    plot = Plot("gradient", "Gradient agreement with the finite-difference reference")
+    plot = Plot("gradient", "Gradient agreement with the full reference gradient")
     with_rtol = _several_rtols(records)
     pts: list[tuple[str, float, str]] = []
     for r in records:
@@ -606,7 +606,7 @@ def gradient_figure(records: Sequence[dict[str, Any]]) -> Plot:
     ax.set_ylim(-0.6, len(pts) - 0.4)
     ax.set_xscale("log")
     ax.set_xlim(lo, hi)
-    ax.set_xlabel("max relative component error vs finite-difference reference")
+    ax.set_xlabel("gradient error, norm-wise relative, vs the full reference gradient")
     ax.legend(fontsize=8, ncol=3, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False)
     _finish(fig, records, "gradient agreement")
     plot.fig = fig
