@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from sciml_bench.cli.options import BACKEND_NAMES, UserError, comma_list, gradient_rtol_option
+from sciml_bench.cli.options import (
+    BACKEND_NAMES,
+    UserError,
+    comma_list,
+    gradient_rtol_option,
+    load_limit_option,
+)
 from sciml_bench.cli.run_execute import execute, print_records
 from sciml_bench.cli.run_plan import RunOptions, plan_run
 
@@ -155,6 +161,7 @@ def _dask_options(f: Any) -> Any:
               help="Seed of the --interleave order, to replay one [a fresh seed per run, "
               "printed and recorded].")
 @gradient_rtol_option
+@load_limit_option
 @_dask_options
 def run(**options: Any) -> None:
     """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend
@@ -180,6 +187,10 @@ def run(**options: Any) -> None:
     whether it clears the noise floor (--json: records of kind "verdict"), and
     names faster rows left out with their gradient errors; --gradient-rtol E
     counts rows whose gradient error is at most E instead of the pass tier.
+    On a busy machine (others' CPU above --load-limit cores while a row ran) the
+    verdict names its winner as provisional, with the load, whose it was (this
+    run's own cases or other processes) and the command for a firm one; when
+    no row passes, it suggests what likely would (e.g. a tighter --tolerances).
 
     \b
     Examples:
@@ -212,9 +223,12 @@ def run(**options: Any) -> None:
     or whose least time (forecast from the smaller sizes' growth) exceeds --budget, is
     skipped up front, with the estimate.
     """
+    from sciml_bench.measure.noise import using_load_limit
+
     opts, plan = _planned(options)
-    records, path = execute(plan, opts)
-    print_records(records, opts.as_json, opts.gradient_rtol)
+    with using_load_limit(opts.load_limit):  # the printed verdicts, an interrupted run's too
+        records, path = execute(plan, opts)
+        print_records(records, opts.as_json, opts.gradient_rtol)
     click.echo(f"\nsaved {len(records)} case(s) to {path}", err=True)
 
 
