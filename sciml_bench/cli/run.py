@@ -187,10 +187,8 @@ def run(**options: Any) -> None:
     whether it clears the noise floor (--json: records of kind "verdict"), and
     names faster rows left out with their gradient errors; --gradient-rtol E
     counts rows whose gradient error is at most E instead of the pass tier.
-    On a busy machine (others' CPU above --load-limit cores while a row ran) the
-    verdict names its winner as provisional, with the load, whose it was (this
-    run's own cases or other processes) and the command for a firm one; when
-    no row passes, it suggests what likely would (e.g. a tighter --tolerances).
+    Under load (others' CPU above --load-limit cores) the winner is provisional,
+    with the load and whose it was; when no row passes, the next step is said.
 
     \b
     Examples:
@@ -223,10 +221,15 @@ def run(**options: Any) -> None:
     or whose least time (forecast from the smaller sizes' growth) exceeds --budget, is
     skipped up front, with the estimate.
     """
+    _execute_and_print(*_planned(options))
+
+
+def _execute_and_print(opts: RunOptions, plan: Any) -> None:
+    """Run the plan, print its table and verdicts (an interrupted run's too) under
+    ``--load-limit``, and say where the rows were saved."""
     from sciml_bench.measure.noise import using_load_limit
 
-    opts, plan = _planned(options)
-    with using_load_limit(opts.load_limit):  # the printed verdicts, an interrupted run's too
+    with using_load_limit(opts.load_limit):
         records, path = execute(plan, opts)
         print_records(records, opts.as_json, opts.gradient_rtol)
     click.echo(f"\nsaved {len(records)} case(s) to {path}", err=True)

@@ -43,6 +43,11 @@ def _label(r: dict[str, Any]) -> str:
                     if x)  # fmt: skip
 
 
+def _labels(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows' labels, each once (a tolerance sweep's rows share one), in order."""
+    return ", ".join(dict.fromkeys(_label(r) for r in rows))
+
+
 def beside_other_cases(records: Sequence[dict[str, Any]]) -> list[str]:
     """Notes naming the rows timed beside other sciml-bench workers on their host: this
     run's own cases (``concurrent_own`` > 1), other runs' (the rest of ``concurrent_cases``),
@@ -53,19 +58,19 @@ def beside_other_cases(records: Sequence[dict[str, Any]]) -> list[str]:
     out = []
     if own:
         out.append(
-            f"{', '.join(_label(r) for r in own)}: ran beside this run's own other cases (up "
+            f"{_labels(own)}: ran beside this run's own other cases (up "
             f"to {max(own_cases(r) or 1 for r in own)} of its cases at once), so their timings "
             "shared its cores; a local run, and a Dask LocalCluster without --workers, time "
             "one case at a time")  # fmt: skip
     if foreign:
         out.append(
-            f"{', '.join(_label(r) for r in foreign)}: ran while up to "
+            f"{_labels(foreign)}: ran while up to "
             f"{max(foreign_workers(r) or 0 for r in foreign)} sciml-bench worker(s) of another "
-            "run used the same host (not this run's: its cases ran one at a time there), so "
-            "their timings shared its cores with a load this run did not cause")  # fmt: skip
+            "run used the same host, so their timings shared its cores with a load this run "
+            "did not cause")  # fmt: skip
     if unknown:
         out.append(
-            f"{', '.join(_label(r) for r in unknown)}: ran beside other sciml-bench workers on "
+            f"{_labels(unknown)}: ran beside other sciml-bench workers on "
             f"the same host (up to {max(_count(r, 'concurrent_cases') or 1 for r in unknown)} "
             "at once, itself included; whether they were this run's or another's, this file "
             "does not record), so their timings shared its cores")  # fmt: skip
@@ -82,7 +87,7 @@ def beside_busy_processes(records: Sequence[dict[str, Any]]) -> list[str]:
         return []
     most = max(others_load(r) or 0.0 for r in busy)
     return [
-        f"{', '.join(_label(r) for r in busy)}: timed while other processes took up to "
+        f"{_labels(busy)}: timed while other processes took up to "
         f"{most:.2f} cores' worth of CPU (others_cpu), {whose_load(busy)}: their timings "
         f"include waiting for a core; the verdict counts them as loaded (above {limit:g} "
         "cores, --load-limit) and compare does not judge them"
@@ -104,8 +109,9 @@ def whose_load(rows: Sequence[dict[str, Any]]) -> str:
     own = max((own_cases(r) or 1 for r in rows), default=1)
     foreign = max((foreign_workers(r) or 0 for r in rows), default=0)
     if own > 1:
-        return (f"this run's own cases, up to {own} at once, are part of it (run them one at "
-                "a time: without --workers)")  # fmt: skip
+        also = f" and up to {foreign} worker(s) of another sciml-bench run" if foreign else ""
+        return (f"this run's own cases, up to {own} at once,{also} are part of it (run this "
+                "run's cases one at a time: without --workers)")  # fmt: skip
     if foreign > 0:
         return (f"none of it this run's: up to {foreign} worker(s) of another sciml-bench run "
                 "and other processes")  # fmt: skip

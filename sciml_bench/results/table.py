@@ -448,7 +448,9 @@ def _problem_lines(name: str, recs: list[dict[str, Any]], gradient_rtol: float |
 
 
 def _wrapped(note: str) -> str:
-    return textwrap.fill(note, width=100, initial_indent="  ", subsequent_indent="    ")
+    # never split a name at its hyphen (sciml-bench, --load-limit): a reader greps for it
+    return textwrap.fill(note, width=100, initial_indent="  ", subsequent_indent="    ",
+                         break_on_hyphens=False)
 
 
 def _reason_notes(recs: Sequence[dict[str, Any]]) -> list[str]:
