@@ -108,7 +108,7 @@ def test_the_users_own_load_is_told_from_other_processes(stored: list[dict[str, 
     notes = flat(table.table(with_load(stored, 1.2, every=3, own=2)))
     assert "ran beside this run's own other cases (up to 2 of its cases at once)" in notes
     assert "ran while up to 1 sciml-bench worker(s) of another run used the same host" in notes
-    assert "timed while other processes took up to 1.20 cores' worth of CPU (others_cpu), " \
+    assert "timed while other processes took up to 1.20 cores' worth of CPU (others_cpu; " \
            "this run's own cases, up to 2 at once, and up to 1 worker(s) of another " \
            "sciml-bench run are part of it" in notes  # fmt: skip
     assert "scipy LSODA, diffrax Kvaerno4, torchdiffeq dopri5: ran beside" in notes  # each once

@@ -88,7 +88,7 @@ def beside_busy_processes(records: Sequence[dict[str, Any]]) -> list[str]:
     most = max(others_load(r) or 0.0 for r in busy)
     return [
         f"{_labels(busy)}: timed while other processes took up to "
-        f"{most:.2f} cores' worth of CPU (others_cpu), {whose_load(busy)}: their timings "
+        f"{most:.2f} cores' worth of CPU (others_cpu; {whose_load(busy)}); their timings "
         f"include waiting for a core; the verdict counts them as loaded (above {limit:g} "
         "cores, --load-limit) and compare does not judge them"
     ]

@@ -4,7 +4,7 @@ Among the rows of one comparison that qualify (ODE and ensemble rows: status ``o
 gradient error ``e <= gradient_rtol`` (default :data:`~sciml_bench.measure.metrics.PASS_TOL`
 = 1e-4, the *pass* tier; ``--gradient-rtol`` on ``run``, ``show`` and ``report``) and timed
 with other processes taking at most :data:`~sciml_bench.measure.noise.LOAD_LIMIT` cores
-(``others_cpu``); CNN rows: ``ok``, trained beyond chance and not flagged for lost
+(``others_cpu``; ``--load-limit`` on the same commands); CNN rows: ``ok``, trained beyond chance and not flagged for lost
 accuracy), each criterion names its fastest row by the median of its samples:
 
 - ODE and ensemble rows: the **steady gradient** (``grad_s``) and the **first gradient**
@@ -27,7 +27,12 @@ faster than a winner by its ratio ``t_winner / t_row > 1`` but does not qualify 
 beside the winner with the ratio, whether it clears the pair's floor, and why it was left
 out (its gradient error and tier, so that a 1.18e-4 ``warn`` row 174x faster is seen and
 judged by the reader, not hidden by the fourth digit); rows timed under load are named
-apart. When no row qualifies, one sentence says why. Computed when read, never stored.
+apart. Where every row that would qualify was timed under load (an ordinary laptop), the
+answer is not withheld: the picks come from those rows and the verdict is *provisional*,
+naming the load they were timed under, whose it was (this run's own cases or others',
+:mod:`~sciml_bench.results.sharing`) and the command for a firm one. When no row
+qualifies, one sentence says why, and the next step that would likely make one qualify
+(:mod:`~sciml_bench.results.next_step`). Computed when read, never stored.
 """
 
 from __future__ import annotations
