@@ -236,7 +236,7 @@ def test_an_unavailable_backend_is_a_note_not_a_row(tmp_path: Path) -> None:
     assert not [r for r in table.rows if r[col["backend"]] == "julia"]
     assert [r[col["size"]] for r in table.rows if r[col["backend"]] == "torchode"] == ["1", "4"]
     md = publish.to_markdown(blocks, tmp_path)
-    assert "- julia: not available here, so no rows: julia executable not found" in md
+    assert "- julia: unavailable, no rows: julia executable not found" in md
     assert "juliaup add 1.11" in md
     assert "- julia/cpu: no line (unavailable)" in md
     assert "Ladders that stopped" not in md  # a backend that never started stopped nothing

@@ -212,7 +212,7 @@ def test_unavailable_rows_are_one_line_per_library_under_the_table(
     assert not any(line.startswith("julia ") for line in text.splitlines())  # no table row
     lines = [ln for ln in flat(text).split("  ") if "julia:" in ln]
     said = flat(text)
-    assert said.count("julia: not available here, so no rows:") == 1, lines
+    assert said.count("julia: unavailable, no rows:") == 1, lines
     assert "julia executable not found on PATH" in said and "juliaup add 1.11" in said
     # the report: no table row, one note per library among the failures
     assert publish.failure_notes(rows).count(table.unavailable_notes(rows)[0]) == 1

@@ -465,18 +465,22 @@ def _reason_notes(recs: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def unavailable_notes(records: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per library whose rows are ``unavailable`` (not installed, not set up):
-    the library, why and the fix (the row's reason carries the install command), in
-    place of one table row per case it would have run."""
+    """One line per library whose rows are ``unavailable`` (not installed, not set up, or
+    a case it cannot express): the library, why and the fix (the row's reason carries the
+    install command), in place of one table row per case it would have run. A library that
+    has other rows names the cases it did not run (``diffrax sparse``)."""
+    ran = {r.get("backend") for r in records if r.get("status") != UNAVAILABLE}
     why: dict[str, list[str]] = {}
     for r in records:
         if r.get("status") == UNAVAILABLE:
-            reasons = why.setdefault(str(r.get("backend") or "?"), [])
+            lib = str(r.get("backend") or "?")
+            which = " ".join(str(x) for x in (lib, r.get("solver"), r.get("jacobian")) if x)
+            reasons = why.setdefault(which if lib in ran else lib, [])
             reason = str(r.get("reason") or "no reason recorded")
             if reason not in reasons:
                 reasons.append(reason)
-    return [f"{lib}: not available here, so no rows: {'; '.join(reasons)}"
-            for lib, reasons in why.items()]  # fmt: skip
+    return [f"{name}: unavailable, {'not run' if ' ' in name else 'no rows'}: {'; '.join(reasons)}"
+            for name, reasons in why.items()]  # fmt: skip
 
 
 def sized_notes(
