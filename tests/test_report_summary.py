@@ -123,3 +123,17 @@ def test_a_comparison_nothing_qualifies_in_says_why() -> None:
     bad = {**_row("a", 1, 1e-3), "gradient_error": 0.5, "gradient_tier": "fail"}
     (line,) = summary.lines([bad])
     assert line.verdict == "none qualifies" and line.winner.startswith("no backend produced")
+
+
+def test_a_provisional_verdict_says_so_and_makes_no_crossover() -> None:
+    """Rows timed under load give a winner, named as provisional, and never a crossover
+    (which needs rows not timed under load); the same rows quiet give a firm line."""
+    quiet = [_row("cvodes", 1, 5e-3), _row("diffsol", 1, 1e-3), _row("cvodes", 100, 1e-3),
+             _row("diffsol", 100, 2e-2)]  # fmt: skip
+    busy = [dict(r, others_cpu=1.6) for r in quiet]
+    firm = [summary.line(v).cells()[2] for v in verdict.verdicts(quiet)]
+    loaded = [summary.line(v).cells()[2] for v in verdict.verdicts(busy)]
+    assert not any(w.startswith("provisional") for w in firm)
+    assert loaded and all(w.startswith("provisional, timed under load") for w in loaded)
+    assert summary.winner_changes(verdict.verdicts(quiet))
+    assert not summary.winner_changes(verdict.verdicts(busy))

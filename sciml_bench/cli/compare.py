@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from sciml_bench.cli.options import BadInput, read_runs
+from sciml_bench.cli.options import BadInput, load_limit_option, read_runs
 
 EXIT_REGRESSION = 1
 
@@ -39,9 +39,7 @@ def _side(arg: str, name: str) -> list[str]:
 @click.option("--noise-floor", type=click.FloatRange(min=1.0), default=None, metavar="RATIO",
               help="Ratios inside [1/RATIO, RATIO] are never reported as a change [the "
                    "floor measured between identical runs, see benchmarks/README.md].")
-@click.option("--load-limit", type=click.FloatRange(min=0.0), default=None, metavar="CORES",
-              help="Timings of rows measured while other processes took more than CORES "
-                   "cores' worth of CPU (their others_cpu) are not judged [0.5].")
+@load_limit_option
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--allow-mixed-hardware", is_flag=True,
               help="Pair cases measured on different hardware (CPU, cores, GPU, driver).")

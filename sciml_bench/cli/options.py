@@ -104,3 +104,18 @@ def gradient_rtol_option(f: Any) -> Any:
              "[default: 1e-4, the pass tier]; faster rows above it are named beside the "
              "winner with their errors.",
     )(f)  # fmt: skip
+
+
+def load_limit_option(f: Any) -> Any:
+    """``--load-limit CORES`` on every command that judges timings (``run``, ``show``,
+    ``report``, ``compare``): rows timed while other processes took more than CORES cores
+    (their ``others_cpu``) count as under load. None (not given) is
+    ``measure.noise.LOAD_LIMIT`` (not imported here, so that ``--help`` stays light)."""
+    return click.option(
+        "--load-limit", type=click.FloatRange(min=0.0), default=None, metavar="CORES",
+        help="Rows timed while other processes took more than CORES cores' worth of CPU "
+             "(their others_cpu) count as timed under load [0.5]: compare does not judge "
+             "their timings, and a verdict whose passing rows all are is provisional (it "
+             "names the winner and the load). A larger CORES accepts that load: rows "
+             "up to it count as quiet.",
+    )(f)  # fmt: skip

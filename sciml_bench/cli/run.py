@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from sciml_bench.cli.options import BACKEND_NAMES, UserError, comma_list, gradient_rtol_option
+from sciml_bench.cli.options import (
+    BACKEND_NAMES,
+    UserError,
+    comma_list,
+    gradient_rtol_option,
+    load_limit_option,
+)
 from sciml_bench.cli.run_execute import execute, print_records
 from sciml_bench.cli.run_plan import RunOptions, plan_run
 
@@ -157,6 +163,7 @@ def _dask_options(f: Any) -> Any:
               help="Seed of the --interleave order, to replay one [a fresh seed per run, "
               "printed and recorded].")
 @gradient_rtol_option
+@load_limit_option
 @_dask_options
 def run(**options: Any) -> None:
     """Benchmark PROBLEMS (names from `sciml-bench list`) on every available backend
@@ -182,6 +189,8 @@ def run(**options: Any) -> None:
     whether it clears the noise floor (--json: records of kind "verdict"), and
     names faster rows left out with their gradient errors; --gradient-rtol E
     counts rows whose gradient error is at most E instead of the pass tier.
+    Under load (others' CPU above --load-limit cores) the winner is provisional,
+    with the load and whose it was; when no row passes, the next step is said.
 
     \b
     Examples:
@@ -214,9 +223,17 @@ def run(**options: Any) -> None:
     or whose least time (forecast from the smaller sizes' growth) exceeds --budget, is
     skipped up front, with the estimate.
     """
-    opts, plan = _planned(options)
-    records, path = execute(plan, opts)
-    print_records(records, opts.as_json, opts.gradient_rtol)
+    _execute_and_print(*_planned(options))
+
+
+def _execute_and_print(opts: RunOptions, plan: Any) -> None:
+    """Run the plan, print its table and verdicts (an interrupted run's too) under
+    ``--load-limit``, and say where the rows were saved."""
+    from sciml_bench.measure.noise import using_load_limit
+
+    with using_load_limit(opts.load_limit):
+        records, path = execute(plan, opts)
+        print_records(records, opts.as_json, opts.gradient_rtol)
     click.echo(f"\nsaved {len(records)} case(s) to {path}", err=True)
 
 

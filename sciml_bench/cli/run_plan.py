@@ -65,6 +65,8 @@ class RunOptions:
     executor: str = "local"
     #: --gradient-rtol: the accuracy the verdict judges against (None: the pass tier)
     gradient_rtol: float | None = None
+    #: --load-limit: others' cores up to which a row counts as quiet (None: LOAD_LIMIT)
+    load_limit: float | None = None
     #: --scheduler, --cluster, --workers, --per-worker, --retries and the --slurm-* options
     #: (None: DaskOptions' defaults)
     dask: DaskOptions | None = None

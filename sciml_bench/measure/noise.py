@@ -18,7 +18,9 @@ sensitivity: a deliberate 1.3x slowdown must still clear it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 #: ratio NEW/OLD (or runner-up/fastest) inside [1/NOISE_FLOOR, NOISE_FLOOR] is noise;
@@ -39,6 +41,36 @@ PROCESS_FLOOR = 2.1
 #: by far more than any useful floor (up to 2.6x on this project's shared 2-core machine
 #: at a load average of 10, benchmarks/README.md)
 LOAD_LIMIT = 0.5
+
+#: the limit in force (``--load-limit`` on ``run``, ``show`` and ``report``): a context
+#: variable, so that every judgement one command prints (the verdict, a ladder's winners,
+#: the scaling crossovers) counts the same rows as quiet without the option being threaded
+#: through each of them
+_LOAD_LIMIT: ContextVar[float] = ContextVar("load_limit", default=LOAD_LIMIT)
+
+
+def load_limit() -> float:
+    """The cores' worth of others' CPU up to which a row counts as quiet: ``--load-limit``
+    where a command set one (:func:`using_load_limit`), else :data:`LOAD_LIMIT`."""
+    return _LOAD_LIMIT.get()
+
+
+@contextmanager
+def using_load_limit(cores: float | None) -> Iterator[float]:
+    """Within the block, rows timed while other processes took at most ``cores`` count
+    as quiet (None: the default, :data:`LOAD_LIMIT`)."""
+    token = _LOAD_LIMIT.set(LOAD_LIMIT if cores is None else float(cores))
+    try:
+        yield _LOAD_LIMIT.get()
+    finally:
+        _LOAD_LIMIT.reset(token)
+
+
+def loaded(record: dict[str, Any], limit: float | None = None) -> bool:
+    """Whether ``record`` was timed under load: its ``others_cpu`` above ``limit`` (None:
+    the limit in force, :func:`load_limit`). Rows without the measurement are quiet."""
+    load = others_load(record)
+    return load is not None and load > (load_limit() if limit is None else limit)
 
 
 def others_load(record: dict[str, Any]) -> float | None:

@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.measure.noise import LOAD_LIMIT, PROCESS_FLOOR, clears_noise, others_load
+from sciml_bench.measure.noise import PROCESS_FLOOR, clears_noise, load_limit, others_load
 from sciml_bench.results import plots, styles, verdict
 from sciml_bench.results.growth import (
     LineKey,
@@ -207,7 +207,7 @@ def _why_not(r: Mapping[str, Any], rtol: float) -> str:
     if r.get("status") != "ok":
         return f"{m} {r.get('status')}"
     load = others_load(dict(r))
-    if load is not None and load > LOAD_LIMIT:
+    if load is not None and load > load_limit():
         return f"{m} timed under load (others_cpu {load:.2f})"
     e = r.get("gradient_error")
     if not isinstance(e, int | float) or isinstance(e, bool):
@@ -377,7 +377,7 @@ def _winner_text(pick: verdict.Pick | None, members: Sequence[Mapping[str, Any]]
     if pick.runner_up is not None and pick.ratio is not None:
         tie = "" if pick.clears_noise else f", a tie under the {pick.floor:g}x floor"
         text += f" ({_x(pick.ratio)} the next, {line_label(line_key(pick.runner_up))}{tie})"
-    return text
+    return text + (", provisional: timed under load (--load-limit)" if v.provisional else "")
 
 
 def laddered_params(records: Sequence[Mapping[str, Any]]) -> bool:

@@ -28,6 +28,7 @@ from sciml_bench.results import gradient_scaling, growth, plots, scaling, summar
 from sciml_bench.results.store import Run
 from sciml_bench.results.table import (
     SIZED_COLUMNS,
+    UNAVAILABLE,
     device_cell,
     error_cells,
     grad_memory_cell,
@@ -36,6 +37,7 @@ from sciml_bench.results.table import (
     reference_notes,
     sized_row,
     ttfg_cell,
+    unavailable_notes,
 )
 
 CASE_COLUMNS = (
@@ -225,18 +227,21 @@ def cnn_row(r: dict[str, Any]) -> list[str]:
 
 
 def failure_notes(records: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per record that has a reason: failures, and notes on ok cases."""
+    """One line per record that has a reason: failures, and notes on ok cases; one line per
+    library that is not available here (:func:`~sciml_bench.results.table.unavailable_notes`)."""
     out = []
     for r in records:
         if scaling.is_ensemble(r) and r.get("status") == "skipped":
             continue  # said once per ladder by ladder_stops
+        if r.get("status") == UNAVAILABLE:
+            continue  # said once per library below
         if r.get("reason") or r.get("status") != "ok":
             if scaling.is_ensemble(r):
                 label = scaling.row_label(r)
             else:
                 label = plots.case_label(r, with_rtol=True)
             out.append(f"{label}: {r.get('status')}: {r.get('reason') or '(no reason recorded)'}")
-    return out
+    return out + unavailable_notes(records)
 
 
 def environment_blocks(runs: Sequence[Run]) -> list[Block]:
@@ -427,6 +432,7 @@ def _table(
     """One ``row`` per record under ``columns``, led by its results file (``#1``...) when
     the report has several."""
     header = (("run",) if several else ()) + tuple(columns)
+    recs = [r for r in recs if r.get("status") != UNAVAILABLE]  # one note per library instead
     return Table(header, [([r.get("_run", "")] if several else []) + row(r) for r in recs])
 
 

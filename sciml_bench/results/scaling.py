@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sciml_bench.measure.noise import LOAD_LIMIT, PROCESS_FLOOR, clears_noise, others_load
+from sciml_bench.measure.noise import PROCESS_FLOOR, clears_noise, load_limit, others_load
 from sciml_bench.results import plots, styles
 from sciml_bench.results.growth import SPLIT_KEYS, sci, split_value, splits
 from sciml_bench.results.verdict import DEFAULT_GRADIENT_RTOL, qualifies
@@ -105,7 +105,7 @@ def counts(r: dict[str, Any], time_key: str, gradient_rtol: float | None = None)
     if time_key == "grad_s":
         return qualifies(r, DEFAULT_GRADIENT_RTOL if gradient_rtol is None else gradient_rtol)
     load = others_load(r)
-    return r.get("status") == "ok" and not (load is not None and load > LOAD_LIMIT)
+    return r.get("status") == "ok" and not (load is not None and load > load_limit())
 
 
 def series(

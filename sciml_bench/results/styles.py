@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from sciml_bench.measure.noise import LOAD_LIMIT, others_load
+from sciml_bench.measure.noise import loaded
 from sciml_bench.results.verdict import DEFAULT_GRADIENT_RTOL, qualifies
 
 #: one colour per backend, the same in every figure (matplotlib's tab10 and tab20's dark
@@ -79,8 +79,7 @@ class MethodStyles:
 
 
 def _loaded(r: Mapping[str, Any]) -> bool:
-    load = others_load(dict(r))
-    return load is not None and load > LOAD_LIMIT
+    return loaded(dict(r))  # the limit in force (--load-limit), as the verdict's
 
 
 def counts(r: Mapping[str, Any], time_key: str, gradient_rtol: float | None = None) -> bool:

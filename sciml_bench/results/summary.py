@@ -84,7 +84,13 @@ def _short(text: str, n: int = MAX_REASON) -> str:
 
 
 def _word(v: verdict.Verdict, pick: verdict.Pick) -> str:
-    """The verdict in a word or two, and the faster rows it left out."""
+    """The verdict in a word or two, and the faster rows it left out; a provisional one
+    (every candidate timed under load) says so first."""
+    if v.provisional:
+        word = "only row" if len(v.loaded) == 1 else (
+            "faster" if pick.runner_up is None or pick.clears_noise else
+            f"tie (inside {pick.floor:g}x)")
+        return f"provisional, timed under load: {word}"
     if v.qualified == 1:
         word = "only row"
     elif pick.runner_up is None:
@@ -144,8 +150,9 @@ def winner_changes(found: Sequence[verdict.Verdict]) -> dict[int, str]:
 
 
 def _decisive(v: verdict.Verdict) -> str | None:
-    """The winner's label where it won beyond the floor (or was the only row), else None."""
-    if v.reason or not v.picks:
+    """The winner's label where it won beyond the floor (or was the only row), else None;
+    never from a provisional verdict (a crossover needs rows not timed under load)."""
+    if v.reason or not v.picks or v.provisional:
         return None
     p = v.picks[0]
     return verdict.label(p.winner) if p.runner_up is None or p.clears_noise else None

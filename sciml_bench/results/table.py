@@ -11,7 +11,12 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from sciml_bench.results import gradient_scaling, growth, training
+from sciml_bench.measure.noise import load_limit as load_limit_in_force
+from sciml_bench.measure.noise import using_load_limit
+from sciml_bench.results import gradient_scaling, growth, sharing, training
+
+#: the status of a library that is not installed or not set up (measure.status.Status)
+UNAVAILABLE = "unavailable"
 
 ODE_COLUMNS = (
     "backend", "solver", "gradient", "device", "rtol", "status", "TTFG s", "solve ms [IQR]",
@@ -389,54 +394,93 @@ def render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out)
 
 
-def table(records: Sequence[dict[str, Any]], gradient_rtol: float | None = None) -> str:
-    """One table per problem, failures with their reasons underneath, then its verdict
-    (judged against ``gradient_rtol``; None: the pass tier)."""
+def table(records: Sequence[dict[str, Any]], gradient_rtol: float | None = None,
+          load_limit: float | None = None) -> str:  # fmt: skip
+    """One table per problem, failures with their reasons underneath, one line per library
+    that is not available here, then its verdict (judged against ``gradient_rtol``, None:
+    the pass tier; rows timed with others' CPU up to ``load_limit`` cores count as quiet,
+    None: the limit in force)."""
     out: list[str] = []
     problems: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         problems.setdefault(r.get("problem", "?"), []).append(r)
-    for name, recs in problems.items():
-        recs = in_case_order(recs)
-        sized = [r for r in recs if growth.is_sized(r)]
-        ode = [r for r in recs if r.get("kind", "ode") == "ode" and not growth.is_sized(r)]
-        other = [r for r in recs if r.get("kind", "ode") != "ode"]
-        if ode:
-            out += [f"\n{name}", render(ODE_COLUMNS, [ode_row(r) for r in ode])]
-        if sized:
-            out += [f"\n{name}", render(SIZED_COLUMNS, [sized_row(r) for r in sized])]
-            out += sized_notes(sized, gradient_rtol)
-        ensemble = [r for r in other if r.get("kind") == "ensemble"]
-        if ensemble:
-            out += [f"\n{name}", render(ENSEMBLE_COLUMNS, [ensemble_row(r) for r in ensemble])]
-        cnn = [r for r in other if r.get("kind") == "cnn"]
-        trained = [r for r in other if training.is_training(r)]
-        if trained:
-            rows = [training.row(r, device_cell(r)) for r in trained]
-            out += [f"\n{name} (training)", render(training.COLUMNS, rows)]
-            out += training.verdict_lines(trained, gradient_rtol)
-        other = [r for r in other if r.get("kind") not in ("cnn", "ensemble", "train")]
-        if cnn:
-            out += [f"\n{name}", render(CNN_COLUMNS, [cnn_row(r) for r in cnn])]
-        if other:
-            out += [f"\n{name}", generic_table(other)]
-        notes: dict[tuple[str, str], list[str]] = {}  # one line per reason, rows named
-        for r in recs:
-            if r.get("reason"):
-                label = " ".join(x for x in (r.get("backend"), r.get("solver"), r.get("semantics"),
-                                             size_text(r)) if x)
-                notes.setdefault((r["status"], r["reason"]), []).append(label)
-        for (status, reason), labels in notes.items():
-            wrapped = textwrap.fill(
-                f"{', '.join(labels)}: {status}: {reason}", width=100, subsequent_indent="    "
-            )
-            out.append("  " + wrapped)
-        for note in reference_notes(ode + sized):
-            out.append("  " + textwrap.fill(note, width=100, subsequent_indent="    "))
-        out += [textwrap.fill(n, width=100, initial_indent="  ", subsequent_indent="    ")
-                for n in load_notes(recs)]  # fmt: skip
-        out += verdict_lines(recs, gradient_rtol)
+    with using_load_limit(load_limit_in_force() if load_limit is None else load_limit):
+        for name, recs in problems.items():
+            out += _problem_lines(name, in_case_order(recs), gradient_rtol)
     return "\n".join(out).lstrip("\n")
+
+
+def _problem_lines(name: str, recs: list[dict[str, Any]], gradient_rtol: float | None) -> list[str]:
+    """One problem's tables, notes and verdict; ``unavailable`` rows are no table rows but
+    one line per library under the tables (:func:`unavailable_notes`)."""
+    out: list[str] = []
+    shown = [r for r in recs if r.get("status") != UNAVAILABLE]
+    sized = [r for r in shown if growth.is_sized(r)]
+    ode = [r for r in shown if r.get("kind", "ode") == "ode" and not growth.is_sized(r)]
+    other = [r for r in shown if r.get("kind", "ode") != "ode"]
+    if ode:
+        out += [f"\n{name}", render(ODE_COLUMNS, [ode_row(r) for r in ode])]
+    if sized:
+        out += [f"\n{name}", render(SIZED_COLUMNS, [sized_row(r) for r in sized])]
+        out += sized_notes(sized, gradient_rtol)
+    ensemble = [r for r in other if r.get("kind") == "ensemble"]
+    if ensemble:
+        out += [f"\n{name}", render(ENSEMBLE_COLUMNS, [ensemble_row(r) for r in ensemble])]
+    cnn = [r for r in other if r.get("kind") == "cnn"]
+    trained = [r for r in other if training.is_training(r)]
+    if trained:
+        rows = [training.row(r, device_cell(r)) for r in trained]
+        out += [f"\n{name} (training)", render(training.COLUMNS, rows)]
+        out += training.verdict_lines(trained, gradient_rtol)
+    other = [r for r in other if r.get("kind") not in ("cnn", "ensemble", "train")]
+    if cnn:
+        out += [f"\n{name}", render(CNN_COLUMNS, [cnn_row(r) for r in cnn])]
+    if other:
+        out += [f"\n{name}", generic_table(other)]
+    if not shown:  # every library unavailable: the problem's name still heads its lines
+        out.append(f"\n{name}")
+    out += [_wrapped(n) for n in _reason_notes(shown)]
+    out += [_wrapped(n) for n in reference_notes(ode + sized)]
+    out += [_wrapped(n) for n in unavailable_notes(recs)]
+    out += [_wrapped(n) for n in load_notes(shown)]
+    out += verdict_lines(recs, gradient_rtol)
+    return out
+
+
+def _wrapped(note: str) -> str:
+    # never split a name at its hyphen (sciml-bench, --load-limit): a reader greps for it
+    return textwrap.fill(note, width=100, initial_indent="  ", subsequent_indent="    ",
+                         break_on_hyphens=False)
+
+
+def _reason_notes(recs: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per status and reason, the rows that share it named."""
+    notes: dict[tuple[str, str], list[str]] = {}
+    for r in recs:
+        if r.get("reason"):
+            label = " ".join(x for x in (r.get("backend"), r.get("solver"), r.get("semantics"),
+                                         size_text(r)) if x)  # fmt: skip
+            notes.setdefault((r["status"], r["reason"]), []).append(label)
+    return [f"{', '.join(labels)}: {status}: {reason}" for (status, reason), labels in notes.items()]
+
+
+def unavailable_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per library whose rows are ``unavailable`` (not installed, not set up, or
+    a case it cannot express): the library, why and the fix (the row's reason carries the
+    install command), in place of one table row per case it would have run. A library that
+    has other rows names the cases it did not run (``diffrax sparse``)."""
+    ran = {r.get("backend") for r in records if r.get("status") != UNAVAILABLE}
+    why: dict[str, list[str]] = {}
+    for r in records:
+        if r.get("status") == UNAVAILABLE:
+            lib = str(r.get("backend") or "?")
+            which = " ".join(str(x) for x in (lib, r.get("solver"), r.get("jacobian")) if x)
+            reasons = why.setdefault(which if lib in ran else lib, [])
+            reason = str(r.get("reason") or "no reason recorded")
+            if reason not in reasons:
+                reasons.append(reason)
+    return [f"{name}: unavailable, {'not run' if ' ' in name else 'no rows'}: {'; '.join(reasons)}"
+            for name, reasons in why.items()]  # fmt: skip
 
 
 def sized_notes(
@@ -473,40 +517,12 @@ def _row_label(r: dict[str, Any]) -> str:
 
 def load_notes(records: Sequence[dict[str, Any]]) -> list[str]:
     """What the rows shared their machine with, when that bears on their timings: rows
-    timed beside other cases on their host (``concurrent_cases`` > 1) or while other
-    processes took more than ``LOAD_LIMIT`` cores (``others_cpu``), and for CNN rows the
+    timed beside other cases on their host (this run's own, ``concurrent_own`` > 1, told
+    apart from other runs', :mod:`~sciml_bench.results.sharing`) or while other processes
+    took more than the load limit in force (``others_cpu``), and for CNN rows the
     thread budget, the load average it was decided at and the others' CPU during the run."""
-    return _beside_other_cases(records) + _beside_busy_processes(records) + _cnn_share(records)
-
-
-def _beside_other_cases(records: Sequence[dict[str, Any]]) -> list[str]:
-    """A note naming the rows timed while other cases ran on their host, if any."""
-    shared = [r for r in records if (r.get("concurrent_cases") or 1) > 1]
-    if not shared:
-        return []
-    return [
-        f"{', '.join(_row_label(r) for r in shared)}: ran beside other cases on the same "
-        f"host (up to {max(r['concurrent_cases'] for r in shared)} at once), so their timings "
-        "shared its cores; a local run, and a Dask LocalCluster without --workers, time one "
-        "case at a time"
-    ]
-
-
-def _beside_busy_processes(records: Sequence[dict[str, Any]]) -> list[str]:
-    """A note naming the (non-CNN) rows timed while other processes took more than
-    ``LOAD_LIMIT`` cores, if any; a CNN row's reason says it itself."""
-    from sciml_bench.measure.noise import LOAD_LIMIT
-
-    busy = [r for r in records if r.get("kind") != "cnn"
-            and isinstance(r.get("others_cpu"), int | float) and r["others_cpu"] > LOAD_LIMIT]  # fmt: skip
-    if not busy:
-        return []
-    most = max(r["others_cpu"] for r in busy)
-    return [
-        f"{', '.join(_row_label(r) for r in busy)}: timed while other processes took up to "
-        f"{most:.2f} cores' worth of CPU (others_cpu): their timings include waiting for "
-        "a core, and compare does not judge them"
-    ]
+    return (sharing.beside_other_cases(records) + sharing.beside_busy_processes(records)
+            + _cnn_share(records))
 
 
 def _cnn_share(records: Sequence[dict[str, Any]]) -> list[str]:
@@ -550,23 +566,27 @@ def generic_table(records: Sequence[dict[str, Any]]) -> str:
 
 
 def verdict_lines(
-    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
-) -> list[str]:
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None,
+    load_limit: float | None = None,
+) -> list[str]:  # fmt: skip
     """The verdict lines of one problem's rows (:mod:`sciml_bench.results.verdict`),
-    judged against ``gradient_rtol`` (``--gradient-rtol``; None: the pass tier)."""
+    judged against ``gradient_rtol`` (``--gradient-rtol``; None: the pass tier) and
+    ``load_limit`` (``--load-limit``; None: the limit in force)."""
     from sciml_bench.results import verdict
 
-    return verdict.lines(records, gradient_rtol=gradient_rtol)
+    return verdict.lines(records, gradient_rtol=gradient_rtol, load_limit=load_limit)
 
 
 def json_records(
-    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
-) -> list[dict[str, Any]]:
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None,
+    load_limit: float | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
     """What ``--json`` prints: every case's :func:`json_record`, then the verdicts
     (records with ``kind = "verdict"``; consumers of case rows skip them by kind)."""
     from sciml_bench.results import verdict
 
-    return [json_record(r) for r in records] + verdict.json_records(records, gradient_rtol)
+    return [json_record(r) for r in records] + verdict.json_records(records, gradient_rtol,
+                                                                    load_limit)  # fmt: skip
 
 
 def json_record(r: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sciml_bench.measure.metrics import PASS_TOL
-from sciml_bench.measure.noise import LOAD_LIMIT, PROCESS_FLOOR, clears_noise, others_load
+from sciml_bench.measure.noise import PROCESS_FLOOR, clears_noise, load_limit, others_load
 from sciml_bench.results.plots import MARKERS, Plot, _finish, _log_axis, _plt, case_label, finite
 
 COLUMNS = (
@@ -183,7 +183,7 @@ def qualifies(r: dict[str, Any], gradient_rtol: float = PASS_TOL) -> bool:
     e, load = r.get("iterate_gradient_error"), others_load(r)
     return (r.get("status") == "ok" and bool(r.get("target_reached"))
             and finite(r.get("time_to_target_s")) and isinstance(e, int | float)
-            and e <= gradient_rtol and not (load is not None and load > LOAD_LIMIT))  # fmt: skip
+            and e <= gradient_rtol and not (load is not None and load > load_limit()))  # fmt: skip
 
 
 def verdict_text(records: Sequence[dict[str, Any]], gradient_rtol: float | None = None) -> str:
@@ -222,7 +222,7 @@ def _gradient_said(r: dict[str, Any]) -> str:
     """Why a row that reached the target sooner does not qualify (load or gradient)."""
     load, e = others_load(r), r.get("iterate_gradient_error")
     if isinstance(e, int | float):
-        if load is not None and load > LOAD_LIMIT and e <= PASS_TOL:
+        if load is not None and load > load_limit() and e <= PASS_TOL:
             return f"timed under load (others_cpu {load:.2f})"
         return f"gradient error at the iterates {e:.2e} {r.get('iterate_gradient_tier', '')}".rstrip()
     return "gradients not checked at the iterates" + (
@@ -243,7 +243,7 @@ def _why_none(rows: Sequence[dict[str, Any]], rtol: float) -> str:
     accurate = [r for r in checked if r["iterate_gradient_error"] <= rtol]
     if accurate:
         return f"every row that reached the target with gradients within {rtol:.0e} was " \
-               f"timed under load (others_cpu above {LOAD_LIMIT:g} cores)"
+               f"timed under load (others_cpu above {load_limit():g} cores)"
     best = min(checked, key=lambda r: r["iterate_gradient_error"])
     return (f"no row reached the target with gradients at the iterates within {rtol:.0e} "
             f"(the best: {case_label(best)}, {best['iterate_gradient_error']:.2e})")

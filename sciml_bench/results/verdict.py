@@ -4,7 +4,7 @@ Among the rows of one comparison that qualify (ODE and ensemble rows: status ``o
 gradient error ``e <= gradient_rtol`` (default :data:`~sciml_bench.measure.metrics.PASS_TOL`
 = 1e-4, the *pass* tier; ``--gradient-rtol`` on ``run``, ``show`` and ``report``) and timed
 with other processes taking at most :data:`~sciml_bench.measure.noise.LOAD_LIMIT` cores
-(``others_cpu``); CNN rows: ``ok``, trained beyond chance and not flagged for lost
+(``others_cpu``; ``--load-limit`` on the same commands); CNN rows: ``ok``, trained beyond chance and not flagged for lost
 accuracy), each criterion names its fastest row by the median of its samples:
 
 - ODE and ensemble rows: the **steady gradient** (``grad_s``) and the **first gradient**
@@ -27,7 +27,12 @@ faster than a winner by its ratio ``t_winner / t_row > 1`` but does not qualify 
 beside the winner with the ratio, whether it clears the pair's floor, and why it was left
 out (its gradient error and tier, so that a 1.18e-4 ``warn`` row 174x faster is seen and
 judged by the reader, not hidden by the fourth digit); rows timed under load are named
-apart. When no row qualifies, one sentence says why. Computed when read, never stored.
+apart. Where every row that would qualify was timed under load (an ordinary laptop), the
+answer is not withheld: the picks come from those rows and the verdict is *provisional*,
+naming the load they were timed under, whose it was (this run's own cases or others',
+:mod:`~sciml_bench.results.sharing`) and the command for a firm one. When no row
+qualifies, one sentence says why, and the next step that would likely make one qualify
+(:mod:`~sciml_bench.results.next_step`). Computed when read, never stored.
 """
 
 from __future__ import annotations
@@ -45,8 +50,11 @@ from sciml_bench.measure.noise import (
     NOISE_FLOOR,
     PROCESS_FLOOR,
     clears_noise,
+    loaded,
     others_load,
 )
+from sciml_bench.measure.noise import load_limit as load_limit_in_force
+from sciml_bench.results import next_step, sharing
 
 #: keys whose values split rows into separate comparisons (absent keys are ignored)
 GROUP_KEYS = ("_run", "size", "rtol", "dtype")
@@ -180,6 +188,13 @@ class Verdict:
     loaded: tuple[dict[str, Any], ...] = ()
     #: the gradient accuracy judged against (None: a kind without gradients, CNN)
     gradient_rtol: float | None = None
+    #: the picks come from rows timed under load (``loaded``), none being quiet: the
+    #: answer as it would be, said to be provisional, with the load and the firm command
+    provisional: bool = False
+    #: others' cores up to which a row counted as quiet (``--load-limit``)
+    load_limit: float = LOAD_LIMIT
+    #: when nothing qualifies: what would likely make a row qualify (:mod:`next_step`)
+    next_step: str | None = None
 
     def text(self) -> str:
         """One line (wrapped by :func:`lines`)."""
@@ -188,11 +203,18 @@ class Verdict:
         if self.gradient_rtol is not None and self.gradient_rtol != DEFAULT_GRADIENT_RTOL:
             where.append(f"gradient error ≤ {_sci(self.gradient_rtol)}")
         head = f"verdict{' (' + ', '.join(where) + ')' if where else ''}:"
+        if self.provisional:
+            head += " provisional, timed under load:"
+        return f"{head} {self._body()}"
+
+    def _body(self) -> str:
+        """The picks (or why none), the faster rows left out, the rows timed under load,
+        and the next step."""
         # beside faster rows left out for their errors, the winners show theirs
         err = bool(self.left_out)
         if self.reason:
             body = self.reason
-        elif self.qualified == 1:
+        elif (len(self.loaded) if self.provisional else self.qualified) == 1:
             lone = self.picks[0].winner
             times = ", ".join(f"{p.criterion} {_seconds(p.winner[p.key])}" for p in self.picks)
             body = f"{label(lone)} is the only {self.noun} ({times}{_error_text(lone, err)})"
@@ -203,10 +225,18 @@ class Verdict:
             more = len(self.left_out) - MAX_LEFT_OUT
             body += f"; faster but left out: {named}"
             body += f"; and {more} more (--json lists them)" if more > 0 else ""
-        if self.loaded:
-            body += (f"; left out, timed under load (others_cpu above {LOAD_LIMIT:g} cores): "
-                     + ", ".join(f"{label(r)} ({others_load(r):.2f})" for r in self.loaded))
-        return f"{head} {body}"
+        if self.provisional:
+            body += (f"; {'it was' if len(self.loaded) == 1 else 'every such row was'} "
+                     f"{sharing.under_load(self.loaded, self.load_limit)}; "
+                     f"{sharing.firm_command(self.loaded)}")  # fmt: skip
+        elif self.loaded:
+            body += (f"; left out, timed under load (others_cpu above {self.load_limit:g} "
+                     "cores): " + ", ".join(f"{label(r)} ({others_load(r):.2f})"
+                                           for r in self.loaded)
+                     + f" (--load-limit {sharing.suggested_limit(self.loaded):g} counts them)")
+        if self.next_step:
+            body += f"; next step: {self.next_step}"
+        return body
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` record: ``kind = "verdict"`` (see docs/results-schema.md)."""
@@ -217,6 +247,9 @@ class Verdict:
         out["qualified"] = self.qualified
         out["noise_floor"] = NOISE_FLOOR
         out["reason"] = self.reason
+        out["provisional"] = self.provisional
+        out["load_limit"] = self.load_limit
+        out["next_step"] = self.next_step
         if self.gradient_rtol is not None:
             out["gradient_rtol"] = self.gradient_rtol
         for p in self.picks:
@@ -324,15 +357,15 @@ def _accurate(r: dict[str, Any], rtol: float) -> bool:
     return e <= rtol and r.get("gradient_tier") != "unjudged"
 
 
-def qualifies(r: dict[str, Any], rtol: float = PASS_TOL) -> bool:
+def qualifies(r: dict[str, Any], rtol: float = PASS_TOL, load_limit: float | None = None) -> bool:
     """Whether an ODE row counts in a verdict (and in a ladder's summaries): ``ok``, its
-    gradient judged within ``rtol`` (:func:`_accurate`), not timed under load."""
-    return _qualifies_ode(r, rtol)
+    gradient judged within ``rtol`` (:func:`_accurate`), not timed under load (others'
+    CPU above ``load_limit`` cores; None: the limit in force, ``--load-limit``)."""
+    return _qualifies_ode(r, rtol, load_limit)
 
 
-def _loaded(r: dict[str, Any]) -> bool:
-    load = others_load(r)
-    return load is not None and load > LOAD_LIMIT
+def _loaded(r: dict[str, Any], limit: float | None = None) -> bool:
+    return loaded(r, limit)
 
 
 def _has_gradient(r: dict[str, Any]) -> bool:
@@ -342,11 +375,11 @@ def _has_gradient(r: dict[str, Any]) -> bool:
     return _error(r) is not None or bool(r.get("gradient_error_note")) or _finite(r.get("grad_s"))
 
 
-def _qualifies_ode(r: dict[str, Any], rtol: float) -> bool:
-    return r.get("status") == "ok" and _accurate(r, rtol) and not _loaded(r)
+def _qualifies_ode(r: dict[str, Any], rtol: float, limit: float | None = None) -> bool:
+    return r.get("status") == "ok" and _accurate(r, rtol) and not _loaded(r, limit)
 
 
-def _qualifies_cnn(r: dict[str, Any], _rtol: float) -> bool:
+def _qualifies_cnn(r: dict[str, Any], _rtol: float, _limit: float | None = None) -> bool:
     return (r.get("status") == "ok" and not r.get("trained_to_chance")
             and not r.get("precision_flagged"))  # fmt: skip
 
@@ -378,7 +411,8 @@ def _why_left_out(r: dict[str, Any], rtol: float) -> str:
     return why if rtol == DEFAULT_GRADIENT_RTOL else f"{why}, above the {_sci(rtol)} asked"
 
 
-def _why_none_ode(rows: Sequence[dict[str, Any]], rtol: float = DEFAULT_GRADIENT_RTOL) -> str:
+def _why_none_ode(rows: Sequence[dict[str, Any]], rtol: float = DEFAULT_GRADIENT_RTOL,
+                  limit: float | None = None) -> str:  # fmt: skip
     """Why no row of a comparison qualifies, in one sentence."""
     ok = [r for r in rows if r.get("status") == "ok"]
     if not ok:
@@ -397,8 +431,8 @@ def _why_none_ode(rows: Sequence[dict[str, Any]], rtol: float = DEFAULT_GRADIENT
         names = ", ".join(f"{label(r)} (others_cpu {others_load(r):.2f}{_times_of(r)})"
                           for r in accurate)  # fmt: skip
         return (f"every row with {_short_of(rtol)} was timed under load (others_cpu above "
-                f"{LOAD_LIMIT:g} cores), so none is judged: {names}; rerun them on an "
-                "otherwise idle machine")
+                f"{load_limit_in_force() if limit is None else limit:g} cores) and none has timings to "
+                f"name a winner by: {names}; rerun them on an otherwise idle machine")
     best = min(scored, key=lambda r: (math.isnan(r["gradient_error"]), r["gradient_error"]))
     tier = best.get("gradient_tier") or "no tier"
     return (f"no backend produced {_short_of(rtol)} (the best: {label(best)}, gradient "
@@ -427,7 +461,8 @@ def _times_of(r: dict[str, Any]) -> str:
     return "".join(f", {c} {_seconds(r[k])}" for c, k in ODE_CRITERIA if _finite(r.get(k)))
 
 
-def _why_none_cnn(rows: Sequence[dict[str, Any]], _rtol: float = DEFAULT_GRADIENT_RTOL) -> str:
+def _why_none_cnn(rows: Sequence[dict[str, Any]], _rtol: float = DEFAULT_GRADIENT_RTOL,
+                  _limit: float | None = None) -> str:  # fmt: skip
     ok = [r for r in rows if r.get("status") == "ok"]
     if not ok:
         counts = Counter(str(r.get("status", "?")) for r in rows)
@@ -439,8 +474,8 @@ def _why_none_cnn(rows: Sequence[dict[str, Any]], _rtol: float = DEFAULT_GRADIEN
 class _Kind:
     group_keys: tuple[str, ...]
     criteria: tuple[tuple[str, str], ...]
-    qualifies: Callable[[dict[str, Any], float], bool]
-    why_none: Callable[[Sequence[dict[str, Any]], float], str]
+    qualifies: Callable[[dict[str, Any], float, float | None], bool]
+    why_none: Callable[[Sequence[dict[str, Any]], float, float | None], str]
     noun: str = "row with a passing gradient"
     #: rows judged by gradient accuracy and load: faster rows left out are named
     gradients: bool = True
@@ -519,13 +554,15 @@ def _left_out(
 
 
 def _verdict(problem: str, spec: _Kind, group: dict[str, Any], members: list[dict[str, Any]],
-             rtol: float) -> Verdict:  # fmt: skip
-    """One comparison's verdict under ``spec``'s rules, judged against ``rtol``."""
-    good = [r for r in members if spec.qualifies(r, rtol)]
+             rtol: float, limit: float) -> Verdict:  # fmt: skip
+    """One comparison's verdict under ``spec``'s rules, judged against ``rtol``, rows timed
+    with others' CPU above ``limit`` cores counted as loaded. Where every row that would
+    qualify was loaded, the picks come from those rows and the verdict is provisional."""
+    good = [r for r in members if spec.qualifies(r, rtol, limit)]
     picks = tuple(p for c, k in spec.criteria if (p := _pick(good, c, k)) is not None)
     reason = None
     if not good:
-        reason = spec.why_none(members, rtol)
+        reason = spec.why_none(members, rtol, limit)
     elif not picks:
         reason = "no qualifying row has timings (an interrupted run?)"
     if not spec.gradients:
@@ -534,45 +571,66 @@ def _verdict(problem: str, spec: _Kind, group: dict[str, Any], members: list[dic
     noun = spec.noun if rtol == DEFAULT_GRADIENT_RTOL else noun
     # rows that would qualify but for the load (the others are left out by their error)
     loaded = tuple(r for r in members
-                   if r.get("status") == "ok" and _accurate(r, rtol) and _loaded(r))  # fmt: skip
+                   if r.get("status") == "ok" and _accurate(r, rtol) and _loaded(r, limit))  # fmt: skip
+    provisional = False
+    if not good and loaded:  # never withhold the answer: the loaded rows' winner, provisional
+        picks = tuple(p for c, k in spec.criteria
+                      if (p := _pick(list(loaded), c, k)) is not None)  # fmt: skip
+        provisional = bool(picks)
+        reason = None if provisional else reason
+    step = next_step.suggest(members, rtol) if reason and not good and not loaded else None
     return Verdict(problem, group, len(good), picks, reason, noun,
                    _left_out(members, picks, rtol) if picks else (),
-                   () if reason and "under load" in reason else loaded, rtol)  # fmt: skip
+                   () if reason and "under load" in reason else loaded, rtol,
+                   provisional, limit, step)  # fmt: skip
 
 
 def verdicts(
-    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
-) -> list[Verdict]:
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None,
+    load_limit: float | None = None,
+) -> list[Verdict]:  # fmt: skip
     """Every comparison's verdict, problem by problem in the order the records came; ODE
     and ensemble rows qualify with ``gradient_error <= gradient_rtol`` (None: the default,
-    the *pass* tier)."""
+    the *pass* tier) and others' CPU at most ``load_limit`` cores (None: the limit in
+    force, :func:`~sciml_bench.measure.noise.load_limit`, ``--load-limit``)."""
     rtol = DEFAULT_GRADIENT_RTOL if gradient_rtol is None else float(gradient_rtol)
     if not (rtol > 0 and math.isfinite(rtol)):
         raise ValueError(f"gradient_rtol must be a positive number, not {gradient_rtol!r}")
+    limit = _limit(load_limit)
     by_problem: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in records:
         kind = _kind(r)
         if kind in _KINDS:
             by_problem.setdefault((str(r.get("problem", "?")), kind), []).append(r)
     return [
-        _verdict(problem, _KINDS[kind], group, members, rtol)
+        _verdict(problem, _KINDS[kind], group, members, rtol, limit)
         for (problem, kind), rows in by_problem.items()
         for group, members in _groups(rows, _KINDS[kind].group_keys)
     ]
 
 
+def _limit(load_limit: float | None) -> float:
+    """``load_limit`` checked (None: the limit in force)."""
+    limit = load_limit_in_force() if load_limit is None else float(load_limit)
+    if not (limit >= 0 and math.isfinite(limit)):
+        raise ValueError(f"load_limit must be a number of cores >= 0, not {load_limit!r}")
+    return limit
+
+
 def lines(
-    records: Sequence[dict[str, Any]], width: int = 100, gradient_rtol: float | None = None
+    records: Sequence[dict[str, Any]], width: int = 100, gradient_rtol: float | None = None,
+    load_limit: float | None = None,
 ) -> list[str]:  # fmt: skip
     """The verdicts of ``records`` as terminal lines, each wrapped at ``width``."""
     return [
         textwrap.fill(v.text(), width=width, subsequent_indent="    ")
-        for v in verdicts(records, gradient_rtol)
+        for v in verdicts(records, gradient_rtol, load_limit)
     ]
 
 
 def json_records(
-    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None
-) -> list[dict[str, Any]]:
+    records: Sequence[dict[str, Any]], gradient_rtol: float | None = None,
+    load_limit: float | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
     """The ``kind = "verdict"`` records that ``--json`` prints after the case records."""
-    return [v.to_json() for v in verdicts(records, gradient_rtol)]
+    return [v.to_json() for v in verdicts(records, gradient_rtol, load_limit)]

@@ -277,6 +277,7 @@ def _on_worker(fn: TaskFn, item: Any, index: int, threads: int | None, run_id: s
     get_worker().log_event(_topic(run_id), {"index": index})
     ex = LocalExecutor(threads=threads)
     ex.die_with_parent = True
+    ex.run_id = run_id  # this run's workers on one host count as its own, not others' load
     ex.stop = lambda: run_id in _CANCELLED
     try:
         value = fn(item, ex, lambda k, e: None)

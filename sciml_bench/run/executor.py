@@ -155,6 +155,8 @@ THREAD_VARS = (
 )
 #: where running workers leave markers (:class:`HostWatch`); tests move it
 ACTIVE_DIR_VAR = "SCIML_BENCH_ACTIVE_DIR"
+#: the run's id its workers' markers carry (:func:`default_run_id`): a Dask task sets it
+RUN_ID_VAR = "SCIML_BENCH_RUN_ID"
 #: the name XLA:CPU gives its intra-op pool's threads (``tf_XLAEigen`` in /proc)
 XLA_POOL_THREAD = "XLAEigen"
 
@@ -169,6 +171,13 @@ def thread_env(n: int, xla_flags: str = "") -> dict[str, str]:
     if n == 1 and "xla_cpu_multi_thread_eigen" not in xla_flags:
         env["XLA_FLAGS"] = (xla_flags + " --xla_cpu_multi_thread_eigen=false").strip()
     return env
+
+
+def default_run_id() -> str:
+    """This run's id in the markers of its workers: ``$SCIML_BENCH_RUN_ID`` where set
+    (inherited by a Dask LocalCluster's workers), else this process's host and pid (a
+    local run's executors all live in the one ``sciml-bench run`` process)."""
+    return os.environ.get(RUN_ID_VAR) or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def active_dir() -> Path:
@@ -213,6 +222,9 @@ class HostWatch:
     - ``concurrent``: the most sciml-bench workers seen running at once on this host,
       itself included (every executor leaves a marker ``HOST-PID`` per running worker in
       :func:`active_dir`; a dead worker's marker is ignored and removed);
+    - ``concurrent_own``: the most of them that were this run's (the marker holds its
+      run's id, :func:`default_run_id`): the rest belong to other runs, whose load the
+      user did not cause and cannot stop with ``--workers``;
     - ``threads``: the most threads the worker process had at once;
     - ``xla_threads``: the most threads of XLA:CPU's intra-op pool in it: the threads
       JAX really used (0 in a worker without JAX);
@@ -223,8 +235,10 @@ class HostWatch:
     #: polls between two thread counts (a pool, once made, lives as long as the process)
     THREAD_EVERY = 5
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, run_id: str | None = None):
         self.pid, self.concurrent, self.threads, self.xla_threads = pid, 1, 0, 0
+        self.concurrent_own = 1
+        self.run_id = run_id or default_run_id()
         self.rss_mb = 0.0
         self._polls = 0
         self._host = socket.gethostname()
@@ -237,31 +251,41 @@ class HostWatch:
                     with contextlib.suppress(OSError):
                         folder.chmod(0o1777)  # shared by every user's runs, as /tmp is
                 self._marker = folder / f"{self._host}-{pid}"
-                self._marker.touch()
+                self._marker.write_text(self.run_id)
                 break
             except OSError:
                 self._marker = None  # counted as alone: the marker folder is not writable
         self.sample()
 
     def _running(self) -> int:
-        n = 0
+        """How many sciml-bench workers run on this host now, itself included."""
+        return self._counts()[0]
+
+    def _counts(self) -> tuple[int, int]:
+        """(workers running on this host now, those of them of this run), each at least 1."""
+        n = own = 0
         try:
             entries = os.listdir(self._marker.parent) if self._marker else []
         except OSError:
-            return 1
+            return 1, 1
         for name in entries:
             host, _, pid = name.rpartition("-")
             if host != self._host or not pid.isdigit():
                 continue
+            marker = self._marker.parent / name  # type: ignore[union-attr]
             if _alive(int(pid)):
                 n += 1
+                with contextlib.suppress(OSError):  # an older version's marker is empty
+                    own += marker.read_text() == self.run_id
             else:
                 with contextlib.suppress(OSError):
-                    (self._marker.parent / name).unlink()  # type: ignore[union-attr]
-        return max(n, 1)
+                    marker.unlink()
+        return max(n, 1), max(own, 1)
 
     def sample(self) -> None:
-        self.concurrent = max(self.concurrent, self._running())
+        n, own = self._counts()
+        self.concurrent = max(self.concurrent, n)
+        self.concurrent_own = max(self.concurrent_own, own)
         self.rss_mb = max(self.rss_mb, process_rss_mb(self.pid) or 0.0)
         if self._polls % self.THREAD_EVERY == 0:
             names = _thread_names(self.pid)
@@ -279,9 +303,10 @@ class HostWatch:
                 self._marker.parent.rmdir()  # fails while another worker's marker is there
 
     def facts(self) -> dict[str, Any]:
-        """The record keys: ``concurrent_cases``, ``worker_threads`` and, in a worker
-        that ran XLA, ``xla_threads``."""
-        out: dict[str, Any] = {"concurrent_cases": self.concurrent}
+        """The record keys: ``concurrent_cases``, ``concurrent_own``, ``worker_threads``
+        and, in a worker that ran XLA, ``xla_threads``."""
+        out: dict[str, Any] = {"concurrent_cases": self.concurrent,
+                               "concurrent_own": min(self.concurrent_own, self.concurrent)}
         if self.threads:
             out["worker_threads"] = self.threads
         if self.xla_threads:
@@ -367,6 +392,9 @@ class LocalExecutor:
         #: the worker dies with this process (set on Dask workers, whose death would
         #: otherwise leave an orphaned case running on the machine)
         self.die_with_parent = False
+        #: the run the markers of this executor's workers name (a Dask task sets the
+        #: client's): workers of other runs on the host are told apart from this run's
+        self.run_id: str | None = None
         #: what the watches of the current item's processes saw (:meth:`take_facts`)
         self.facts: dict[str, Any] = {}
         #: the free cores and the load average when this executor's first CNN worker
@@ -466,7 +494,7 @@ class LocalExecutor:
                         env=env,
                         start_new_session=True,
                     )
-                    watch = HostWatch(proc.pid)
+                    watch = HostWatch(proc.pid, self.run_id)
                     timed_out, interrupted = self._wait(proc, watch, reader, start, budget_s)
                 except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (run.signals)
                     interrupted = e
