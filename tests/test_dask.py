@@ -191,7 +191,8 @@ def test_cases_timed_side_by_side_say_so_in_case_order(
     text = table(results.read(tmp_path / "two.h5").records)
     shown = [ln.split()[4] for ln in text.splitlines()[3:7]]
     assert shown == ["1e-04", "1e-05", "1e-06", "1e-08"], text
-    assert "ran beside other cases on the same host" in text
+    # the two workers are this run's own: the note says so, not "other processes"
+    assert "ran beside this run's own other cases (up to 2 of its cases at once)" in text
 
 
 @pytest.mark.slow

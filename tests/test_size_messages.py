@@ -87,7 +87,8 @@ def test_tolerances_are_accepted_for_array_problems() -> None:
     base.update(problems=("stiff-robertson-groups",), problem_files=(), backend_names=("scipy",),
                 solvers=(), gradients=(), tolerances="1e-8,1e-5", sweep=False, quick=True,
                 out="results", refresh_reference=False, dataset="synthetic", as_json=False,
-                sizes="1", jacobians=(), train=False, executor="local", dask=None)  # fmt: skip
+                sizes="1", jacobians=(), train=False, executor="local", dask=None,
+                sbml_files=())  # fmt: skip
     plan = plan_run(RunOptions(**base))
     assert plan.rtols == [1e-8, 1e-5] and plan.sizes == [1]
     import numpy as np
