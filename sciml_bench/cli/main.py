@@ -60,6 +60,7 @@ def main(debug: bool) -> None:
     Typical use:
       sciml-bench list                       problems and backends, with availability
       sciml-bench check --problem-file my.toml   your own model: valid? who runs it?
+      sciml-bench import model.xml -o my.toml    an SBML model as a problem file
       sciml-bench run stiff-robertson        every available backend, results to results/
       sciml-bench run stiff-robertson --quick -b diffrax
       sciml-bench show results/FILE.h5       the table again
