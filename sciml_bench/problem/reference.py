@@ -74,7 +74,8 @@ from sciml_bench.problem.spec import Problem
 #: 4: array problems' FD is Richardson-extrapolated; 5: directional FD extrapolated too,
 #: reference_error and gradient_check stored; 6: directional steps in log space for positive
 #: parameters, forward sensitivities above 1,000 states; 7: a full gradient at every size,
-#: forward sensitivities or the adjoint at two tolerances, norm-wise estimates)
+#: forward sensitivities or the adjoint at two tolerances, norm-wise estimates; a scalar
+#: problem's FD cross-check at h alone, not h and h/2, left v7 entries valid: no bump)
 REFERENCE_VERSION = 7
 DEFAULT_RTOL = 1e-12
 DEFAULT_FD_STEP = 1e-4
