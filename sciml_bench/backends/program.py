@@ -37,11 +37,12 @@ from sciml_bench.problem.compiled import CompiledProblem
 
 #: the backend that runs each codegen target's code, by default
 TARGET_BACKEND = {"jax": "diffrax", "torch": "torchdiffeq", "numpy": "scipy",
-                  "casadi": "cvodes", "diffsl": "diffsol", "julia": "julia"}  # fmt: skip
+                  "casadi": "cvodes", "diffsl": "diffsol", "julia": "julia",
+                  "sbml": "amici"}  # fmt: skip
 #: the generated source each backend runs
 BACKEND_TARGET = {"diffrax": "jax", "torchdiffeq": "torch", "torchode": "torch",
                   "scipy": "numpy", "cvodes": "casadi", "diffsol": "diffsl",
-                  "julia": "julia"}  # fmt: skip
+                  "amici": "sbml", "julia": "julia"}  # fmt: skip
 #: the comment a program-less target's output starts with
 NOT_YET = "# sciml-bench: the whole program is not available for"
 

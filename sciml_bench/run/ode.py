@@ -195,7 +195,8 @@ def work(job: dict[str, Any], events: Events) -> None:
     except Exception as e:
         report_failure(events, e, "build", "build", clock() - start)
         return
-    events.emit(phase="build", s=clock() - start)
+    # a backend's parts of its build (AMICI: import, code generation, C++ compile, load)
+    events.emit(phase="build", s=clock() - start, detail=getattr(case, "build_detail", None) or {})
     wanted = job.get("device", "cpu")
     if not placed(case, wanted, name, events, "build"):
         return
