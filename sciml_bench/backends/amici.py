@@ -141,24 +141,25 @@ def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, A
     bound, gradient method, the observed states, each parameter's AMICI scale and which
     parameters the model takes as logs (:func:`~sciml_bench.problem.compiled.log_scaled`)."""
     log = log_scaled(problem)
+    observed = observed_states(problem.loss_W)
     kind = options.extra.get("jacobian", "sparse" if problem.size else "dense")
     linear = str(options.extra.get("linear_solver", LINEAR_SOLVERS[kind]))
     return {"solver": options.solver, "linear_solver": linear, "rtol": options.rtol,
             "atol": options.atol, "max_steps": options.max_steps,
             "gradient": options.gradient_method, "t0": float(problem.t_span[0]),
-            "observed": observed_states(problem.loss_W),
+            "observed": observed, "observables": [problem.state_names[j] for j in observed],
+            "param_names": list(problem.param_names),
             "parameter_scale": ["ln" if v else "none" for v in log],
             "compute_conservation_laws": CONSERVATION_LAWS, "dtype": options.dtype,
             "log_scaled": log.tolist()}  # fmt: skip
 
 
-def model_key(sbml: str, settings: Mapping[str, Any], state_names: list[str]) -> str:
+def model_key(sbml: str, settings: Mapping[str, Any]) -> str:
     """What a compiled model depends on, hashed: the SBML, the observables, the
     conservation-law setting and AMICI's version (16 hex digits)."""
     import amici
 
-    observed = [state_names[j] for j in settings["observed"]]
-    text = "\n".join([amici.__version__, sbml, ",".join(observed),
+    text = "\n".join([amici.__version__, sbml, ",".join(settings["observables"]),
                       str(settings["compute_conservation_laws"])])  # fmt: skip
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -173,9 +174,7 @@ def swig_first_on_path() -> None:
         os.environ["PATH"] = here + os.pathsep + path
 
 
-def import_model(
-    sbml: str, name: str, outdir: str, state_names: list[str], settings: Mapping[str, Any]
-) -> dict[str, float]:
+def import_model(sbml: str, name: str, outdir: str, settings: Mapping[str, Any]) -> dict[str, float]:
     """``SbmlImporter(sbml).sbml2amici(name, outdir, ...)`` in its two halves, timed: the
     symbolic import and C++ code generation (``compile=False``), then the C++ compile of
     the generated package (AMICI's own ``build_model_extension``, what ``compile=True``
@@ -187,8 +186,8 @@ def import_model(
     t0 = time.perf_counter()
     importer = amici.SbmlImporter(sbml, from_file=False)
     t1 = time.perf_counter()
-    channels = [amici.MeasurementChannel(f"o_{state_names[j]}", formula=state_names[j])
-                for j in settings["observed"]]  # fmt: skip
+    channels = [amici.MeasurementChannel(f"o_{state}", formula=state)
+                for state in settings["observables"]]  # fmt: skip
     importer.sbml2amici(name, outdir, observation_model=channels, verbose=False, compile=False,
                         compute_conservation_laws=settings["compute_conservation_laws"])  # fmt: skip
     t2 = time.perf_counter()
@@ -205,16 +204,15 @@ def load_model(name: str, outdir: str) -> Any:
     return amici.import_model_module(name, outdir).get_model()
 
 
-def configure_model(model: Any, settings: Mapping[str, Any], t_save: Any,
-                    param_names: list[str]) -> None:  # fmt: skip
+def configure_model(model: Any, settings: Mapping[str, Any], t_save: Any) -> None:
     """Save points, start time and each parameter's scale (``ln`` or ``none``) on the
     model; AMICI's free parameters must be the problem's, in its order."""
     import amici.sim.sundials as S
 
     ids = [str(i) for i in model.get_free_parameter_ids()]
-    if ids != list(param_names):
+    if ids != list(settings["param_names"]):
         raise RuntimeError(f"AMICI's free parameters {ids} are not the problem's "
-                           f"{list(param_names)}: the SBML export changed")  # fmt: skip
+                           f"{settings['param_names']}: the SBML export changed")  # fmt: skip
     model.set_timepoints([float(t) for t in t_save])
     model.set_t0(float(settings["t0"]))
     model.set_parameter_scale([getattr(S.ParameterScaling, s)
@@ -319,7 +317,7 @@ def built_model(problem: CompiledProblem, settings: Mapping[str, Any]) -> tuple[
     import amici.sim.sundials  # noqa: F401  (a model module reads amici.sim at import)
 
     sbml = expressible_source("amici", problem, "sbml")
-    key = model_key(sbml, settings, problem.state_names)
+    key = model_key(sbml, settings)
     name, root = f"sciml_bench_{key}", cache_root()
     final = None if root is None else root / amici.__version__ / key
     phases: dict[str, float] = {}
@@ -331,7 +329,7 @@ def built_model(problem: CompiledProblem, settings: Mapping[str, Any]) -> tuple[
         outdir = tempfile.mkdtemp(prefix=f"amici-{key}-", dir=None if root is None else root)
         if root is None:
             atexit.register(shutil.rmtree, outdir, True)
-        phases = import_model(sbml, name, outdir, problem.state_names, settings)
+        phases = import_model(sbml, name, outdir, settings)
         outdir = outdir if final is None else _publish(outdir, final)
         source = "compiled"
     t0 = time.perf_counter()
@@ -371,7 +369,7 @@ class AmiciCase(CompiledCase):
         check_loss(problem)
         st = case_settings(problem, options)
         self.model, made = built_model(problem, st)
-        configure_model(self.model, st, problem.t_save, problem.param_names)
+        configure_model(self.model, st, problem.t_save)
         self.solver = make_solver(self.model, st, gradient=False)
         self.grad_solver = make_solver(self.model, st, gradient=True)
         self.edata = exp_data(self.model, st, problem.loss_W, problem.loss_O)
@@ -386,7 +384,7 @@ class AmiciCase(CompiledCase):
             "parameter_scale": amici_scales(self.log_scaled),
             "conservation_laws": (f"reduction {'on' if CONSERVATION_LAWS else 'off'} (AMICI's "
                                   f"default); {int(self.model.ncl())} found"),
-            "observables": [problem.state_names[j] for j in st["observed"]],
+            "observables": st["observables"],
             "loss_constant": self.constant,
             "internal_sensitivity_method": _ISM.get(
                 int(self.grad_solver.get_internal_sensitivity_method()), "?"),

@@ -275,9 +275,68 @@ import pydiffsol as ds  # noqa: F401""",
     embed=_diffsl_text,
 )
 
+def _sbml_text(source: str) -> str:
+    """The SBML model bound to ``SBML``, verbatim."""
+    if '"""' in source or source.endswith("\\"):
+        return f"SBML = {source!r}\n"
+    return f'SBML = r"""{source}"""\n'
+
+
+AMICI = Recipe(
+    module="amici",
+    imports="""\
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import amici
+import amici.sim.sundials as S
+import numpy as np""",
+    functions=(
+        "swig_first_on_path",
+        "import_model",
+        "load_model",
+        "configure_model",
+        "make_solver",
+        "noise",
+        "exp_data",
+        "loss_constant",
+        "loss_and_gradient",
+        "compiled.model_parameters",
+        "compiled.natural_gradient",
+    ),
+    main=(
+        "outdir = tempfile.mkdtemp(prefix='amici-model-')",
+        "name = 'sciml_bench_program_model'",
+        "phases = import_model(SBML, name, outdir, SETTINGS)  # code generation and "
+        "the C++ compile",
+        "print('amici build: ' + ', '.join(f'{k} {v:.2f} s' for k, v in phases.items()))",
+        "model = load_model(name, outdir)",
+        "configure_model(model, SETTINGS, T_SAVE)",
+        "# the model's parameters as the case holds them (prepare): log θ where on the ln scale",
+        "u = model_parameters(THETA, SETTINGS['log_scaled'])",
+        "model.set_free_parameters([float(v) for v in u])",
+        "rdata = S.run_simulation(model, make_solver(model, SETTINGS, gradient=False))  # the solve",
+        "print(f'amici status {rdata.status}: {int(rdata.numsteps[-1])} steps, '",
+        "      f'{int(rdata.num_rhs_evals[-1])} RHS evaluations')",
+        "edata = exp_data(model, SETTINGS, np.asarray(LOSS_W), np.asarray(LOSS_O))",
+        "rg = S.run_simulation(model, make_solver(model, SETTINGS, gradient=True), edata)",
+        "value, grad_u = loss_and_gradient(rg, loss_constant(np.asarray(LOSS_W)))  # -llh - K, "
+        "-sllh",
+        "grad = natural_gradient(grad_u, u, SETTINGS['log_scaled'])  # dL/dθ",
+        "print_result(T_SAVE, np.asarray(rdata.x), value, grad)",
+        "shutil.rmtree(outdir, ignore_errors=True)  # the compiled model (the worker's may be cached)",
+    ),
+    embed=_sbml_text,
+)
+
 #: the backends whose whole program is printed
 RECIPES: dict[str, Recipe] = {"diffrax": DIFFRAX, "scipy": SCIPY, "torchdiffeq": TORCHDIFFEQ,
-                              "cvodes": CVODES, "diffsol": DIFFSOL}  # fmt: skip
+                              "cvodes": CVODES, "diffsol": DIFFSOL, "amici": AMICI}  # fmt: skip
 
 
 def _bind(name: str, value: Any) -> str:
