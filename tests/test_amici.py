@@ -1,6 +1,7 @@
 """The AMICI backend, with the real library: a real SBML import and C++ compile.
 
-One compile serves the file: a real ``sciml-bench run stiff-robertson -b amici --quick``
+One compile serves the file (the tests that need it are ``slow``: they wait for a real
+worker's C++ compile, about 20 s here): a real ``sciml-bench run stiff-robertson -b amici --quick``
 compiles the model cold into a cache folder (its row must show the compile in its time
 to first gradient), and the in-process cases load that compiled model from the cache.
 AMICI's −llh gradient against the suite's reference gradient, forward against adjoint,
@@ -73,10 +74,16 @@ def row(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def robertson(row: dict[str, Any]) -> tuple[Any, reference.Reference]:
+def problem() -> tuple[Any, reference.Reference]:
     p = spec.load("stiff-robertson")
     ref = reference.get(p)
     return reference.compile_problem(p, ref), ref
+
+
+@pytest.fixture(scope="module")
+def robertson(row: dict[str, Any], problem) -> tuple[Any, reference.Reference]:
+    """stiff-robertson once the run has left its compiled model in the cache."""
+    return problem
 
 
 def _case(problem: Any, method: str) -> Any:
@@ -85,6 +92,7 @@ def _case(problem: Any, method: str) -> Any:
     )
 
 
+@pytest.mark.slow
 @needs_amici
 def test_a_quick_run_row_is_ok_with_a_tier_and_the_compile_in_its_build(row) -> None:
     assert row["status"] == "ok", row["reason"]
@@ -102,6 +110,7 @@ def test_a_quick_run_row_is_ok_with_a_tier_and_the_compile_in_its_build(row) -> 
     assert 100 < row["steps"] < row["max_steps"]
 
 
+@pytest.mark.slow
 @needs_amici
 def test_minus_llh_gradient_is_the_suites_loss_gradient(robertson) -> None:
     """AMICI's −∇llh (σ = 1/√(2W), ``ln`` parameters) against the suite's reference
@@ -123,6 +132,7 @@ def test_minus_llh_gradient_is_the_suites_loss_gradient(robertson) -> None:
         assert loss == pytest.approx(problem.loss_numpy(y), rel=same)
 
 
+@pytest.mark.slow
 @needs_amici
 def test_forward_and_adjoint_agree(robertson) -> None:
     problem, _ = robertson
@@ -132,9 +142,9 @@ def test_forward_and_adjoint_agree(robertson) -> None:
 
 
 @needs_amici
-def test_a_loss_amici_cannot_state_is_refused_with_the_reason(robertson) -> None:
+def test_a_loss_amici_cannot_state_is_refused_with_the_reason(problem) -> None:
     """A ``final`` loss (``Σ C·y``, no Gaussian likelihood) never reaches AMICI."""
-    problem, _ = robertson
+    problem, _ = problem
     final = dataclasses.replace(problem, loss_W=np.zeros_like(problem.loss_W),
                                 loss_C=np.ones_like(problem.loss_C))  # fmt: skip
     with pytest.raises(ProblemNotExpressible, match="linear term Σ C·y"):

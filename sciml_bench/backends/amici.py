@@ -363,10 +363,10 @@ def amici_failure(rdata: Any) -> SolverFailure:
 
 class AmiciCase(CompiledCase):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
+        check_loss(problem)  # before anything is imported or compiled
         import amici
         import amici.sim.sundials as S
 
-        check_loss(problem)
         st = case_settings(problem, options)
         self.model, made = built_model(problem, st)
         configure_model(self.model, st, problem.t_save)
