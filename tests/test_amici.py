@@ -168,3 +168,30 @@ def test_without_amici_the_backend_is_unavailable_with_the_fix(monkeypatch) -> N
     found = backends.get("amici").availability()
     assert not found.ok and "amici" in found.reason
     assert found.fix == "pip install -c constraints.txt -e '.[amici]'"
+
+
+@pytest.mark.slow
+@needs_amici
+def test_the_printed_program_prints_what_the_case_computes(robertson, tmp_path: Path) -> None:
+    """``codegen --backend amici``'s program, run in a fresh process (its own C++ compile),
+    prints the solution, loss and gradient of the backend's case to 1e-10; a problem with
+    no SBML prints no program, only why."""
+    from sciml_bench.backends import program as prog
+
+    problem, _ = robertson
+    options = CaseOptions("BDF", "forward", problem.rtol, problem.atol, problem.max_steps)
+    path = tmp_path / "case.py"
+    path.write_text(prog.program(problem, "amici", options, "test"))
+    r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = prog.parse_output(r.stdout)
+    case = _case(problem, "forward")
+    theta = problem.theta0
+    assert np.max(np.abs(out["y"] - case.solve(theta).y)) <= 1e-10 * np.max(np.abs(out["y"]))
+    loss, grad = case.loss_and_grad(theta)
+    assert abs(out["loss"] - loss) <= 1e-10 * abs(loss)
+    assert np.max(np.abs(out["gradient"] - grad)) <= 1e-10 * np.max(np.abs(grad))
+    g = spec.at_size(spec.load("stiff-robertson-groups"), 1)
+    groups = reference.compile_problem(g, None, np.zeros((len(g.t_save), g.n_state)))
+    text = prog.program(groups, "amici", options, "test")
+    assert text.startswith("# sciml-bench: amici runs no program for stiff-robertson-groups")

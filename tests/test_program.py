@@ -116,7 +116,6 @@ def test_codegen_command_picks_the_case_and_refuses_bad_names() -> None:
     pytest.param("scipy", "scipy"),
     pytest.param("cvodes", "casadi"),
     pytest.param("diffsol", "pydiffsol"),
-    pytest.param("amici", "amici", marks=pytest.mark.slow),  # two C++ compiles, 30 s
 ])  # fmt: skip
 def test_the_printed_program_prints_what_the_backends_case_computes(
     backend: str, module: str, tmp_path: Path

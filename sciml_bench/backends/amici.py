@@ -104,8 +104,10 @@ _GRADIENTS = {
 CACHE_VAR = "SCIML_BENCH_AMICI_CACHE"
 #: the linear solver of each Jacobian kind (AMICI's ``LinearSolver`` names)
 LINEAR_SOLVERS = {"dense": "dense", "sparse": "KLU"}
-_LINEAR_WORDS = {"dense": "dense (SUNDIALS dense LU on AMICI's generated Jacobian)",
-                 "KLU": "KLU (SuiteSparse sparse LU on AMICI's generated sparse Jacobian)"}  # fmt: skip
+_LINEAR_WORDS = {
+    "dense": "dense (SUNDIALS dense LU on AMICI's generated Jacobian)",
+    "KLU": "KLU (SuiteSparse sparse LU on AMICI's generated sparse Jacobian)",
+}
 #: AMICI's conservation-law reduction, left at its default
 CONSERVATION_LAWS = True
 IDIOM = (
@@ -174,7 +176,9 @@ def swig_first_on_path() -> None:
         os.environ["PATH"] = here + os.pathsep + path
 
 
-def import_model(sbml: str, name: str, outdir: str, settings: Mapping[str, Any]) -> dict[str, float]:
+def import_model(
+    sbml: str, name: str, outdir: str, settings: Mapping[str, Any]
+) -> dict[str, float]:
     """``SbmlImporter(sbml).sbml2amici(name, outdir, ...)`` in its two halves, timed: the
     symbolic import and C++ code generation (``compile=False``), then the C++ compile of
     the generated package (AMICI's own ``build_model_extension``, what ``compile=True``
@@ -188,8 +192,10 @@ def import_model(sbml: str, name: str, outdir: str, settings: Mapping[str, Any])
     t1 = time.perf_counter()
     channels = [amici.MeasurementChannel(f"o_{state}", formula=state)
                 for state in settings["observables"]]  # fmt: skip
-    importer.sbml2amici(name, outdir, observation_model=channels, verbose=False, compile=False,
-                        compute_conservation_laws=settings["compute_conservation_laws"])  # fmt: skip
+    importer.sbml2amici(
+        name, outdir, observation_model=channels, verbose=False, compile=False,
+        compute_conservation_laws=settings["compute_conservation_laws"],
+    )  # fmt: skip
     t2 = time.perf_counter()
     swig_first_on_path()
     build_model_extension(outdir)
@@ -227,8 +233,8 @@ def make_solver(model: Any, settings: Mapping[str, Any], gradient: bool) -> Any:
     import amici.sim.sundials as S
 
     solver = model.create_solver()
-    solver.set_linear_multistep_method(
-        S.LinearMultistepMethod.BDF if settings["solver"] == "BDF" else S.LinearMultistepMethod.adams)
+    methods = {"BDF": S.LinearMultistepMethod.BDF, "Adams": S.LinearMultistepMethod.adams}
+    solver.set_linear_multistep_method(methods[settings["solver"]])
     solver.set_non_linear_solver_iteration(S.NonlinearSolverIteration.newton)
     solver.set_linear_solver(getattr(S.LinearSolver, settings["linear_solver"]))
     rtol, atol = settings["rtol"], settings["atol"]
@@ -309,7 +315,9 @@ def _publish(built: str, final: Path) -> str:
     return str(final)
 
 
-def built_model(problem: CompiledProblem, settings: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+def built_model(
+    problem: CompiledProblem, settings: Mapping[str, Any]
+) -> tuple[Any, dict[str, Any]]:
     """The compiled model and how it was made: from the cache (``model_source: cache``,
     the load timed) or compiled here (``compiled``: import, code generation and the C++
     compile, timed; into the cache when there is one, else a folder removed at exit)."""
@@ -407,7 +415,7 @@ class AmiciCase(CompiledCase):
         steps = int(raw.numsteps[-1])
         rejected = int(raw.num_err_test_fails[-1]) + int(raw.num_non_lin_solv_conv_fails[-1])
         check_steps("amici", self.max_steps, steps, rejected,
-                    note="AMICI's own bound counts accepted steps over the whole solve")  # fmt: skip
+                    note="AMICI's own bound counts accepted steps, whole solve")  # fmt: skip
         y = finite_solution("amici", np.array(raw.x, dtype=np.float64))
         return Solution(y, {"steps": steps, "rejected_steps": rejected,
                             "rhs_evals": int(raw.num_rhs_evals[-1])})  # fmt: skip

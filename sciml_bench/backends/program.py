@@ -320,7 +320,8 @@ import numpy as np""",
         "# the model's parameters as the case holds them (prepare): log θ where on the ln scale",
         "u = model_parameters(THETA, SETTINGS['log_scaled'])",
         "model.set_free_parameters([float(v) for v in u])",
-        "rdata = S.run_simulation(model, make_solver(model, SETTINGS, gradient=False))  # the solve",
+        "solver = make_solver(model, SETTINGS, gradient=False)",
+        "rdata = S.run_simulation(model, solver)  # the solve",
         "print(f'amici status {rdata.status}: {int(rdata.numsteps[-1])} steps, '",
         "      f'{int(rdata.num_rhs_evals[-1])} RHS evaluations')",
         "edata = exp_data(model, SETTINGS, np.asarray(LOSS_W), np.asarray(LOSS_O))",
@@ -329,7 +330,7 @@ import numpy as np""",
         "-sllh",
         "grad = natural_gradient(grad_u, u, SETTINGS['log_scaled'])  # dL/dθ",
         "print_result(T_SAVE, np.asarray(rdata.x), value, grad)",
-        "shutil.rmtree(outdir, ignore_errors=True)  # the compiled model (the worker's may be cached)",
+        "shutil.rmtree(outdir, ignore_errors=True)  # this compiled model",
     ),
     embed=_sbml_text,
 )
@@ -372,8 +373,14 @@ def program(problem: CompiledProblem, backend: str, options: CaseOptions, comman
     """The whole program of ``backend``'s case ``options`` on ``problem`` (see the module's
     docstring); for a backend without a :data:`RECIPES` entry, its vector field after a
     :data:`NOT_YET` comment. ``command`` is the codegen command line, quoted in the text."""
+    from sciml_bench.problem.generated import not_expressible
+
     target = BACKEND_TARGET[backend]
     rhs = problem.source[target]
+    why = not_expressible(rhs)
+    if why is not None:  # the row is unavailable: there is no program to print
+        return (f"# sciml-bench: {backend} runs no program for {problem.name}: it is {why} "
+                f"({command})\n{rhs}")  # fmt: skip
     recipe = RECIPES.get(backend)
     if recipe is None:
         return (f"{NOT_YET} {backend} yet: this is its vector field alone, as the worker "
