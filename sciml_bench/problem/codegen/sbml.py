@@ -22,8 +22,9 @@ from sciml_bench.problem.spec import Problem
 
 
 def _refusal(reason: str) -> str:
-    # "--" may not appear inside an XML comment
-    return f"<!-- {NOT_EXPRESSIBLE} in SBML: {reason.replace('--', '- -')} -->\n"
+    # "--" may not appear inside an XML comment; the reason has a line of its own, so that
+    # not_expressible() reads it without the comment's markers
+    return f"<!--\n{NOT_EXPRESSIBLE} in SBML: {reason.replace('--', '- -')}\n-->\n"
 
 
 def sbml_source(problem: Problem) -> str:
