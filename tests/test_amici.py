@@ -100,6 +100,7 @@ def test_a_quick_run_row_is_ok_with_a_tier_and_the_compile_in_its_build(row) -> 
     assert row["solver"] == "BDF"
     info, detail = row["case_info"], row["ttfg_detail"]
     assert info["model_source"] == "compiled"  # cold: the cache was empty
+    assert row["model_sources"] == ["compiled"]
     assert info["linear_solver"].startswith("dense")
     assert info["conservation_laws"] == "reduction on (AMICI's default); 0 found"
     assert info["parameter_scale"] == "AMICI ParameterScaling ln (log θ) for 3 of 3 parameters"
@@ -195,3 +196,16 @@ def test_the_printed_program_prints_what_the_case_computes(robertson, tmp_path: 
     groups = reference.compile_problem(g, None, np.zeros((len(g.t_save), g.n_state)))
     text = prog.program(groups, "amici", options, "test")
     assert text.startswith("# sciml-bench: amici runs no program for stiff-robertson-groups")
+
+
+def test_a_row_whose_model_came_from_the_cache_says_so_under_its_table() -> None:
+    from sciml_bench.results.table import reference_notes
+
+    rows = [
+        {"backend": "amici", "gradient_method": "forward",
+         "model_sources": ["compiled", "cache", "cache"]},
+        {"backend": "amici", "gradient_method": "adjoint", "model_sources": ["compiled"]},
+    ]  # fmt: skip
+    notes = [n for n in reference_notes(rows) if n.startswith("TTFG (cache)")]
+    assert notes == ["TTFG (cache): amici forward: 2 of 3 cold process(es) loaded the compiled "
+                     "model from the cache, with no code generation or compile in their build"]
