@@ -40,7 +40,7 @@ REQUIRE = {"julia": "SCIML_BENCH_REQUIRE_JULIA", "gpu": "SCIML_BENCH_REQUIRE_GPU
 LONGEST_FIRST = (
     "test_benchmarks.py", "test_problem_library.py", "test_problem_library_vanderpol.py",
     "test_ensemble_device.py", "test_cnn.py", "test_robertson_e2e.py", "test_dask.py",
-    "test_diffsol.py", "test_fuzz.py", "test_ensemble_run.py",
+    "test_diffsol.py", "test_fuzz.py", "test_ensemble_run.py", "test_amici.py",
 )  # fmt: skip
 
 

@@ -36,7 +36,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
 def test_every_backend_has_a_row_with_the_required_keys(run) -> None:
     records, _ = run
     assert [r["backend"] for r in records] == [
-        "scipy", "diffrax", "torchdiffeq", "torchode", "cvodes", "diffsol", "julia"
+        "scipy", "diffrax", "torchdiffeq", "torchode", "cvodes", "diffsol", "amici", "julia"
     ]
     for r in records:
         assert set(r) >= REQUIRED

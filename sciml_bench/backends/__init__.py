@@ -20,6 +20,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "torchode": ("sciml_bench.backends.torchode", "TorchodeBackend"),
     "cvodes": ("sciml_bench.backends.cvodes", "CvodesBackend"),
     "diffsol": ("sciml_bench.backends.diffsol", "DiffsolBackend"),
+    "amici": ("sciml_bench.backends.amici", "AmiciBackend"),
     "julia": ("sciml_bench.backends.julia", "JuliaBackend"),
 }
 

@@ -1,6 +1,9 @@
 """What the compiled-solver backends share: SUNDIALS CVODES through CasADi
-(:mod:`~sciml_bench.backends.cvodes`) and diffsol through pydiffsol
-(:mod:`~sciml_bench.backends.diffsol`).
+(:mod:`~sciml_bench.backends.cvodes`), diffsol through pydiffsol
+(:mod:`~sciml_bench.backends.diffsol`) and CVODES through AMICI
+(:mod:`~sciml_bench.backends.amici`, whose model is C++ compiled from SBML and whose
+parameter scale is AMICI's own ``ln``; what follows holds for it too unless its module
+says otherwise: it runs no array problem yet).
 
 Both compile the problem's generated model once at build (a CasADi graph, DiffSL text
 JIT-compiled by LLVM) and solve it in one call into native code, in float64. So both:

@@ -37,11 +37,12 @@ from sciml_bench.problem.compiled import CompiledProblem
 
 #: the backend that runs each codegen target's code, by default
 TARGET_BACKEND = {"jax": "diffrax", "torch": "torchdiffeq", "numpy": "scipy",
-                  "casadi": "cvodes", "diffsl": "diffsol", "julia": "julia"}  # fmt: skip
+                  "casadi": "cvodes", "diffsl": "diffsol", "julia": "julia",
+                  "sbml": "amici"}  # fmt: skip
 #: the generated source each backend runs
 BACKEND_TARGET = {"diffrax": "jax", "torchdiffeq": "torch", "torchode": "torch",
                   "scipy": "numpy", "cvodes": "casadi", "diffsol": "diffsl",
-                  "julia": "julia"}  # fmt: skip
+                  "amici": "sbml", "julia": "julia"}  # fmt: skip
 #: the comment a program-less target's output starts with
 NOT_YET = "# sciml-bench: the whole program is not available for"
 
@@ -274,9 +275,69 @@ import pydiffsol as ds  # noqa: F401""",
     embed=_diffsl_text,
 )
 
+def _sbml_text(source: str) -> str:
+    """The SBML model bound to ``SBML``, verbatim."""
+    if '"""' in source or source.endswith("\\"):
+        return f"SBML = {source!r}\n"
+    return f'SBML = r"""{source}"""\n'
+
+
+AMICI = Recipe(
+    module="amici",
+    imports="""\
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import amici
+import amici.sim.sundials as S
+import numpy as np""",
+    functions=(
+        "swig_first_on_path",
+        "import_model",
+        "load_model",
+        "configure_model",
+        "make_solver",
+        "noise",
+        "exp_data",
+        "loss_constant",
+        "loss_and_gradient",
+        "compiled.model_parameters",
+        "compiled.natural_gradient",
+    ),
+    main=(
+        "outdir = tempfile.mkdtemp(prefix='amici-model-')",
+        "name = 'sciml_bench_program_model'",
+        "phases = import_model(SBML, name, outdir, SETTINGS)  # code generation and "
+        "the C++ compile",
+        "print('amici build: ' + ', '.join(f'{k} {v:.2f} s' for k, v in phases.items()))",
+        "model = load_model(name, outdir)",
+        "configure_model(model, SETTINGS, T_SAVE)",
+        "# the model's parameters as the case holds them (prepare): log θ where on the ln scale",
+        "u = model_parameters(THETA, SETTINGS['log_scaled'])",
+        "model.set_free_parameters([float(v) for v in u])",
+        "solver = make_solver(model, SETTINGS, gradient=False)",
+        "rdata = S.run_simulation(model, solver)  # the solve",
+        "print(f'amici status {rdata.status}: {int(rdata.numsteps[-1])} steps, '",
+        "      f'{int(rdata.num_rhs_evals[-1])} RHS evaluations')",
+        "edata = exp_data(model, SETTINGS, np.asarray(LOSS_W), np.asarray(LOSS_O))",
+        "rg = S.run_simulation(model, make_solver(model, SETTINGS, gradient=True), edata)",
+        "value, grad_u = loss_and_gradient(rg, loss_constant(np.asarray(LOSS_W)))  # -llh - K, "
+        "-sllh",
+        "grad = natural_gradient(grad_u, u, SETTINGS['log_scaled'])  # dL/dθ",
+        "print_result(T_SAVE, np.asarray(rdata.x), value, grad)",
+        "shutil.rmtree(outdir, ignore_errors=True)  # this compiled model",
+    ),
+    embed=_sbml_text,
+)
+
 #: the backends whose whole program is printed
 RECIPES: dict[str, Recipe] = {"diffrax": DIFFRAX, "scipy": SCIPY, "torchdiffeq": TORCHDIFFEQ,
-                              "cvodes": CVODES, "diffsol": DIFFSOL}  # fmt: skip
+                              "cvodes": CVODES, "diffsol": DIFFSOL, "amici": AMICI}  # fmt: skip
 
 
 def _bind(name: str, value: Any) -> str:
@@ -312,8 +373,14 @@ def program(problem: CompiledProblem, backend: str, options: CaseOptions, comman
     """The whole program of ``backend``'s case ``options`` on ``problem`` (see the module's
     docstring); for a backend without a :data:`RECIPES` entry, its vector field after a
     :data:`NOT_YET` comment. ``command`` is the codegen command line, quoted in the text."""
+    from sciml_bench.problem.generated import not_expressible
+
     target = BACKEND_TARGET[backend]
     rhs = problem.source[target]
+    why = not_expressible(rhs)
+    if why is not None:  # the row is unavailable: there is no program to print
+        return (f"# sciml-bench: {backend} runs no program for {problem.name}: it is {why} "
+                f"({command})\n{rhs}")  # fmt: skip
     recipe = RECIPES.get(backend)
     if recipe is None:
         return (f"{NOT_YET} {backend} yet: this is its vector field alone, as the worker "

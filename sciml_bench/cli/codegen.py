@@ -13,12 +13,13 @@ from sciml_bench.cli.options import UserError, check_offered, load_problem, size
 @click.command()
 @click.argument("problem", required=False)
 @click.option("--problem-file", type=click.Path(), help="A problem file instead of a name.")
-@click.option("--target", type=click.Choice(["numpy", "torch", "jax", "julia", "casadi", "diffsl"]),
+@click.option("--target", type=click.Choice(["numpy", "torch", "jax", "julia", "casadi", "diffsl",
+                                                "sbml"]),
               default=None, help="The generated code's language [default: numpy, or the "
               "--backend's]")
 @click.option("--backend", "backend_name", default=None,
               help="The case's backend [default: the target's: jax diffrax, torch torchdiffeq, "
-              "numpy scipy, casadi cvodes, diffsl diffsol, julia julia].")
+              "numpy scipy, casadi cvodes, diffsl diffsol, julia julia, sbml amici].")
 @click.option("--solver", default=None, help="The case's solver [default: the backend's for "
               "the problem].")
 @click.option("--gradient", default=None, help="The case's gradient method [default: the "
@@ -44,6 +45,7 @@ def codegen(problem: str | None, problem_file: str | None, target: str | None,
       sciml-bench codegen nonstiff-spiral-node --target julia
       sciml-bench codegen --problem-file my.toml --target numpy --rhs-only   (with the Jacobian)
       sciml-bench codegen stiff-robertson-ude --target diffsl --rhs-only   (what diffsol compiles)
+      sciml-bench codegen stiff-robertson --backend amici   (SBML, AMICI's import and compile)
       sciml-bench codegen stiff-brusselator-2d --size 64 --rhs-only   (array code, sparse Jacobian)
       sciml-bench codegen stiff-robertson-groups --backend cvodes --jacobian dense   (a dense row)
     """

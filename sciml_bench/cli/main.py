@@ -53,7 +53,7 @@ class _Group(click.Group):
               help="Show full tracebacks for errors (also accepted after the command).")
 def main(debug: bool) -> None:
     """Benchmark solving and differentiating ODEs across torchdiffeq, torchode, Diffrax,
-    CVODES (CasADi), diffsol, DifferentialEquations.jl (Julia) and SciPy, fairly and
+    CVODES (CasADi), diffsol, AMICI (CVODES), DifferentialEquations.jl (Julia) and SciPy, fairly and
     reproducibly.
 
     \b

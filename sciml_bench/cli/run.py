@@ -68,7 +68,7 @@ def _dask_options(f: Any) -> Any:
 @click.option("--gradient", "gradients", multiple=True, callback=comma_list,
               help="Gradient method(s), repeated or comma-separated, e.g. BacksolveAdjoint; "
               "'all': every method each backend offers, each its own row. "
-              "cvodes and diffsol: forward or adjoint; their default is forward up to 64 "
+              "cvodes, diffsol and amici: forward or adjoint; their default is forward up to 64 "
               "parameters and adjoint above (their guides: forward sensitivities for few "
               "parameters, the adjoint for many).")
 @click.option("--tolerances", help="Comma-separated rtols; atol keeps the problem's ratio. "
@@ -103,8 +103,8 @@ def _dask_options(f: Any) -> Any:
               "Julia run only on the CPU; under cuda their rows say so.")
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default=None,
               help="Floating-point type of the solve, loss and gradient [float64]. "
-              "torchdiffeq, torchode, Diffrax and Julia compute in float32; SciPy, cvodes "
-              "and diffsol are float64-only: they run in float64 and their rows say so. "
+              "torchdiffeq, torchode, Diffrax and Julia compute in float32; SciPy, cvodes, "
+              "diffsol and amici are float64-only: they run in float64 and their rows say so. "
               "The reference stays float64 and adaptive, so the error columns show what "
               "float32 costs (docs/backends.md: float32 and fixed steps).")
 @click.option("--dt", type=click.FloatRange(0, None, min_open=True), default=None,

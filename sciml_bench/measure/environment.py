@@ -16,7 +16,8 @@ from typing import Any
 PACKAGES = (
     "sciml-bench", "numpy", "scipy", "sympy", "h5py", "click", "torch", "torchdiffeq", "torchode",
     "jax", "jaxlib", "diffrax", "equinox", "lineax", "optimistix", "optax", "casadi",
-    "pydiffsol", "juliacall", "juliapkg", "tensorflow", "keras", "scikit-learn", "dask",
+    "pydiffsol", "amici", "swig", "scipy-openblas64", "python-libsbml", "juliacall", "juliapkg",
+    "tensorflow", "keras", "scikit-learn", "dask",
     "distributed", "dask-jobqueue", "nvidia-ml-py", "psutil", "threadpoolctl",
 )
 #: what a row's ``blas`` keeps of each library :func:`threadpoolctl.threadpool_info` lists
@@ -29,6 +30,9 @@ THREAD_VARS = (
 CACHE_VARS = (
     "JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "JULIA_DEPOT_PATH",
     "XLA_PYTHON_CLIENT_PREALLOCATE",
+    # AMICI's compiled-model cache (sciml_bench.backends.amici): set, a build may load a model
+    # compiled by an earlier process, and the row's model_source says so
+    "SCIML_BENCH_AMICI_CACHE",
 )
 #: the compilation caches every worker gets fresh (``run.executor`` points them at an
 #: empty folder of its own, whatever the shell set)

@@ -59,7 +59,9 @@ def classify_message(message: str) -> Status:
         return Status.MAX_STEPS
     if "rhsfunc" in m:
         return Status.NONFINITE
-    if "max_num_steps" in m or "max steps" in m or "maxiters" in m or "max_steps" in m:
+    # AMICI: "Reached maximum number of steps 10000 before reaching tout at t=..."
+    if ("max_num_steps" in m or "max steps" in m or "maxiters" in m or "max_steps" in m
+            or "maximum number of steps" in m):
         return Status.MAX_STEPS
     # scipy: "Required step size is less than spacing between numbers."
     if (

@@ -319,6 +319,20 @@ def _suspect_notes(records: Sequence[dict[str, Any]]) -> list[str]:
             for r in records if r.get("gradient_suspect_note")]  # fmt: skip
 
 
+def _cache_notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per row whose cold processes loaded a compiled model from a cache (AMICI's
+    ``SCIML_BENCH_AMICI_CACHE``) instead of compiling it: its TTFG has no compile in it."""
+    out = []
+    for r in records:
+        sources = [s for s in r.get("model_sources") or [] if s]
+        if "cache" in sources:
+            out.append(f"TTFG (cache): {r.get('backend')} {r.get('gradient_method')}: "
+                       f"{sources.count('cache')} of {len(sources)} cold process(es) loaded "
+                       "the compiled model from the cache, with no code generation or "
+                       "compile in their build")  # fmt: skip
+    return out
+
+
 def reference_notes(records: Sequence[dict[str, Any]]) -> list[str]:
     """One line per distinct thing a problem's rows claim about their numbers: no
     reference (or no reference gradient) and why, an unverified reference (``*``), ladder
@@ -354,6 +368,7 @@ def reference_notes(records: Sequence[dict[str, Any]]) -> list[str]:
         verb, its = ("computes", "its") if len(solve) == 1 else ("compute", "their")
         out.append(f"TTFG (solve): {names} {verb} no gradient; {its} TTFG is the time to "
                    f"{its} first solve, from spawn")  # fmt: skip
+    out += _cache_notes(records)
     if any(_finite(r.get("partial_ttfg_s")) for r in records):
         out.append("TTFG partial: a failed row keeps the phases it completed before it "
                    "failed: its time to first gradient where it got that far, else (in "

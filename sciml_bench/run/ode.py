@@ -195,7 +195,8 @@ def work(job: dict[str, Any], events: Events) -> None:
     except Exception as e:
         report_failure(events, e, "build", "build", clock() - start)
         return
-    events.emit(phase="build", s=clock() - start)
+    # a backend's parts of its build (AMICI: import, code generation, C++ compile, load)
+    events.emit(phase="build", s=clock() - start, detail=getattr(case, "build_detail", None) or {})
     wanted = job.get("device", "cpu")
     if not placed(case, wanted, name, events, "build"):
         return
@@ -512,6 +513,16 @@ def _cold(processes: Sequence[Process]) -> tuple[Any, list[float], dict[str, flo
     return phases, ttfg, detail
 
 
+def _model_sources(processes: Sequence[Process]) -> dict[str, Any]:
+    """``model_sources``: where each cold process's compiled model came from, where the
+    backend says (AMICI's ``case_info.model_source``: ``compiled`` or ``cache``), so a time
+    to first gradient that loaded a cached model is never read as a compile; nothing for a
+    backend that does not say."""
+    found = [next((e["case_info"].get("model_source") for e in o.events
+                   if isinstance(e.get("case_info"), dict)), None) for o in processes]  # fmt: skip
+    return {"model_sources": found} if any(found) else {}
+
+
 def _samples(processes: Sequence[Process]) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
     """Every process's steady samples per kind (``solve``, ``grad``), in process order, and
     beside them the index of the process that took each (the unit ``compare`` averages
@@ -680,7 +691,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         # what the TTFG column measures: a backend without a gradient reports first solve
         "ttfg_kind": ev.get("ttfg_kind") or _ttfg_kind(opts["gradient_method"]),
         **failure_timing(full, phases[0]),
-        **_sample_columns(processes),
+        **_sample_columns(processes), **_model_sources(processes),
         **_work_columns(ev),
         "worker_wall_s": full.wall_s,
         **reference_columns(ref, opts["gradient_method"]),

@@ -8,7 +8,8 @@ fairness can be audited. One module per target, each over scalar and array probl
   in :mod:`.jacobian`) and :mod:`.arrays_python` (array problems);
 - ``julia``: :mod:`.julia`, the in-place ``rhs!(du, u, p, t)``;
 - ``casadi``: :mod:`.casadi`, ``rhs(t, y, p)`` building CasADi expressions;
-- ``diffsl``: :mod:`.diffsl` (and :mod:`.diffsl_arrays`), the model pydiffsol compiles.
+- ``diffsl``: :mod:`.diffsl` (and :mod:`.diffsl_arrays`), the model pydiffsol compiles;
+- ``sbml``: :mod:`.sbml`, the SBML model AMICI imports and compiles (scalar problems).
 
 What they share: :mod:`.printing` (the printers' base, symbol names, CSE, dead
 bindings), :mod:`.native` and :mod:`.grid` (the NumPy/torch/JAX/Julia pieces of a scalar
@@ -25,21 +26,22 @@ from sciml_bench.problem.codegen.diffsl import diffsl_source
 from sciml_bench.problem.codegen.jacobian import param_jacobian_source
 from sciml_bench.problem.codegen.julia import julia_source
 from sciml_bench.problem.codegen.python import python_source
+from sciml_bench.problem.codegen.sbml import sbml_source
 from sciml_bench.problem.generated import load_python
 from sciml_bench.problem.spec import Problem
 
 __all__ = ["TARGETS", "targets", "generate", "load_python", "python_source", "julia_source",
            "param_jacobian_source", "state_layout"]  # fmt: skip
 
-TARGETS = ("numpy", "torch", "jax", "julia", "casadi", "diffsl")
+TARGETS = ("numpy", "torch", "jax", "julia", "casadi", "diffsl", "sbml")
 
 
 def targets(problem: Problem) -> tuple[str, ...]:
     """The targets ``problem`` has source for: every one of :data:`TARGETS` (an array
-    problem's as array code)."""
+    problem's as array code; its ``sbml`` source says why it has no model)."""
     if problem.array is None:
         return TARGETS
-    return (*arrays_python.TARGETS, "julia", "casadi", "diffsl")
+    return (*arrays_python.TARGETS, "julia", "casadi", "diffsl", "sbml")
 
 
 def generate(problem: Problem, target: str) -> str:
@@ -48,6 +50,8 @@ def generate(problem: Problem, target: str) -> str:
         return casadi_source(problem)
     if target == "diffsl":
         return diffsl_source(problem)
+    if target == "sbml":
+        return sbml_source(problem)
     if target == "julia":
         return julia_source(problem)
     if target not in TARGETS:
