@@ -5,9 +5,9 @@ worker's C++ compile, about 20 s here): a real ``sciml-bench run stiff-robertson
 compiles the model cold into a cache folder (its row must show the compile in its time
 to first gradient), and the in-process cases load that compiled model from the cache.
 AMICI's −llh gradient against the suite's reference gradient, forward against adjoint,
-the loss from the likelihood against the loss from the solution, and the refusals: a
-loss AMICI's likelihood cannot state, an array problem SBML export does not write, and
-AMICI not installed.
+the loss from the likelihood against the loss from the solution, an array problem (one
+rate rule per element, KLU) against its reference gradient, and the refusals: a loss
+AMICI's likelihood cannot state, and AMICI not installed.
 """
 
 from __future__ import annotations
@@ -168,13 +168,35 @@ def test_a_loss_amici_cannot_state_is_refused_with_the_reason(problem) -> None:
 
 
 @needs_libsbml
-def test_the_sbml_target_is_rate_rules_and_refuses_arrays() -> None:
+def test_the_sbml_target_is_rate_rules_one_per_element_of_an_array() -> None:
     src = codegen.generate(spec.load("stiff-robertson"), "sbml")
     assert not_expressible(src) is None
     assert src.count("<rateRule") == 3 and src.count('constant="true"') == 3
     groups = spec.at_size(spec.load("stiff-robertson-groups"), 2)
-    why = not_expressible(codegen.generate(groups, "sbml")) or ""
-    assert why.startswith("not expressible in SBML: stiff-robertson-groups is an array problem")
+    src = codegen.generate(groups, "sbml")
+    assert not_expressible(src) is None
+    assert src.count("<rateRule") == 6 and src.count('constant="true"') == 3
+    assert '<rateRule variable="y3_1">' in src
+
+
+@pytest.mark.slow
+@needs_amici
+def test_an_array_problem_runs_with_klu_and_its_gradient_passes(cache: Path) -> None:
+    """stiff-robertson-groups at n = 2 (6 rate rules, shared k1..k3) with the sparse
+    Jacobian kind: KLU, and ∂L/∂θ inside the pass tier against the reference."""
+    p = spec.at_size(spec.load("stiff-robertson-groups"), 2)
+    ref = reference.get(p)
+    problem = reference.compile_problem(p, ref)
+    case = backends.get("amici").build(problem, CaseOptions(
+        "BDF", "forward", problem.rtol, problem.atol, problem.max_steps,
+        extra={"jacobian": "sparse"}))  # fmt: skip
+    assert case.info["linear_solver"].startswith("KLU")
+    assert case.info["observables"][:2] == ["y1_0", "y2_0"]
+    loss, grad = case.loss_and_grad(problem.theta0)
+    err = metrics.gradient_error(grad, np.asarray(ref.gradient), problem.theta0,
+                                 problem.log_params)  # fmt: skip
+    assert err["rel"] < metrics.PASS_TOL, err
+    assert loss == pytest.approx(ref.loss, rel=1e-4)
 
 
 def test_without_amici_the_backend_is_unavailable_with_the_fix(monkeypatch) -> None:

@@ -307,10 +307,11 @@ def test_robers_round_trip_has_the_same_reference_solution_and_gradient(tmp_path
     np.testing.assert_allclose(a.gradient, b.gradient, rtol=1e-6)
 
 
-def test_export_refuses_array_problems_and_networks() -> None:
-    for name in ("stiff-robertson-groups", "nonstiff-spiral-node"):
-        r = CliRunner().invoke(main, ["export-sbml", name])
-        assert r.exit_code == 2 and "only scalar problems without networks" in r.output
+def test_export_refuses_networks_and_writes_array_problems() -> None:
+    r = CliRunner().invoke(main, ["export-sbml", "nonstiff-spiral-node"])
+    assert r.exit_code == 2 and "only problems without networks" in r.output
+    r = CliRunner().invoke(main, ["export-sbml", "stiff-robertson-groups"])  # n = 10
+    assert r.exit_code == 0 and r.output.count("<rateRule") == 30
 
 
 def test_run_sbml_loads_the_imported_problem(tmp_path: Path) -> None:

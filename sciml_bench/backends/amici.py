@@ -40,7 +40,10 @@ Settings (AMICI's defaults where the suite has no reason to differ, each recorde
   problems alike); ``Adams`` on request;
 - linear solver: ``dense`` (SUNDIALS' dense LU, AMICI's default) for a scalar problem or
   a dense Jacobian, ``KLU`` (sparse LU on the generated sparse Jacobian) for a sparse one;
-  ``options.extra["linear_solver"]`` overrides;
+  ``options.extra["linear_solver"]`` overrides. An array problem reaches AMICI as one
+  rate rule per element (``u[1,2]`` is the SBML id ``u_1_2``, its observable and free
+  parameter ids likewise: :mod:`sciml_bench.problem.sbml.write_arrays`), up to that
+  writer's size cap;
 - the shared ``rtol``/``atol`` for the states, the sensitivities (FSA), the adjoint's
   backward problem and its quadratures (AMICI's quadrature default is 1e-8/1e-12);
 - the shared ``max_steps``: AMICI applies it to the whole forward solve (it passes the
@@ -142,15 +145,18 @@ def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, A
     solver, tolerances (sensitivities', backward problem's and quadratures' too), step
     bound, gradient method, the observed states, each parameter's AMICI scale and which
     parameters the model takes as logs (:func:`~sciml_bench.problem.compiled.log_scaled`)."""
+    from sciml_bench.problem.sbml.write_arrays import sbml_id
+
     log = log_scaled(problem)
     observed = observed_states(problem.loss_W)
     kind = options.extra.get("jacobian", "sparse" if problem.size else "dense")
-    linear = str(options.extra.get("linear_solver", LINEAR_SOLVERS[kind]))
+    linear = str(options.extra.get("linear_solver", LINEAR_SOLVERS.get(kind, "dense")))
     return {"solver": options.solver, "linear_solver": linear, "rtol": options.rtol,
             "atol": options.atol, "max_steps": options.max_steps,
             "gradient": options.gradient_method, "t0": float(problem.t_span[0]),
-            "observed": observed, "observables": [problem.state_names[j] for j in observed],
-            "param_names": list(problem.param_names),
+            "observed": observed,
+            "observables": [sbml_id(problem.state_names[j]) for j in observed],
+            "param_names": [sbml_id(n) for n in problem.param_names],
             "parameter_scale": ["ln" if v else "none" for v in log],
             "compute_conservation_laws": CONSERVATION_LAWS, "dtype": options.dtype,
             "log_scaled": log.tolist()}  # fmt: skip
@@ -441,10 +447,6 @@ class AmiciBackend(CompiledBackend):
     solver_table = _SOLVERS
     case_type = AmiciCase
     stiff_solver, nonstiff_solver = "BDF", "BDF"
-    array_problems = False
-    array_missing = ("amici: array problems are not written as SBML yet (sciml_bench/problem/"
-                     "sbml/write.py refuses them; AMICI would take them as one rate rule per "
-                     "element)")  # fmt: skip
     no_ensemble = ("run_simulations over ExpData conditions exists, but this suite does not yet "
                    "map an ensemble's members onto conditions")  # fmt: skip
 

@@ -66,8 +66,10 @@ def import_cmd(model: str, output: str | None, parameters: str | None, t_end: fl
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the SBML here [default: standard output].")
 def export_sbml_cmd(problem: str | None, problem_file: str | None, output: str | None) -> None:
-    """Write a scalar PROBLEM as SBML Level 3 Version 2: each state a rate rule, each
-    parameter a constant parameter (AMICI, COPASI or any SBML tool can run it).
+    """Write PROBLEM as SBML Level 3 Version 2: each state a rate rule, each
+    parameter a constant parameter (AMICI, COPASI or any SBML tool can run it). An array
+    problem, at its default sizes, is one rate rule per element (u[1,2] as u_1_2), up to
+    20,000 states.
 
     \b
     Example:

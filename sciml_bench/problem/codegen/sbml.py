@@ -8,8 +8,10 @@ SBML has no place for (save points, tolerances, the loss as observables and nois
 parameter scale) the AMICI backend sets on the compiled model
 (:mod:`sciml_bench.backends.amici`).
 
-A problem the writer refuses (an array problem, a network, a sympy node without an SBML
-counterpart) gives no model: the source is an XML comment holding
+An array problem is written one rate rule per element (state ``u[1,2]`` as the parameter
+``u_1_2``: :mod:`sciml_bench.problem.sbml.write_arrays`). A problem the writer refuses (a
+network, an array problem above its size cap, a sympy node without an SBML counterpart)
+gives no model: the source is an XML comment holding
 :data:`~sciml_bench.problem.generated.NOT_EXPRESSIBLE` and the writer's reason, which the
 AMICI backend turns into an ``unavailable`` row. Without python-libsbml (the ``sbml``
 extra, which AMICI itself requires) the comment says so.
@@ -31,9 +33,6 @@ def sbml_source(problem: Problem) -> str:
     """``problem`` as SBML text, or an XML comment saying why it cannot be written."""
     from sciml_bench.problem.sbml.refuse import SBMLError
 
-    if problem.array is not None:  # refused before libsbml is needed
-        return _refusal(f"{problem.name} is an array problem: only scalar problems are "
-                        "written as SBML (sciml_bench/problem/sbml/write.py)")  # fmt: skip
     try:
         from sciml_bench.problem.sbml.write import text
 

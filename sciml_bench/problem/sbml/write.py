@@ -3,7 +3,8 @@ parameter with a rate rule ``dy/dt = f(y, θ, t)``, each named parameter a const
 parameter, time the ``csymbol`` time. The math is built node by node from the sympy
 expressions (no formula text is parsed), so ``log`` is ``ln`` and nothing else
 changes meaning. What SBML has no place for (the save points, tolerances and loss) is
-the importer's to choose again (:mod:`.read`). Array problems and networks are refused.
+the importer's to choose again (:mod:`.read`). An array problem is written one rate rule per
+element (:mod:`.write_arrays`); networks are refused.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any
 
 import sympy
 
+from sciml_bench.problem.arrays import step
 from sciml_bench.problem.sbml.refuse import SBMLError
+from sciml_bench.problem.sbml.write_arrays import write_model
 from sciml_bench.problem.spec import Problem
 
 
@@ -46,6 +49,8 @@ def ast(e: sympy.Expr, where: str = "") -> Any:
         node = L.ASTNode(L.AST_REAL)
         node.setValue(float(e))
         return node
+    if isinstance(e, step):
+        return _step(e.args[0], where)
     kinds = {sympy.Add: L.AST_PLUS, sympy.Mul: L.AST_TIMES, sympy.Pow: L.AST_POWER,
              **_functions()}  # fmt: skip
     kind = kinds.get(type(e)) or kinds.get(getattr(e, "func", None))  # type: ignore[call-overload]
@@ -57,18 +62,33 @@ def ast(e: sympy.Expr, where: str = "") -> Any:
     return node
 
 
+def _step(x: sympy.Expr, where: str) -> Any:
+    """Heaviside ``step(x)`` as ``piecewise(1, x >= 0, 0)``."""
+    import libsbml as L
+
+    geq = L.ASTNode(L.AST_RELATIONAL_GEQ)
+    geq.addChild(ast(x, where))
+    geq.addChild(ast(sympy.Integer(0), where))
+    node = L.ASTNode(L.AST_FUNCTION_PIECEWISE)
+    for child in (ast(sympy.Integer(1), where), geq, ast(sympy.Integer(0), where)):
+        node.addChild(child)
+    return node
+
+
 def document(problem: Problem) -> Any:
     """The libsbml document of ``problem``."""
     import libsbml as L
 
-    if problem.array is not None or problem.networks:
-        what = "an array problem" if problem.array is not None else "a problem with networks"
-        raise SBMLError(problem.source, "problem", f"{problem.name} is {what}: only scalar "
-                        "problems without networks are written as SBML")  # fmt: skip
+    if problem.networks:
+        raise SBMLError(problem.source, "problem", f"{problem.name} is a problem with networks: "
+                        "only problems without networks are written as SBML")  # fmt: skip
     doc = L.SBMLDocument(3, 2)
     model = doc.createModel()
     model.setId(_sid(problem.name))
     model.setName(problem.description or problem.name)
+    if problem.array is not None:
+        write_model(model, problem, ast, _parameter)
+        return doc
     for name, value in zip(problem.param_names, problem.theta0, strict=True):
         _parameter(model, name, value, constant=True)
     for name, y0, rhs in zip(problem.state_names, problem.y0, problem.rhs, strict=True):
