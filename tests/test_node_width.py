@@ -143,3 +143,12 @@ def test_growth_in_states_leaves_out_a_width_ladder() -> None:
     array = [row(1, 3, "sparse", 1e-3), row(10, 30, "sparse", 1e-2)]
     assert growth.grows_states(width + array) == array
     assert growth.growth_texts(width + array) == ["b S g sparse: solve p = 1.00 (3→30 states)"]
+
+
+def test_a_network_without_layers_beside_a_width_is_a_one_line_error() -> None:
+    """The fuzz once found a KeyError here: a second network with no `layers` in a file
+    whose widths are sizes."""
+    data = tomllib.loads((ROOT / "problems" / "nonstiff-node-width.toml").read_text())
+    data["networks"]["bogus"] = {"activation": "tanh"}
+    with pytest.raises(spec.ProblemError, match=r"networks\.bogus\.layers.*needs its layers"):
+        spec.from_dict(data)

@@ -184,6 +184,10 @@ def read(
             raise r.fail(f"sizes.{name}",
                          f"no network's layers use {name!r}: write it as a width, e.g. "
                          f'layers = [2, "{name}", 2] (an array problem gives [state] shape)')  # fmt: skip
+    for net, spec in r.table("networks").items():  # each network's own checks come later
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("layers"), list):
+            raise r.fail(f"networks.{net}.layers", "missing: a network needs its layers, "
+                         'e.g. layers = [2, "width", 2]')  # fmt: skip
     layers = tuple((str(net), tuple(spec["layers"]))
                    for net, spec in r.table("networks").items())  # fmt: skip
     named = r.table("parameters", {})
