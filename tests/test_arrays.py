@@ -333,6 +333,9 @@ def test_code_is_array_code_of_the_same_length_at_every_size() -> None:
     elapsed = time.perf_counter() - start
     assert large.n_state == 30_000 and elapsed < 10, elapsed  # a few seconds, not per element
     for t, src in sources.items():
+        if t == "sbml":  # SBML has no arrays: one rate rule per element, refused past a cap
+            assert "at most 20000 states" in src, src[:300]
+            continue
         assert len(src) < 6000 and abs(len(src) - len(codegen.generate(small, t))) < 40, t
 
 

@@ -312,6 +312,6 @@ def test_sparse_asked_of_a_dense_only_library_is_an_unavailable_row(
     assert [(x["jacobian"], x["status"]) for x in diffrax] == [("sparse", "unavailable")]
     reason = diffrax[0]["reason"]
     assert reason.startswith("diffrax has no sparse Jacobian path: ") and "lineax" in reason
-    assert "run --jacobian dense, or choose scipy, cvodes, diffsol, julia" in reason
+    assert "run --jacobian dense, or choose scipy, cvodes, diffsol, amici, julia" in reason
     scipy_rows = [x for x in rows if x["backend"] == "scipy"]
     assert [(x["jacobian"], x["size"], x["status"]) for x in scipy_rows] == [("sparse", 4, "ok")]

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from sciml_bench.cli.main import main
 from sciml_bench.measure.noise import LOAD_LIMIT, load_limit, using_load_limit
 from sciml_bench.results import next_step, publish, store, table, verdict
 from sciml_bench.results.store import ResultsWriter
-from sciml_bench.run.executor import HostWatch
+from sciml_bench.run.executor import HostWatch, _alive
 
 DATA = Path(__file__).resolve().parent / "data"
 ROBERTSON = DATA / "results-v1-stiff-robertson.h5"
@@ -231,6 +232,11 @@ def hanging_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     job.write_text(json.dumps({"kind": "ode", "_fault": "hang"}))
     procs = [subprocess.Popen([*SCIML[:1], "-m", "sciml_bench.run.worker", str(job),
                                str(tmp_path / f"events{i}.jsonl")]) for i in range(3)]  # fmt: skip
+    # a marker counts once /proc shows the worker's own command line: until the child has
+    # exec'd (late on a loaded machine) it shows pytest's, and the watch rightly skips it
+    deadline = time.monotonic() + 30
+    while not all(_alive(p.pid) for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.05)
     yield procs
     for p in procs:
         p.kill()
