@@ -14,7 +14,7 @@ import sympy
 from click.testing import CliRunner
 
 libsbml = pytest.importorskip("libsbml", reason="python-libsbml is not installed "
-                              "(pip install 'sciml-bench[sbml]')")  # fmt: skip
+                              "(pip install -c constraints.txt -e '.[sbml]')")  # fmt: skip
 
 from sciml_bench.cli.main import main  # noqa: E402
 from sciml_bench.problem import spec  # noqa: E402

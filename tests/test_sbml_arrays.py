@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("libsbml", reason="python-libsbml is not installed "
-                    "(pip install 'sciml-bench[sbml]')")  # fmt: skip
+                    "(pip install -c constraints.txt -e '.[sbml]')")  # fmt: skip
 
 from sciml_bench.problem import codegen, spec  # noqa: E402
 from sciml_bench.problem.generated import not_expressible  # noqa: E402

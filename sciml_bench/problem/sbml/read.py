@@ -74,7 +74,7 @@ def parse_text(text: str, source: str) -> Any:
         import libsbml
     except ImportError:
         raise refuse.SBMLError(source, "file", "reading SBML needs python-libsbml: "
-                               "pip install 'sciml-bench[sbml]'") from None  # fmt: skip
+                               "pip install -c constraints.txt -e '.[sbml]'") from None  # fmt: skip
     doc = libsbml.readSBMLFromString(text)
     refuse.check_document(doc, source)
     refuse.check_model(doc.getModel(), source)
