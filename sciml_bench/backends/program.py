@@ -233,12 +233,16 @@ import numpy as np""",
 )
 
 
-def _diffsl_text(source: str) -> str:
-    """The DiffSL model bound to ``DIFFSL``, verbatim (a raw triple-quoted string where
-    the text allows one)."""
-    if '"""' in source or source.endswith("\\"):
-        return f"DIFFSL = {source!r}\n"
-    return f'DIFFSL = r"""{source}"""\n'
+def _verbatim(name: str) -> Callable[[str], str]:
+    """How a recipe embeds its model text: bound to ``name``, verbatim (a raw
+    triple-quoted string where the text allows one)."""
+
+    def embed(source: str) -> str:
+        if '"""' in source or source.endswith("\\"):
+            return f"{name} = {source!r}\n"
+        return f'{name} = r"""{source}"""\n'
+
+    return embed
 
 
 DIFFSOL = Recipe(
@@ -272,14 +276,8 @@ import pydiffsol as ds  # noqa: F401""",
         "ys = np.asarray(sol.ys) if order is None else np.asarray(sol.ys)[order]",
         "print_result(T_SAVE, ys.T, value, grad)",
     ),
-    embed=_diffsl_text,
+    embed=_verbatim("DIFFSL"),
 )
-
-def _sbml_text(source: str) -> str:
-    """The SBML model bound to ``SBML``, verbatim."""
-    if '"""' in source or source.endswith("\\"):
-        return f"SBML = {source!r}\n"
-    return f'SBML = r"""{source}"""\n'
 
 
 AMICI = Recipe(
@@ -332,7 +330,7 @@ import numpy as np""",
         "print_result(T_SAVE, np.asarray(rdata.x), value, grad)",
         "shutil.rmtree(outdir, ignore_errors=True)  # this compiled model",
     ),
-    embed=_sbml_text,
+    embed=_verbatim("SBML"),
 )
 
 #: the backends whose whole program is printed

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sciml_bench.cli.options import BadInput, UserError, read_runs
+from sciml_bench.cli.options import UserError, read_runs, write_output
 
 
 @click.command(name="fairness")
@@ -38,11 +38,5 @@ def fairness_cmd(files: tuple[str, ...], output: str | None) -> None:
     runs = read_runs(files)
     records = [r for run in runs for r in run.records]
     text = fairness.page(choices, records, [Path(f).name for f in files])
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    try:
-        Path(output).write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise BadInput(f"cannot write {output!r}: {e.strerror or e}; choose another --output") from None
-    click.echo(f"wrote {output} from {len(records)} row(s) of {len(runs)} file(s)", err=True)
+    if write_output(text, output, "--output"):
+        click.echo(f"wrote {output} from {len(records)} row(s) of {len(runs)} file(s)", err=True)

@@ -4,6 +4,7 @@ for help texts, and the option helpers (comma lists, a problem by name or file, 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -119,3 +120,17 @@ def load_limit_option(f: Any) -> Any:
              "names the winner and the load). A larger CORES accepts that load: rows "
              "up to it count as quiet.",
     )(f)  # fmt: skip
+
+
+def write_output(text: str, output: str | None, option: str = "-o") -> bool:
+    """``text`` to the file ``output``, or to standard output when None; True when a file
+    was written (the caller says what it wrote). A file that cannot be written is a
+    one-line error naming ``option``."""
+    if output is None:
+        click.echo(text, nl=not text.endswith("\n"))
+        return False
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot write {output!r}: {e.strerror or e}; choose another {option}") from None
+    return True

@@ -5,23 +5,16 @@ from __future__ import annotations
 
 import shlex
 import sys
-from pathlib import Path
 
 import click
 
-from sciml_bench.cli.options import UserError, load_problem
+from sciml_bench.cli.options import load_problem, write_output
 
 
 def _write(text: str, output: str | None, what: str) -> None:
-    """``text`` to ``output`` (standard output when None)."""
-    if output is None:
-        click.echo(text, nl=not text.endswith("\n"))
-        return
-    try:
-        Path(output).write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"cannot write {output!r}: {e.strerror or e}; choose another -o") from None
-    click.echo(f"wrote {what} to {output}", err=True)
+    """``text`` to ``output`` (standard output when None), saying what it wrote."""
+    if write_output(text, output):
+        click.echo(f"wrote {what} to {output}", err=True)
 
 
 @click.command(name="import")

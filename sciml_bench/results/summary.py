@@ -85,13 +85,10 @@ def _short(text: str, n: int = MAX_REASON) -> str:
 
 def _word(v: verdict.Verdict, pick: verdict.Pick) -> str:
     """The verdict in a word or two, and the faster rows it left out; a provisional one
-    (every candidate timed under load) says so first."""
-    if v.provisional:
-        word = "only row" if len(v.loaded) == 1 else (
-            "faster" if pick.runner_up is None or pick.clears_noise else
-            f"tie (inside {pick.floor:g}x)")
-        return f"provisional, timed under load: {word}"
-    if v.qualified == 1:
+    (every candidate timed under load, so the candidates are the loaded rows) says so
+    first."""
+    candidates = len(v.loaded) if v.provisional else v.qualified
+    if candidates == 1:
         word = "only row"
     elif pick.runner_up is None:
         word = "only timed row"
@@ -99,6 +96,8 @@ def _word(v: verdict.Verdict, pick: verdict.Pick) -> str:
         word = "faster"
     else:
         word = f"tie (inside {pick.floor:g}x)"
+    if v.provisional:
+        return f"provisional, timed under load: {word}"
     left = len(v.left_out) + len(v.loaded)
     return word + (f"; {left} faster left out" if left else "")
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import sympy
-from sympy.printing.str import StrPrinter
 
 from sciml_bench.problem import expr
+from sciml_bench.problem.codegen.printing import NamedPrinter
 from sciml_bench.problem.sbml import odes, refuse
 from sciml_bench.problem.sbml.facts import Facts, read_facts
 from sciml_bench.problem.sbml.mathml import TIME, sym
@@ -212,19 +212,9 @@ def _text(printer: _Printer, e: sympy.Expr, where: str) -> str:
     return text
 
 
-class _Printer(StrPrinter):
-    """sympy as the expression grammar writes it: the problem-file names, ``abs``,
-    constants as floats."""
-
-    def __init__(self, names: dict[sympy.Symbol, str]):
-        super().__init__()
-        self.names = names
-
-    def _print_Symbol(self, e: sympy.Symbol) -> str:
-        return self.names[e]
-
-    def _print_Float(self, e: sympy.Float) -> str:
-        return repr(float(e))
+class _Printer(NamedPrinter):
+    """sympy as the expression grammar writes it: the problem-file names (the code
+    generators' printer), ``abs``, and the constants e and pi as floats."""
 
     def _print_Abs(self, e: sympy.Abs) -> str:
         return f"abs({self._print(e.args[0])})"
