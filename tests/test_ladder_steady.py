@@ -23,6 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAT = ROOT / "tests" / "data" / "heat-1d.toml"
 #: a steady sample may be this many times its row's median at most (a compilation is 50-450x)
 SPREAD = 10.0
+#: ... unless it is shorter than any compilation (1.3-2.2 s measured): a first sample a few
+#: ms long (diffrax solve 4.6 ms against 0.4, diffsol gradient 4.3 ms against 0.12, both
+#: seen 2026-11-28 in full runs) is a cache or allocator effect, not a warm-up timed
+COMPILE_S = 0.25
 
 
 def test_warmups_of_reads_one_count_or_one_per_kind() -> None:
@@ -56,7 +60,7 @@ def test_no_steady_sample_of_a_ladder_rung_holds_a_warm_up(tmp_path: Path) -> No
             samples = r[f"{kind}_samples"]
             assert len(samples) >= 3, (r["backend"], kind, samples)
             worst = max(samples) / statistics.median(samples)
-            assert worst <= SPREAD, (f"{r['backend']} {kind}: a steady sample is {worst:.0f}x "
+            assert worst <= SPREAD or max(samples) < COMPILE_S, (f"{r['backend']} {kind}: a steady sample is {worst:.0f}x "
                                      f"the median (a warm-up timed?): {samples}")  # fmt: skip
 
 
