@@ -6,12 +6,16 @@ A hand-written vector field, ``jax.jit`` around ``diffeqsolve`` (as Diffrax's ow
 parameters, save times, tolerances, loss arrays) come from the JSON file on the command
 line, so the twin solves exactly the suite's problem; no sciml-bench code is imported.
 
-    python _bare_diffrax.py CONFIG.json REPEATS
+    python _bare_diffrax.py CONFIG.json REPEATS [WARMUPS]
 
-Prints one JSON line: raw ``solve`` and ``grad`` timings in seconds.
+Prints one JSON line: raw ``solve`` and ``grad`` timings in seconds. ``WARMUPS`` (default
+1, as the suite) is the untimed calls after the compiling one. With ``BARE_PIN_LATE=CPU``
+every thread of the process is pinned to that CPU after the compiling calls, before the
+samples (``benchmarks/process_split.py``'s ``pinlate``).
 """
 
 import json
+import os
 import sys
 import time
 
@@ -74,17 +78,28 @@ def calls(cfg: dict) -> dict:
     return {"solve": jax.jit(ys), "grad": jax.jit(jax.value_and_grad(loss)), "params": params}
 
 
+def pin_every_thread(cpu: int) -> None:
+    """Pin every thread the process has now (XLA's pools included) to ``cpu``."""
+    for tid in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(tid), {cpu})
+
+
 def main() -> None:
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
     repeats = int(sys.argv[2])
+    warmups = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     fns = calls(cfg)
     params = fns["params"]
     out = {}
     for kind in ("solve", "grad"):
+        jax.block_until_ready(fns[kind](params))  # compile
+    if "BARE_PIN_LATE" in os.environ:
+        pin_every_thread(int(os.environ["BARE_PIN_LATE"]))
+    for kind in ("solve", "grad"):
         fn = fns[kind]
-        jax.block_until_ready(fn(params))  # compile
-        jax.block_until_ready(fn(params))  # warm-up, as the suite does
+        for _ in range(warmups):  # one, as the suite does, unless asked
+            jax.block_until_ready(fn(params))
         samples = []
         for _ in range(repeats):
             t0 = time.perf_counter()
