@@ -59,6 +59,7 @@ COVERED = {
     "_bare_diffsol_groups.py": "test_diffsol_bare_ladder_tiny",
     "scaling.py": "test_scaling_exponents_and_dense_over_sparse",
     "sbml_conformance.py": "test_sbml_conformance_on_cases_written_here",
+    "process_split.py": "test_process_split_reports_each_variant",
 }
 
 
@@ -413,3 +414,27 @@ def test_sbml_conformance_on_cases_written_here(tmp_path: Path) -> None:
     total = next(ln for ln in out.splitlines() if ln.startswith("total"))
     assert total.split()[1:] == ["2", "1", "0", "1", "0"], out
     assert "wrong 00002: y at t=0" in out
+
+
+@pytest.mark.slow
+def test_process_split_reports_each_variant() -> None:
+    _need("jax", "diffrax")
+    out = _ok(bench("process_split.py", "--processes", "2", "--variants", "baseline,pin0",
+                    "--repeats", "5", "--load-limit", "99"))  # fmt: skip
+    for variant in ("baseline", "pin0"):
+        for kind in ("grad", "solve"):
+            m = re.search(rf"^{variant} +{kind} +n=2 +median +([\d.]+) ms .* max/min +([\d.]+)x",
+                          out, re.M)  # fmt: skip
+            assert m and float(m.group(1)) > 0 and float(m.group(2)) >= 1.0, out
+
+
+def test_process_split_finds_two_modes() -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        from process_split import two_modes
+    finally:
+        sys.path.remove(str(BENCH))
+    lo, hi, n_lo, n_hi = two_modes([1.45, 1.5, 1.47, 3.6, 1.52, 3.7])
+    assert (n_lo, n_hi) == (4, 2) and hi / lo == pytest.approx(3.65 / 1.485, rel=0.01)
+    lo, hi, n_lo, n_hi = two_modes([1.2, 1.21, 1.19, 1.22])
+    assert hi / lo < 1.05  # one mode: the best split barely separates anything
