@@ -59,6 +59,8 @@ COVERED = {
     "_bare_diffsol_groups.py": "test_diffsol_bare_ladder_tiny",
     "scaling.py": "test_scaling_exponents_and_dense_over_sparse",
     "sbml_conformance.py": "test_sbml_conformance_on_cases_written_here",
+    "noise_floor.py": "test_noise_floor_identical_rows_and_their_false_winners",
+    "process_split.py": "test_process_split_prints_each_variants_modes",
 }
 
 
@@ -317,6 +319,21 @@ def test_ratio_ci_holds_the_ratio_and_widens_with_process_spread() -> None:
     assert lo2 <= 1.01 and hi2 >= 1.39 and hi2 - lo2 > 0.3
 
 
+def test_process_ratio_ci_is_over_per_process_medians() -> None:
+    """The harness figure: geometric means of each side's per-process medians, so a slow
+    suite process counts as one process, not as its share of the pooled samples."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from harness_overhead import process_ratio_ci
+    finally:
+        sys.path.remove(str(BENCH))
+    bare = [[1.0, 1.01, 0.99]] * 3
+    suite = [[1.0, 1.01, 0.99], [1.0, 1.0, 1.0], [4.0, 4.1, 3.9]]  # one process 4x
+    r, lo, hi = process_ratio_ci(suite, bare)
+    assert r == pytest.approx(4.0 ** (1 / 3), rel=1e-6) and lo <= r <= hi
+    assert lo < 1.05 and hi > 2.0  # the interval holds the process spread
+
+
 @pytest.mark.slow
 def test_steady_ab_three_loops() -> None:
     _need("jax", "diffrax")
@@ -413,3 +430,33 @@ def test_sbml_conformance_on_cases_written_here(tmp_path: Path) -> None:
     total = next(ln for ln in out.splitlines() if ln.startswith("total"))
     assert total.split()[1:] == ["2", "1", "0", "1", "0"], out
     assert "wrong 00002: y at t=0" in out
+
+
+@pytest.mark.slow
+def test_noise_floor_identical_rows_and_their_false_winners(tmp_path: Path) -> None:
+    """Two tiny interleaved runs of SciPy planned twice: the estimate first, a progress line
+    per run, each candidate floor's false-winner rate with its interval, the adaptive
+    rule's, the smallest floor at 5 %, and the pairs kept for --from."""
+    out_file = tmp_path / "pairs.json"
+    r = bench("noise_floor.py", "--runs", "2", "--backends", "scipy", "--repeats", "4",
+              "--cold", "2", "--out", str(out_file))  # fmt: skip
+    out = _ok(r)
+    assert "min (estimated)" in r.stderr and "run 2/2:" in r.stderr
+    for c in ("1.05x:", "1.1x:", "1.3x:", "2.1x:"):
+        assert re.search(rf"floor {re.escape(c)}\s+false winners \d/2 = \d+ % \[", out), out
+    assert re.search(r"adaptive rule: false winners \d/2 .* its floors median [\d.]+x", out)
+    assert re.search(r"smallest constant floor with false winners <= 5%: [\d.]+x", out)
+    assert re.search(r"steady affinity of the rows: .*cpu \d", out), out
+    again = _ok(bench("noise_floor.py", "--from", str(out_file)))
+    assert again.splitlines()[:3] == out.splitlines()[:3]
+
+
+@pytest.mark.slow
+def test_process_split_prints_each_variants_modes() -> None:
+    """Two fresh processes of the pinned-late variant, every process counted whatever the
+    load: a line per kind with the per-process medians' range and modes."""
+    _need("jax", "diffrax")
+    out = _ok(bench("process_split.py", "--processes", "2", "--variants", "pinlate",
+                    "--repeats", "3", "--load-limit", "100"))  # fmt: skip
+    for kind in ("grad", "solve"):
+        assert re.search(rf"pinlate +{kind} +n=2 +median +[\d.]+ ms .* max/min +[\d.]+x", out), out
