@@ -87,6 +87,14 @@ def test_the_runs_pooled_spread_raises_a_pairs_floor_it_cannot_see() -> None:
     assert "the between-process spread of this run's 3 rows" in v.picks[0].measured_floor.source
 
 
+def test_more_processes_never_judge_more_strictly_than_one() -> None:
+    """A 36x process under load (seen: CVODES 12.5, 6.7 and 455 ms against diffsol's 0.55
+    ms) calls for a 38x floor; the floor stops at the one-process floor and says so."""
+    f = steady_floor([0.548, 0.545, 0.574], [12.5, 6.72, 455.0])
+    assert f.value == PROCESS_FLOOR and f.source.startswith("the one-process floor (this run's")
+    assert clears_noise(19.7, f.value)
+
+
 def test_identical_medians_give_the_minimum_floor() -> None:
     f = steady_floor([1.0, 1.0, 1.0], [2.0, 2.0, 2.0])
     assert f.value == MIN_FLOOR and f.source.startswith("the minimum (")

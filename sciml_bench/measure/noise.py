@@ -13,6 +13,13 @@ several times with the same code and takes the largest ratio of medians between 
 runs over every timing (:func:`measured_floor`); ``benchmarks/README.md`` records the
 figure with its machine, load and command. The floor trades false alarms against
 sensitivity: a deliberate 1.3x slowdown must still clear it.
+
+A verdict's steady timings are judged against a floor the run itself measured
+(:func:`steady_floor`): the rows' per-process medians give the between-process spread,
+and a t bound on the log ratio turns it into the ratio a winner must clear (issue 43; the
+constant :data:`PROCESS_FLOOR` stays where a row has one process).
+``benchmarks/noise_floor.py`` measures that rule's false-winner rate between identical
+rows.
 """
 
 from __future__ import annotations
@@ -199,8 +206,12 @@ def steady_floor(
     rows pooled, ``df = n_a + n_b − 2``: unbiased where libraries differ in spread, but
     few degrees of freedom), and ``pool`` (the run's rows of that kind: many degrees of
     freedom, but an average, which a bimodal row would exceed). Never below
-    :data:`MIN_FLOOR`. A side with fewer than two processes keeps :data:`PROCESS_FLOOR`:
-    one process's median is one draw of the process-to-process spread."""
+    :data:`MIN_FLOOR`, and never above :data:`PROCESS_FLOOR`: a row's median over several
+    processes is at least as steady as one process's, so more processes never judge more
+    strictly than one (a process that ran 36x slower under load would otherwise tie a
+    20x lead whose every process is ahead). A side with fewer than two processes keeps
+    :data:`PROCESS_FLOOR`: one process's median is one draw of the process-to-process
+    spread."""
     na, nb = len(_logs(a)), len(_logs(b))
     if min(na, nb) < 2:
         return ONE_PROCESS if max(na, nb) < 2 else Floor(PROCESS_FLOOR, "one process on one side")
@@ -214,6 +225,8 @@ def steady_floor(
             source = (f"the between-process spread of this run's {pool.rows} rows, {sides}")
     if not value >= MIN_FLOOR:  # NaN too: identical medians give no spread to go by
         return Floor(MIN_FLOOR, f"the minimum ({source}: {value:.2f}x)")
+    if value > PROCESS_FLOOR:
+        return Floor(PROCESS_FLOOR, f"the one-process floor ({source}: {value:.2f}x)")
     return Floor(value, source)
 
 

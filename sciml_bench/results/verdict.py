@@ -17,7 +17,7 @@ two are a tie. Steady criteria (each row's samples from one run's few processes)
 the floor this run's between-process spread calls for
 (:func:`~sciml_bench.measure.noise.steady_floor`: a t bound on the log ratio from the two
 rows' per-process medians, the spread pooled over the run's rows where that is larger, at
-least 1.05x), or :data:`~sciml_bench.measure.noise.PROCESS_FLOOR` (2.1x) where a row has
+least 1.05x and at most 2.1x), or :data:`~sciml_bench.measure.noise.PROCESS_FLOOR` (2.1x) where a row has
 one process (``--quick``, a ladder's rung): fresh processes of the same code differ by up
 to 2x. First-process criteria, the run-to-run floor (1.1x), unless either row holds a
 single sample of it: one fresh process a side is the process-to-process spread again, so
