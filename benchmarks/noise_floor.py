@@ -118,7 +118,8 @@ def smallest_floor(ratios: Sequence[float], target: float = TARGET) -> tuple[flo
     k = math.floor(target * len(vals))
     if k >= len(vals):
         return 1.0, 0
-    return math.nextafter(vals[k], math.inf), k
+    floor = math.nextafter(vals[k], math.inf)
+    return floor, sum(v >= floor for v in vals)  # at most k: ties at vals[k] stay inside
 
 
 def report(title: str, pairs: Sequence[dict[str, Any]]) -> list[str]:

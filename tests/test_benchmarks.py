@@ -334,6 +334,20 @@ def test_process_ratio_ci_is_over_per_process_medians() -> None:
     assert lo < 1.05 and hi > 2.0  # the interval holds the process spread
 
 
+def test_the_smallest_floor_lets_at_most_five_percent_through() -> None:
+    """20 identical pairs: one false winner is allowed (5 %), so the floor lies just above
+    the second largest folded ratio (0.5 folds to 2.0, the largest)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from noise_floor import interval, smallest_floor
+    finally:
+        sys.path.remove(str(BENCH))
+    floor, through = smallest_floor([1.0, 1.1, 1.2, 0.5] + [1.01] * 16)
+    assert floor == pytest.approx(1.2) and floor > 1.2 and through == 1
+    lo, hi = interval(1, 20)  # Clopper-Pearson, 95 %
+    assert lo == pytest.approx(0.00127, abs=1e-5) and hi == pytest.approx(0.2487, abs=1e-4)
+
+
 @pytest.mark.slow
 def test_steady_ab_three_loops() -> None:
     _need("jax", "diffrax")
