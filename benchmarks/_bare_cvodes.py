@@ -17,6 +17,7 @@ Prints one JSON line: raw ``solve`` and ``grad`` timings in seconds.
 """
 
 import json
+import os
 import sys
 import time
 
@@ -54,6 +55,17 @@ def hires(t, y, k):
     )
 
 
+def pin_as_the_suite() -> None:
+    """``BARE_PIN=1`` (harness_overhead.py, unless --no-pin): every thread on the core other
+    processes use least, after the first calls, as the suite's workers pin their steady
+    samples (the same rule, ``sciml_bench.measure.affinity``: stdlib only, outside every
+    clock), so that only the harness differs."""
+    if os.environ.get("BARE_PIN") == "1":
+        from sciml_bench.measure.affinity import pin_steady
+
+        pin_steady({})
+
+
 def main() -> None:
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
@@ -73,8 +85,11 @@ def main() -> None:
     G = ca.Function("G", [P], [L, dL])
 
     out = {}
-    for kind, fn in (("solve", lambda: F(x0=x0, p=theta)), ("grad", lambda: G(theta))):
-        fn()  # first call
+    kinds = (("solve", lambda: F(x0=x0, p=theta)), ("grad", lambda: G(theta)))
+    for _, fn in kinds:
+        fn()  # first call: the suite's first solve, then its first gradient
+    pin_as_the_suite()
+    for kind, fn in kinds:
         fn()  # warm-up, as the suite does
         samples = []
         for _ in range(repeats):

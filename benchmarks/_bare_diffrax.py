@@ -84,6 +84,17 @@ def pin_every_thread(cpu: int) -> None:
         os.sched_setaffinity(int(tid), {cpu})
 
 
+def pin_as_the_suite() -> None:
+    """``BARE_PIN=1`` (harness_overhead.py, unless --no-pin): every thread on the core other
+    processes use least, after the first calls, as the suite's workers pin their steady
+    samples (the same rule, ``sciml_bench.measure.affinity``: stdlib only, outside every
+    clock), so that only the harness differs."""
+    if os.environ.get("BARE_PIN") == "1":
+        from sciml_bench.measure.affinity import pin_steady
+
+        pin_steady({})
+
+
 def main() -> None:
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
@@ -96,6 +107,7 @@ def main() -> None:
         jax.block_until_ready(fns[kind](params))  # compile
     if "BARE_PIN_LATE" in os.environ:
         pin_every_thread(int(os.environ["BARE_PIN_LATE"]))
+    pin_as_the_suite()
     for kind in ("solve", "grad"):
         fn = fns[kind]
         for _ in range(warmups):  # one, as the suite does, unless asked

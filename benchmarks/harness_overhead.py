@@ -15,15 +15,20 @@ fresh worker per case) and each bare run is a fresh process, interleaved suite/b
 alternates (suite first in even rounds, bare first in odd ones), so that a drift inside a
 round does not always favour the same side. The bare twins run in the workers'
 environment (:meth:`LocalExecutor.env`: ``JAX_PLATFORMS``, fresh JAX cache folders, the
-same thread variables), so that only the harness differs.
+same thread variables), so that only the harness differs. The twins pin their steady
+samples as the suite's workers do (``BARE_PIN=1``: every thread on the core others use
+least, after the first solve and gradient, :mod:`sciml_bench.measure.affinity`'s rule);
+``--no-pin`` runs both sides unpinned (``run --no-pin``).
 
-A row's figure is the median of all the suite's raw samples divided by the median of all
-the bare ones (goal: <= 1.05). Beside it, a 95 % confidence interval from a hierarchical
-bootstrap (:func:`ratio_ci`): rounds are resampled with replacement, then each chosen
-round's samples, so that both the spread between fresh processes (on a shared 2-core VM,
-sub-millisecond rows move by ±25 % between processes running identical code) and the
-spread within one count. ``worst overhead`` is the row with the largest figure, printed
-with its interval; a worst row whose interval holds 1.05 is not shown to miss the goal.
+A row's figure is over per-process medians (:func:`process_ratio_ci`, goal: <= 1.05): the
+geometric mean of the suite's processes' medians divided by the bare processes', with a
+95 % confidence interval from a hierarchical bootstrap: rounds (one suite and one bare
+process each) are resampled with replacement, then each chosen round's samples, so that
+both the spread between fresh processes (on a shared 2-core VM, sub-millisecond rows
+moved by ±25 % between unpinned processes running identical code) and the spread within
+one count; with one round the interval is the within-process spread alone. ``worst
+overhead`` is the row with the largest figure, printed with its interval; a worst row
+whose interval holds 1.05 is not shown to miss the goal.
 
     python benchmarks/harness_overhead.py [--rounds 3] [--repeats 20] [--backends cvodes,diffsol]
     JAX_PLATFORMS=cpu python benchmarks/harness_overhead.py --in-process 20 --rounds 10 \
@@ -118,9 +123,10 @@ def compiled_config(cp: CompiledProblem, backend: str) -> dict[str, object]:
     return cfg
 
 
-def suite_samples(target: str, backends: tuple[str, ...], out: Path, repeats: int
-                  ) -> dict[str, dict[str, list[float]]]:
-    """Steady samples per backend and kind from one ``sciml-bench run``."""
+def suite_samples(target: str, backends: tuple[str, ...], out: Path, repeats: int,
+                  pin: bool = True) -> dict[str, dict[str, list[float]]]:
+    """Steady samples per backend and kind from one ``sciml-bench run`` (``--no-pin``
+    where ``pin`` is False)."""
     from sciml_bench.results import store
 
     src = ["--problem-file", target] if target.endswith(".toml") else [target]
@@ -128,7 +134,8 @@ def suite_samples(target: str, backends: tuple[str, ...], out: Path, repeats: in
     subprocess.run(
         [sys.executable, "-m", "sciml_bench.cli.main", "run", *src,
          *[a for b in backends for a in ("-b", b)], "--cold", "1",
-         "--repeats", str(repeats), "--out", str(out), "--json"],
+         "--repeats", str(repeats), "--out", str(out), "--json",
+         *([] if pin else ["--no-pin"])],
         capture_output=True, text=True, check=True,
     )
     (path,) = out.glob("*.h5")
@@ -139,13 +146,17 @@ def suite_samples(target: str, backends: tuple[str, ...], out: Path, repeats: in
     return found
 
 
-def worker_env(scratch: Path) -> dict[str, str]:
+def worker_env(scratch: Path, pin: bool = False) -> dict[str, str]:
     """The environment a suite worker of a CPU case gets (the executor's own), for the
-    bare twins: the same device pin, fresh cache folders and thread variables."""
+    bare twins: the same device pin, fresh cache folders and thread variables; with
+    ``pin``, ``BARE_PIN=1``: the twin pins its steady samples as a suite worker does."""
     from sciml_bench.run.executor import LocalExecutor
 
     scratch.mkdir(parents=True, exist_ok=True)
-    return LocalExecutor().env(str(scratch), {"device": "cpu", "kind": "ode"})
+    env = LocalExecutor().env(str(scratch), {"device": "cpu", "kind": "ode"})
+    if pin:
+        env["BARE_PIN"] = "1"
+    return env
 
 
 def bare_samples(backend: str, cfg: Path, repeats: int, env: dict[str, str] | None = None
@@ -177,6 +188,34 @@ def ratio_ci(suite: list[list[float]], bare: list[list[float]], n_boot: int = 20
         s = np.concatenate([rng.choice(suite[i], len(suite[i])) for i in picks])
         a = np.concatenate([rng.choice(bare[i], len(bare[i])) for i in picks])
         reps[b] = np.median(s) / np.median(a)
+    lo, hi = np.percentile(reps, [2.5, 97.5])
+    return point, float(lo), float(hi)
+
+
+def _process_ratio(suite: list[Any], bare: list[Any]) -> float:
+    """``exp(mean ln median(suite_i) − mean ln median(bare_i))``: the ratio of the geometric
+    means of the two sides' per-process medians."""
+    s = np.mean([np.log(np.median(x)) for x in suite])
+    b = np.mean([np.log(np.median(x)) for x in bare])
+    return float(np.exp(s - b))
+
+
+def process_ratio_ci(suite: list[list[float]], bare: list[list[float]], n_boot: int = 2000,
+                     seed: int = 0) -> tuple[float, float, float]:
+    """``(r, lo, hi)``: the suite/bare ratio over per-process medians
+    (:func:`_process_ratio`; ``suite[i]``, ``bare[i]``: round ``i``'s process, one a side),
+    and a 95 % percentile interval from a hierarchical bootstrap: ``R`` rounds drawn with
+    replacement (a round's two processes together: they ran side by side), then each drawn
+    round's samples with replacement, the ratio recomputed. It holds the spread between
+    processes and within one; with one round, the within-process spread alone."""
+    rng = np.random.default_rng(seed)
+    point = _process_ratio(suite, bare)
+    rounds = len(suite)
+    reps = np.empty(n_boot)
+    for b in range(n_boot):
+        picks = rng.integers(0, rounds, rounds)
+        reps[b] = _process_ratio([rng.choice(suite[i], len(suite[i])) for i in picks],
+                                 [rng.choice(bare[i], len(bare[i])) for i in picks])  # fmt: skip
     lo, hi = np.percentile(reps, [2.5, 97.5])
     return point, float(lo), float(hi)
 
@@ -256,7 +295,7 @@ Rows = dict[tuple[str, str, str], list[list[float]]]
 
 
 def run_round(rnd: int, groups: list, configs: dict, repeats: int, tmp: Path,
-              env: dict[str, str]) -> tuple[Rows, Rows]:
+              env: dict[str, str], pin: bool = True) -> tuple[Rows, Rows]:
     """One round: every group's suite run and its bare twins, each a fresh process; the
     suite goes first in even rounds and the twins in odd ones. Returns the round's samples
     per row ``(backend, problem, kind)``, suite's and bare's."""
@@ -265,7 +304,7 @@ def run_round(rnd: int, groups: list, configs: dict, repeats: int, tmp: Path,
     for g, (target, _, backends) in enumerate(groups):
         cfgs = {b: configs[target, b][1] for b in backends}
         alone = {b: bare_samples(b, c, repeats, env) for b, c in cfgs.items()} if rnd % 2 else {}
-        got = suite_samples(target, backends, tmp / f"r{rnd}g{g}", repeats)
+        got = suite_samples(target, backends, tmp / f"r{rnd}g{g}", repeats, pin)
         alone = alone or {b: bare_samples(b, c, repeats, env) for b, c in cfgs.items()}
         for b in backends:
             name = configs[target, b][0]
@@ -276,12 +315,14 @@ def run_round(rnd: int, groups: list, configs: dict, repeats: int, tmp: Path,
 
 
 def report(suite: Rows, bare: Rows) -> None:
-    """One line per row (figure, interval, per-round range), then the worst row."""
+    """One line per row (figure over per-process medians, interval, per-round range), then
+    the worst row."""
     worst: tuple[float, float, float, str] = (0.0, 0.0, 0.0, "")
     for key in sorted(suite):
         b, name, k = key
-        r, lo, hi = ratio_ci(suite[key], bare[key])
-        s, a = (float(np.median(np.concatenate(x[key]))) for x in (suite, bare))
+        r, lo, hi = process_ratio_ci(suite[key], bare[key])
+        s, a = (float(np.exp(np.mean([np.log(np.median(p)) for p in x[key]])))
+                for x in (suite, bare))  # the geometric means of the process medians
         per = [float(np.median(x) / np.median(y)) for x, y in zip(suite[key], bare[key], strict=True)]
         n = sum(map(len, suite[key]))
         print(f"{b:<12} {name:<24} {k:<5}  suite {s * 1e3:9.3f} ms / bare {a * 1e3:9.3f} ms "
@@ -300,6 +341,8 @@ def main() -> None:
     ap.add_argument("--problems", help="comma list of the rows' problems (default: all; "
                     "stiff-robertson-short is torchdiffeq's ROBER)")
     ap.add_argument("--backends", default=",".join(BACKENDS + COMPILED), help="comma list")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="the suite's workers and the twins unpinned (run --no-pin)")
     ap.add_argument("--in-process", type=int, metavar="BLOCK", default=0,
                     help="instead: Diffrax's rows, the suite's case and the twin in one "
                          "process, --rounds interleaved blocks of BLOCK calls, CPU and wall")  # fmt: skip
@@ -334,8 +377,8 @@ def main() -> None:
         suite: Rows = {}
         bare: Rows = {}
         for rnd in range(args.rounds):
-            env = worker_env(tmp / f"bare-env-{rnd}")
-            got = run_round(rnd, groups, configs, args.repeats, tmp, env)
+            env = worker_env(tmp / f"bare-env-{rnd}", pin=not args.no_pin)
+            got = run_round(rnd, groups, configs, args.repeats, tmp, env, not args.no_pin)
             for into, part in zip((suite, bare), got, strict=True):
                 for key, rounds in part.items():
                     into.setdefault(key, []).extend(rounds)

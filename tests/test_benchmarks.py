@@ -59,7 +59,8 @@ COVERED = {
     "_bare_diffsol_groups.py": "test_diffsol_bare_ladder_tiny",
     "scaling.py": "test_scaling_exponents_and_dense_over_sparse",
     "sbml_conformance.py": "test_sbml_conformance_on_cases_written_here",
-    "process_split.py": "test_process_split_reports_each_variant",
+    "noise_floor.py": "test_noise_floor_identical_rows_and_their_false_winners",
+    "process_split.py": "test_process_split_prints_each_variants_modes",
 }
 
 
@@ -318,6 +319,35 @@ def test_ratio_ci_holds_the_ratio_and_widens_with_process_spread() -> None:
     assert lo2 <= 1.01 and hi2 >= 1.39 and hi2 - lo2 > 0.3
 
 
+def test_process_ratio_ci_is_over_per_process_medians() -> None:
+    """The harness figure: geometric means of each side's per-process medians, so a slow
+    suite process counts as one process, not as its share of the pooled samples."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from harness_overhead import process_ratio_ci
+    finally:
+        sys.path.remove(str(BENCH))
+    bare = [[1.0, 1.01, 0.99]] * 3
+    suite = [[1.0, 1.01, 0.99], [1.0, 1.0, 1.0], [4.0, 4.1, 3.9]]  # one process 4x
+    r, lo, hi = process_ratio_ci(suite, bare)
+    assert r == pytest.approx(4.0 ** (1 / 3), rel=1e-6) and lo <= r <= hi
+    assert lo < 1.05 and hi > 2.0  # the interval holds the process spread
+
+
+def test_the_smallest_floor_lets_at_most_five_percent_through() -> None:
+    """20 identical pairs: one false winner is allowed (5 %), so the floor lies just above
+    the second largest folded ratio (0.5 folds to 2.0, the largest)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from noise_floor import interval, smallest_floor
+    finally:
+        sys.path.remove(str(BENCH))
+    floor, through = smallest_floor([1.0, 1.1, 1.2, 0.5] + [1.01] * 16)
+    assert floor == pytest.approx(1.2) and floor > 1.2 and through == 1
+    lo, hi = interval(1, 20)  # Clopper-Pearson, 95 %
+    assert lo == pytest.approx(0.00127, abs=1e-5) and hi == pytest.approx(0.2487, abs=1e-4)
+
+
 @pytest.mark.slow
 def test_steady_ab_three_loops() -> None:
     _need("jax", "diffrax")
@@ -417,15 +447,33 @@ def test_sbml_conformance_on_cases_written_here(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_process_split_reports_each_variant() -> None:
+def test_noise_floor_identical_rows_and_their_false_winners(tmp_path: Path) -> None:
+    """Two tiny interleaved runs of SciPy planned twice: the estimate first, a progress line
+    per run, each candidate floor's false-winner rate with its interval, the adaptive
+    rule's, the smallest floor at 5 %, and the pairs kept for --from."""
+    out_file = tmp_path / "pairs.json"
+    r = bench("noise_floor.py", "--runs", "2", "--backends", "scipy", "--repeats", "4",
+              "--cold", "2", "--out", str(out_file))  # fmt: skip
+    out = _ok(r)
+    assert "min (estimated)" in r.stderr and "run 2/2:" in r.stderr
+    for c in ("1.05x:", "1.1x:", "1.3x:", "2.1x:"):
+        assert re.search(rf"floor {re.escape(c)}\s+false winners \d/2 = \d+ % \[", out), out
+    assert re.search(r"adaptive rule: false winners \d/2 .* its floors median [\d.]+x", out)
+    assert re.search(r"smallest constant floor with false winners <= 5%: [\d.]+x", out)
+    assert re.search(r"steady affinity of the rows: .*cpu \d", out), out
+    again = _ok(bench("noise_floor.py", "--from", str(out_file)))
+    assert again.splitlines()[:3] == out.splitlines()[:3]
+
+
+@pytest.mark.slow
+def test_process_split_prints_each_variants_modes() -> None:
+    """Two fresh processes of the pinned-late variant, every process counted whatever the
+    load: a line per kind with the per-process medians' range and modes."""
     _need("jax", "diffrax")
-    out = _ok(bench("process_split.py", "--processes", "2", "--variants", "baseline,pin0",
-                    "--repeats", "5", "--load-limit", "99"))  # fmt: skip
-    for variant in ("baseline", "pin0"):
-        for kind in ("grad", "solve"):
-            m = re.search(rf"^{variant} +{kind} +n=2 +median +([\d.]+) ms .* max/min +([\d.]+)x",
-                          out, re.M)  # fmt: skip
-            assert m and float(m.group(1)) > 0 and float(m.group(2)) >= 1.0, out
+    out = _ok(bench("process_split.py", "--processes", "2", "--variants", "pinlate",
+                    "--repeats", "3", "--load-limit", "100"))  # fmt: skip
+    for kind in ("grad", "solve"):
+        assert re.search(rf"pinlate +{kind} +n=2 +median +[\d.]+ ms .* max/min +[\d.]+x", out), out
 
 
 def test_process_split_finds_two_modes() -> None:

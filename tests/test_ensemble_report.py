@@ -183,11 +183,13 @@ def test_crossovers_count_only_rows_the_verdict_counts() -> None:
     # b's gradient at 16 is warn: no point on the gradient panel, nothing crossed there
     rows[3].update(gradient_error=1e-3, gradient_tier="warn")
     solve, grad = scaling_texts(rows)
-    assert "rows with a passing gradient): no crossover over sizes 1–16: a/cpu/independent" in grad
+    assert ("rows with a passing gradient; floor 2.10x: one process a side): no crossover over "
+            "sizes 1–16: a/cpu/independent") in grad
     assert "overtakes" in solve  # the solve time is no gradient's
     grad = scaling_texts(rows, 2e-3)[1]  # --gradient-rtol 2e-3 counts it again
     assert grad.startswith("Crossovers (gradient time per call, rows with a gradient error ≤ "
-                           "2e-03): b/cpu/independent overtakes")  # fmt: skip
+                           "2e-03; floor 2.10x: one process a side): b/cpu/independent "
+                           "overtakes")  # fmt: skip
     # timed under load: neither panel counts it
     rows[3].update(gradient_error=4e-6, gradient_tier="pass", others_cpu=1.5)
     assert all("overtakes" not in t for t in scaling_texts(rows))
@@ -262,13 +264,15 @@ def test_report_cli_draws_the_scaling_figure_only(tmp_path: Path) -> None:
     assert "](figures/ensemble-lorenz-scaling.png)" in section
     assert "not drawn" not in section
     assert (
-        "Crossovers (solve time per call, ok rows not timed under load): no crossover over "
+        "Crossovers (solve time per call, ok rows not timed under load; floor 2.10x: one "
+        "process a side): no crossover over "
         "sizes 1–16: diffrax/cpu/coupled and diffrax/cpu/independent (tied inside the 2.1x "
         "floor) fastest throughout." in section
     )
     # the gradient: 1.33 ms against 2.85 ms at 16 (2.14x) after ties at 1 and 4
     assert (
-        "Crossovers (gradient time per call, rows with a passing gradient): no crossover over "
+        "Crossovers (gradient time per call, rows with a passing gradient; floor 2.10x: one "
+        "process a side): no crossover over "
         "sizes 1–16: diffrax/cpu/coupled fastest throughout, tied inside the 2.1x floor with "
         "diffrax/cpu/independent at 1, 4." in section
     )

@@ -89,13 +89,14 @@ def test_a_ratio_inside_the_floor_is_a_tie_and_widens_the_interval() -> None:
          == ("diffsol", "forward", 30))["grad_s"] = 5.2e-3  # fmt: skip
     text = _texts(rows)["diffsol bdf sparse"]
     assert "the adjoint from P = 300 (12.5x): the crossover lies in (3, 300]" in text
-    assert "a tie at P = 30 (adjoint against forward: 1.30x, inside the 2.1x floor)" in text
+    assert ("a tie at P = 30 (adjoint against forward: 1.30x, inside the 2.1x floor: one "
+            "process a side)") in text
     # and a ladder that stops at the tie claims no crossover at all
     two = [r for r in rows if r["backend"] == "diffsol" and r["n_params"] <= 30]
     text = _texts(two)["diffsol bdf sparse"]
     assert text == ("diffsol bdf sparse: no crossover up to P = 30: forward is faster up to "
                     "P = 3 (5.00x there); a tie at P = 30 (adjoint against forward: 1.30x, "
-                    "inside the 2.1x floor)")  # fmt: skip
+                    "inside the 2.1x floor: one process a side)")  # fmt: skip
     rung = gs.evidence({"forward": {30: two[2]}}, {"adjoint": {30: two[3]}}, 1e-4)
     assert [(r.lead, r.floor) for r in rung] == [(gs.TIE, 2.1)]
 
@@ -184,10 +185,10 @@ def test_a_rungs_winner_states_its_ratio_and_a_tie() -> None:
     lines = gs.rung_winners(_ladder())
     # 1 ms twice at P = 3 (diffsol and cvodes forward): a tie
     assert lines[0].startswith("P = 3: ") and "(1.00x the next, " in lines[0]
-    assert lines[0].endswith("a tie under the 2.1x floor)")
+    assert lines[0].endswith("a tie: floor 2.10x: one process a side)")
     # 2 ms against 4 ms at P = 30: 2.00x, still inside the one-process floor
     assert lines[1] == ("P = 30: cvodes bdf forward sparse, 2 ms (2.00x the next, diffsol bdf "
-                        "adjoint sparse, a tie under the 2.1x floor)")  # fmt: skip
+                        "adjoint sparse, a tie: floor 2.10x: one process a side)")  # fmt: skip
     none = gs.rung_winners([_row("cvodes", "forward", 3, 1e-3, tier="fail"),
                             _row("cvodes", "adjoint", 30, 1e-3, tier="fail")])  # fmt: skip
     assert none == ["P = 3: no method's gradient qualifies (1 ran)",
@@ -223,7 +224,8 @@ def test_the_ladder_table_carries_the_notes_only_when_p_grows() -> None:
     from sciml_bench.results.table import table
 
     text = table(_ladder())
-    assert "forward/adjoint crossover per library (qualifying rows, ratios beyond the 2.1x floor):" in text
+    assert ("forward/adjoint crossover per library (qualifying rows, ratios beyond each pair's "
+            "floor):") in text
     assert "diffsol bdf sparse: forward is faster up to P = 3 (5.00x), the adjoint from P = 30" in text
     flat = [r for r in _ladder() if r["n_params"] == 30]
     assert "crossover" not in table(flat)

@@ -114,7 +114,8 @@ def test_a_ladders_winner_change_is_an_interval_between_rungs() -> None:
             _row("a", 100, 1.0), _row("b", 100, 0.1)]  # fmt: skip
     lines = summary.lines(rows)
     assert [line.comparison for line in lines] == ["n=1", "n=10", "n=100"]
-    assert [line.verdict for line in lines] == ["faster", "tie (inside 2.1x)", "faster"]
+    one = "(floor 2.10x: one process a side)"
+    assert [line.verdict for line in lines] == [f"faster {one}", f"tie {one}", f"faster {one}"]
     assert [line.crossover for line in lines] == ["", "", "a bdf adjoint → b bdf adjoint in (1, 100]"]
     assert lines[2].ratio == "10.00x" and lines[2].error == "1.00e-06 pass"
 

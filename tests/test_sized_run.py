@@ -185,7 +185,8 @@ def test_two_tolerances_on_one_size_ladder_are_two_lines() -> None:
 def test_a_dense_over_sparse_ratio_inside_the_floor_is_a_tie() -> None:
     rows = [record("scipy", "sparse", 100, 1.0), record("scipy", "dense", 100, 1.5)]
     assert growth.ratio(rows) == [
-        "scipy S: dense / sparse = 1.5 at 300 states, a tie: inside the 2.1x floor"]
+        "scipy S: dense / sparse = 1.5 at 300 states, a tie: inside the 2.1x floor (one "
+        "process a side)"]
 
 
 def test_a_gradient_exponent_names_the_sizes_whose_gradient_does_not_qualify() -> None:

@@ -4,6 +4,7 @@ with the process that took it, and compare's run value averaging those processes
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,14 @@ def test_a_case_of_three_processes_takes_samples_in_each(tmp_path: Path) -> None
     assert "grad_sample_process" not in rec  # SciPy has no gradient
     (back,) = store.read(tmp_path / "r.h5").records
     assert back["solve_sample_process"] == [0, 0, 1, 1, 2, 2]
+    # each process's median, beside the raw samples, as the file is read back (issue 43)
+    s = rec["solve_samples"]
+    assert back["solve_process_medians"] == pytest.approx([(s[0] + s[1]) / 2,
+                                                           (s[2] + s[3]) / 2, (s[4] + s[5]) / 2])
+    # every process pinned its steady samples to one core it may use
+    allowed = {f"cpu {c}" for c in os.sched_getaffinity(0)} if hasattr(os, "sched_getaffinity") else set()
+    cores = [part.split(": ")[-1] for part in back["steady_affinity"].split("; ")]
+    assert cores and set(cores) <= allowed, back["steady_affinity"]
 
 
 def test_a_run_value_is_the_geometric_mean_of_its_process_medians() -> None:
@@ -68,3 +77,16 @@ def test_one_run_a_side_of_several_processes_keeps_the_process_floor() -> None:
     ch = cmp.compare_runs("solve", [a], [b], old_takers=[who], new_takers=[who])
     assert ch is not None and ch.unit == "samples of 3 vs 3 processes (one run on a side)"
     assert ch.floor == pytest.approx(2.1) and ch.verdict == cmp.IN_NOISE
+
+
+def test_no_pin_leaves_every_core_and_the_row_says_so(tmp_path: Path) -> None:
+    p = spec.load("stiff-robertson")
+    ref = reference.get(p)
+    problem = reference.compile_problem(p, ref)
+    writer = store.ResultsWriter(tmp_path / "r.h5", {}, "test")
+    settings = runner.Settings(cold=1, repeats=3, budget_s=120.0, steady_budget_s=3.0, pin=False)
+    (rec,) = runner.run(problem, ref, runner.plan(problem, ["scipy"]), writer, settings,
+                        progress=lambda m: None)  # fmt: skip
+    writer.finish("complete")
+    assert rec["status"] == "ok" and rec["steady_affinity"] == "off (--no-pin)"
+    assert len(rec["solve_process_medians"]) == 1

@@ -168,11 +168,11 @@ def test_training_verdict_names_the_fastest_to_target_with_agreeing_gradients() 
     rows = [row("a", 10.0), row("b", 2.0, error=1e-2), row("c", 4.0), row("d", None)]
     assert table.verdict_text(rows) == (
         "verdict (time to target): c s (4 s from the build's start), 2.50x faster than a s "
-        "(10 s); sooner but left out: b s (2 s): gradient error at the iterates 1.00e-02")
+        "(10 s), floor 2.10x: one process a side; sooner but left out: b s (2 s): gradient error at the iterates 1.00e-02")
     assert "a s (10 s from the build's start) is the only row" in table.verdict_text(
         [rows[0], rows[1], rows[3]])
     tie = table.verdict_text([row("c", 4.0), row("e", 6.0)])
-    assert f"tie: 1.50x is inside the {PROCESS_FLOOR:.2f}x one-process floor" in tie
+    assert f"tie at 1.50x, floor {PROCESS_FLOOR:.2f}x: one process a side" in tie
     none = table.verdict_text([row("b", 2.0, error=1e-2), row("d", None)])
     assert "no row reached the target with gradients at the iterates within 1e-04" in none
     assert "(the best: b s, 1.00e-02)" in none

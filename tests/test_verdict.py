@@ -42,8 +42,9 @@ def test_the_fastest_passing_row_wins_each_criterion_with_its_ratio() -> None:
     assert (first.winner["backend"], first.ratio) == ("b", pytest.approx(2.5))
     assert v.text() == (
         "verdict: steady gradient: a S G (10 ms, gradient error 1.00e-06), 3.00x faster than "
-        "b S G (30 ms); first gradient: b S G (2 s, gradient error 1.00e-06), 2.50x faster "
-        "than a S G (5 s); faster but left out: "
+        "b S G (30 ms), floor 2.10x: one process a side; first gradient: b S G (2 s, gradient "
+        "error 1.00e-06), 2.50x faster than a S G (5 s), floor 1.10x: between runs, fresh "
+        "processes a side; faster but left out: "
         "c S G (steady gradient 1 ms, 10x faster; first gradient 1 s, 2.00x faster): "
         "gradient error 1.00e-03, warn"
     )  # c is faster but its gradient only warns: never the answer, never hidden
@@ -57,7 +58,7 @@ def test_a_ratio_inside_the_noise_floor_is_a_tie() -> None:
     steady, first = v.picks
     assert (steady.floor, first.floor) == (PROCESS_FLOOR, NOISE_FLOOR)
     assert steady.clears_noise is False and first.clears_noise is True
-    assert f"tie: 1.50x is inside the {PROCESS_FLOOR:.2f}x noise floor" in v.text()
+    assert f"tie at 1.50x, floor {PROCESS_FLOOR:.2f}x: one process a side" in v.text()
     assert "first gradient: a S G (1 s), 1.50x faster than b S G (1.5 s)" in v.text()
     (w,) = verdict.verdicts([row("a", 0.010, 1.0), row("b", 0.010 * PROCESS_FLOOR, 1.0)])
     assert w.picks[0].clears_noise is True and w.picks[1].clears_noise is False

@@ -51,7 +51,8 @@ def test_the_faster_warn_rows_are_named_beside_the_winner_with_both_errors() -> 
             "gradient 900 ms, 21.6x faster): gradient error 1.18e-04, warn") in text
     # CVODES's first gradient is faster too, but inside the run-to-run floor (3 samples)
     assert ("cvodes bdf forward sparse Jacobian (steady gradient 59 ms, 97.5x faster; first "
-            "gradient 18 s, 1.08x faster, inside the 1.10x floor): gradient error 2.29e-04, "
+            "gradient 18 s, 1.08x faster, inside the 1.10x floor: between runs, fresh processes "
+            "a side): gradient error 2.29e-04, "
             "warn") in text
     assert "torchode bdf forward dense Jacobian (steady gradient 20 ms, 288x faster; first" \
            not in text and "gradient error 5.00e-01, fail" in text  # slower first gradient
@@ -64,7 +65,7 @@ def test_gradient_rtol_sets_the_accuracy_judged_against_and_the_line_says_so() -
     assert loose.text().startswith(
         "verdict (gradient error ≤ 3e-04): steady gradient: diffsol bdf forward sparse "
         "Jacobian (33 ms, gradient error 1.18e-04) and cvodes bdf forward sparse Jacobian "
-        "(59 ms) tie: 1.79x is inside the 2.10x noise floor")
+        "(59 ms) tie at 1.79x, floor 2.10x: one process a side")
     (strict,) = verdict.verdicts(ISSUE, gradient_rtol=1e-6)
     assert strict.reason == ("no backend produced a gradient error ≤ 1e-06 (the best: diffrax "
                              "bdf forward dense Jacobian, gradient error 2.90e-06, pass); the "
@@ -101,7 +102,7 @@ def test_a_one_sample_first_gradient_must_clear_the_one_sample_floor() -> None:
            row("b", "dense", 1e-6, 0.030, 1.5, ttfg_samples=[1.5])]  # fmt: skip
     first = verdict.verdicts(one)[0].picks[1]
     assert first.one_sample and first.floor == PROCESS_FLOOR and first.clears_noise is False
-    assert f"tie: 1.50x is inside the {PROCESS_FLOOR:.2f}x one-sample floor" in \
+    assert f"tie at 1.50x, floor {PROCESS_FLOOR:.2f}x: one process a side" in \
            verdict.verdicts(one)[0].text()  # fmt: skip
     three = [row("a", "dense", 1e-6, 0.010, 1.0), row("b", "dense", 1e-6, 0.030, 1.5)]
     first = verdict.verdicts(three)[0].picks[1]

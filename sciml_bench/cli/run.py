@@ -90,6 +90,10 @@ def _dask_options(f: Any) -> Any:
               help="Threads for every framework in the workers (OMP/MKL/TF/Julia, and XLA "
               "through PJRT_NPROC); each row records the threads JAX used. Default: each "
               "library's own choice; CNN baselines: the cores free at the start.")
+@click.option("--pin/--no-pin", default=True,
+              help="After its cold phases, pin every thread of a worker to the core others "
+              "use least for its steady samples (one mode instead of a 2.5x split between "
+              "processes; docs/measurements.md). --no-pin: every core [pin].")
 @click.option("--quick", is_flag=True, help="CI sizes: 1 cold process, 3 repeats, short budgets.")
 @click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Folder for the results file.")

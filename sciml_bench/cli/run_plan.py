@@ -70,6 +70,8 @@ class RunOptions:
     #: --scheduler, --cluster, --workers, --per-worker, --retries and the --slurm-* options
     #: (None: DaskOptions' defaults)
     dask: DaskOptions | None = None
+    #: --pin/--no-pin: each worker's threads on one core for its steady samples
+    pin: bool = True
 
     @classmethod
     def from_click(cls, options: dict[str, Any]) -> RunOptions:
@@ -347,6 +349,7 @@ def _settings(o: RunOptions, rtols: list[float] | None) -> Any:
     if o.budget:
         settings.budget_s = o.budget
     settings.threads = o.threads
+    settings.pin = o.pin
     if rtols and len(rtols) > 1 and o.cold is None:
         settings.cold = 1  # a sweep measures steady state per rung
     return settings

@@ -22,7 +22,8 @@ row qualifies (:func:`~sciml_bench.results.verdict.qualifies` at ``--gradient-rt
     r = t_forward / t_reverse:  reverse ahead where r >= floor, forward where r <= 1/floor,
 
 else a tie; ``floor`` is the pair's steady-gradient floor
-(:func:`~sciml_bench.results.verdict.pair_floor`, 2.1x: one process a side). A rung where
+(:func:`~sciml_bench.results.verdict.floor_of`: 2.1x with one process a side, else from the
+run's between-process spread; the rung names it). A rung where
 either side has no qualifying row gives no evidence, and says why. The rungs only bound
 the crossover: with forward ahead at ``P_a`` and reverse ahead at ``P_b``, the next rung
 where it is, it lies in ``(P_a, P_b]``; ties and rungs without evidence in between widen
@@ -183,6 +184,8 @@ class Rung:
     ratio: float = math.nan
     floor: float = PROCESS_FLOOR
     why: str = ""
+    #: where the floor comes from (:func:`~sciml_bench.results.verdict.floor_of`)
+    floor_source: str = ""
 
     @property
     def lead_ratio(self) -> float:
@@ -196,7 +199,8 @@ class Rung:
             return f"P = {self.p} gives no evidence ({self.why})"
         if self.lead == TIE:
             return (f"a tie at P = {self.p} ({self.reverse} against {self.forward}: "
-                    f"{_x(self.lead_ratio)}, inside the {self.floor:g}x floor)")  # fmt: skip
+                    f"{_x(self.lead_ratio)}, inside the {self.floor:.3g}x floor"
+                    f"{': ' + self.floor_source if self.floor_source else ''})")  # fmt: skip
         faster = self.reverse if self.lead == REVERSE else self.forward
         return f"{faster} faster at P = {self.p} ({_x(self.lead_ratio)})"
 
@@ -240,9 +244,10 @@ def rung(p: int, forward: Mapping[str, Mapping[str, Any]],
     if f is None or r is None:
         return Rung(p, NONE, why="; ".join(w for w in (why_f, why_r) if w))
     ratio = float(f["grad_s"]) / float(r["grad_s"])
-    floor = verdict.pair_floor(*CRITERION, dict(f), dict(r))
-    lead = TIE if not clears_noise(ratio, floor) else REVERSE if ratio > 1 else FORWARD
-    return Rung(p, lead, str(f["gradient_method"]), str(r["gradient_method"]), ratio, floor)
+    floor = verdict.floor_of(*CRITERION, dict(f), dict(r))
+    lead = TIE if not clears_noise(ratio, floor.value) else REVERSE if ratio > 1 else FORWARD
+    return Rung(p, lead, str(f["gradient_method"]), str(r["gradient_method"]), ratio,
+                floor.value, floor_source=floor.source)  # fmt: skip
 
 
 def evidence(forward: Mapping[str, Rows], reverse: Mapping[str, Rows], rtol: float) -> list[Rung]:
@@ -375,7 +380,7 @@ def _winner_text(pick: verdict.Pick | None, members: Sequence[Mapping[str, Any]]
     win = pick.winner
     text = f"{line_label(line_key(win))}, {plots.fmt_seconds(float(win['grad_s']))}"
     if pick.runner_up is not None and pick.ratio is not None:
-        tie = "" if pick.clears_noise else f", a tie under the {pick.floor:g}x floor"
+        tie = "" if pick.clears_noise else f", a tie: {pick.measured_floor.text()}"
         text += f" ({_x(pick.ratio)} the next, {line_label(line_key(pick.runner_up))}{tie})"
     return text + (", provisional: timed under load (--load-limit)" if v.provisional else "")
 
@@ -396,8 +401,8 @@ def titled_notes(
     return [
         ("gradients at scale, time ∝ P^q over the three largest rungs (ok rows)",
          exponent_texts(records, gradient_rtol)),
-        (f"forward/adjoint crossover per library (qualifying rows, ratios beyond the "
-         f"{PROCESS_FLOOR:g}x floor)", crossover_texts(records, gradient_rtol)),
+        ("forward/adjoint crossover per library (qualifying rows, ratios beyond each "
+         "pair's floor)", crossover_texts(records, gradient_rtol)),
         ("fastest qualifying gradient per rung", rung_winners(records, gradient_rtol)),
     ]  # fmt: skip
 

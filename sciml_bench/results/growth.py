@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.measure.noise import PROCESS_FLOOR, clears_noise
+from sciml_bench.measure.noise import ONE_PROCESS, clears_noise
 from sciml_bench.results import plots, styles
 from sciml_bench.results.verdict import DEFAULT_GRADIENT_RTOL, qualifies
 
@@ -219,8 +219,10 @@ def ratio(records: Sequence[dict[str, Any]], time_key: str = "solve_s") -> list[
             n = common[-1]
             label = line_label((*key[:4], "", *key[5:]))  # the kind is what the ratio says
             x = dense[n] / sparse[n]
-            tie = "" if clears_noise(x, PROCESS_FLOOR) else (
-                f", a tie: inside the {PROCESS_FLOOR:g}x floor")  # fmt: skip
+            # a rung's steady samples come from one process (run.sized_ladders)
+            floor = ONE_PROCESS
+            tie = "" if clears_noise(x, floor.value) else (
+                f", a tie: inside the {floor.value:g}x floor ({floor.source})")  # fmt: skip
             out.append(f"{label}: dense / sparse = {x:.3g} at {n} states{tie}")
     return out
 

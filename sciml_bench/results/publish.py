@@ -450,8 +450,9 @@ def verdict_blocks(recs: Sequence[dict[str, Any]], which: str = "whose gradient 
         return []
     return [
         Para(f"**Verdict**: the fastest rows {which}, the ratio to the "
-             f"runner-up, and whether it clears the {NOISE_FLOOR:.2f}x noise floor "
-             f"({PROCESS_FLOOR:g}x for steady timings and one-sample first ones)"
+             f"runner-up, and whether it clears the noise floor: for steady timings the one "
+             f"this run's between-process spread calls for ({PROCESS_FLOOR:g}x with one "
+             f"process a side), {NOISE_FLOOR:.2f}x for first ones (each names its floor)"
              + ("; faster rows left out are named with the reason:"
                 if any(v.left_out or v.loaded for v in found) else ":")),
         Notes([v.text().removeprefix("verdict").lstrip(" :") for v in found]),

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sciml_bench.results.store import SAMPLE_FIELDS, ResultsError, ResultsWriter, Run
+from sciml_bench.results.store import (
+    PROCESS_MEDIAN_FIELDS,
+    SAMPLE_FIELDS,
+    ResultsError,
+    ResultsWriter,
+    Run,
+)
 from sciml_bench.results.table import fmt_rtol, render
 from sciml_bench.results.verdict import label
 
@@ -41,7 +47,8 @@ REPLACED = (
 )  # fmt: skip
 #: keys :func:`~sciml_bench.results.store.summarize` derives when reading (never stored);
 #: an ensemble row's throughputs too (:data:`ENSEMBLE_DERIVED`)
-DERIVED = (*SAMPLE_FIELDS.values(), *(f"{k[:-2]}_iqr" for k in SAMPLE_FIELDS.values()))
+DERIVED = (*SAMPLE_FIELDS.values(), *(f"{k[:-2]}_iqr" for k in SAMPLE_FIELDS.values()),
+           *PROCESS_MEDIAN_FIELDS.values())
 ENSEMBLE_DERIVED = ("throughput", "grad_throughput")
 #: a reference cache file's name: ``NAME-HASH-vVERSION.json`` (ensembles and training
 #: curves add their own suffix after the version)

@@ -29,10 +29,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sciml_bench.measure.noise import PROCESS_FLOOR, clears_noise, load_limit, others_load
+from sciml_bench.measure.noise import ONE_PROCESS, clears_noise, load_limit, others_load
 from sciml_bench.results import plots, styles
 from sciml_bench.results.growth import SPLIT_KEYS, sci, split_value, splits
 from sciml_bench.results.verdict import DEFAULT_GRADIENT_RTOL, qualifies
+
+#: a rung's steady samples come from one process: the one-process floor (2.1x)
+PROCESS_FLOOR = ONE_PROCESS.value
 
 #: marker and line style per semantics: colour tells backends apart, style the semantics
 SEMANTICS_STYLE = {"independent": ("o", "-"), "coupled": ("s", "--")}
@@ -287,7 +290,8 @@ def scaling_texts(
     for key, _, name in plots.TIME_PANELS:
         if series(ens, key, every_ok=True):
             text = crossover_text(series(ens, key, gradient_rtol))
-            out.append(f"Crossovers ({name} time per call, {which[key]}): {text}.")
+            out.append(f"Crossovers ({name} time per call, {which[key]}; "
+                       f"{ONE_PROCESS.text()}): {text}.")
     return out
 
 

@@ -60,6 +60,9 @@ SCHEMA_VERSION = 2
 #: raw-sample fields and the summary keys derived from them when reading
 SAMPLE_FIELDS = {"ttfg_samples": "ttfg_s", "solve_samples": "solve_s", "grad_samples": "grad_s",
                  "iteration_samples": "iteration_s"}  # fmt: skip
+#: steady raw-sample fields and the per-process medians derived from them when reading
+PROCESS_MEDIAN_FIELDS = {"solve_samples": "solve_process_medians",
+                         "grad_samples": "grad_process_medians"}  # fmt: skip
 
 
 class ResultsError(ValueError):
@@ -402,13 +405,36 @@ def upgrade_v1(record: dict[str, Any], environment: dict[str, Any]) -> dict[str,
     return out
 
 
+def process_medians(record: dict[str, Any], raw: str) -> list[float] | None:
+    """The median of ``record[raw]``'s samples in each process that took some, in process
+    order (``*_sample_process`` says which took each; a row of one process, an ensemble
+    rung or a ``--quick`` case, has one); None without samples, or where several
+    processes took them and the record does not say which (older files)."""
+    samples = [float(x) for x in record.get(raw) or []]
+    if not samples:
+        return None
+    takers = record.get(raw.replace("_samples", "_sample_process"))
+    if takers is None or len(takers) != len(samples):
+        one = int(record.get("cold_processes") or 1) == 1 or record.get("kind") == "ensemble"
+        return [median(samples)] if one else None
+    by: dict[int, list[float]] = {}
+    for k, x in zip(takers, samples, strict=True):
+        by.setdefault(int(k), []).append(x)
+    return [median(by[k]) for k in sorted(by)]
+
+
 def summarize(record: dict[str, Any]) -> dict[str, Any]:
-    """Add medians and IQRs computed from the raw samples."""
+    """Add medians and IQRs computed from the raw samples, and each steady kind's
+    per-process medians (:func:`process_medians`)."""
     out = dict(record)
     for raw, key in SAMPLE_FIELDS.items():
         samples = record.get(raw) or []
         out[key] = median(samples)
         out[f"{key[:-2]}_iqr"] = iqr(samples)
+    for raw, key in PROCESS_MEDIAN_FIELDS.items():
+        medians = process_medians(record, raw)
+        if medians is not None:
+            out[key] = medians
     if record.get("kind") == "ensemble" and record.get("size"):
         # member-solves (and member-gradients) per second, from the median call
         for key, name in (("solve_s", "throughput"), ("grad_s", "grad_throughput")):

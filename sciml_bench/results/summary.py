@@ -93,9 +93,9 @@ def _word(v: verdict.Verdict, pick: verdict.Pick) -> str:
     elif pick.runner_up is None:
         word = "only timed row"
     elif pick.clears_noise:
-        word = "faster"
+        word = f"faster ({pick.measured_floor.text()})"
     else:
-        word = f"tie (inside {pick.floor:g}x)"
+        word = f"tie ({pick.measured_floor.text()})"
     if v.provisional:
         return f"provisional, timed under load: {word}"
     left = len(v.left_out) + len(v.loaded)

@@ -35,6 +35,8 @@ JSON_KEYS = (
     "grad_rss_mb", "grad_rss_source", "grad_warm_rss_mb", "grad_warm_rss_source", "kind",
     # the floating-point type computed in and asked for (--dtype), a fixed step (--dt)
     "dtype", "dtype_requested", "dt",
+    # each process's steady median, and the core its steady samples ran on (issue 43)
+    "solve_process_medians", "grad_process_medians", "steady_affinity",
 )
 #: keys of the --json record about what a row's numbers claim: what its TTFG measures,
 #: the phases a failed row kept, and the reference it is scored against (NaN -> null)

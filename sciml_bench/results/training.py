@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sciml_bench.measure.metrics import PASS_TOL
-from sciml_bench.measure.noise import PROCESS_FLOOR, clears_noise, load_limit, others_load
+from sciml_bench.measure.noise import ONE_PROCESS, clears_noise, load_limit, others_load
 from sciml_bench.results.plots import MARKERS, Plot, _finish, _log_axis, _plt, case_label, finite
 
 COLUMNS = (
@@ -206,9 +206,10 @@ def verdict_text(records: Sequence[dict[str, Any]], gradient_rtol: float | None 
     else:
         ratio = good[1]["time_to_target_s"] / win["time_to_target_s"]
         other = f"{label(good[1])} ({good[1]['time_to_target_s']:.3g} s)"
-        body = (f"{head}, {ratio:.2f}x faster than {other}" if clears_noise(ratio, PROCESS_FLOOR)
-                else f"{head} and {other} tie: {ratio:.2f}x is inside the "
-                f"{PROCESS_FLOOR:.2f}x one-process floor")  # fmt: skip
+        floor = ONE_PROCESS  # each row is one training run in one process
+        body = (f"{head}, {ratio:.2f}x faster than {other}, {floor.text()}"
+                if clears_noise(ratio, floor.value)
+                else f"{head} and {other} tie at {ratio:.2f}x, {floor.text()}")  # fmt: skip
     sooner = [r for r in rows if r.get("status") == "ok" and not qualifies(r, rtol)
               and finite(r.get("time_to_target_s"))
               and r["time_to_target_s"] < win["time_to_target_s"]]  # fmt: skip

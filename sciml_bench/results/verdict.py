@@ -14,10 +14,14 @@ accuracy), each criterion names its fastest row by the median of its samples:
 Each winner comes with the ratio ``r = t_runner_up / t_fastest >= 1`` and whether ``r``
 clears the noise floor (:func:`sciml_bench.measure.noise.clears_noise`); inside it the
 two are a tie. Steady criteria (each row's samples from one run's few processes) must clear
-:data:`~sciml_bench.measure.noise.PROCESS_FLOOR` (2.1x), since fresh processes of the
-same code differ by up to 2x; first-process criteria, the run-to-run floor (1.1x), unless
-either row holds a single sample of it (``--quick``, a ladder's rung): one fresh process a
-side is the process-to-process spread again, so PROCESS_FLOOR. A comparison is one set of
+the floor this run's between-process spread calls for
+(:func:`~sciml_bench.measure.noise.steady_floor`: a t bound on the log ratio from the two
+rows' per-process medians, the spread pooled over the run's rows where that is larger, at
+least 1.05x and at most 2.1x), or :data:`~sciml_bench.measure.noise.PROCESS_FLOOR` (2.1x) where a row has
+one process (``--quick``, a ladder's rung): fresh processes of the same code differ by up
+to 2x. First-process criteria, the run-to-run floor (1.1x), unless either row holds a
+single sample of it: one fresh process a side is the process-to-process spread again, so
+PROCESS_FLOOR. Every pick prints its floor and where it came from. A comparison is one set of
 rows that answer the same question: one ``size`` (an ensemble's rung, a size ladder's
 size), one ``rtol``, one results file in a report of several; CNN rows also one model,
 precision, pipeline and dataset.
@@ -48,10 +52,14 @@ from sciml_bench.measure.metrics import JUDGE_MARGIN, PASS_TOL, WARN_TOL, within
 from sciml_bench.measure.noise import (
     LOAD_LIMIT,
     NOISE_FLOOR,
-    PROCESS_FLOOR,
+    Floor,
+    Spread,
     clears_noise,
+    first_floor,
     loaded,
     others_load,
+    pooled,
+    steady_floor,
 )
 from sciml_bench.measure.noise import load_limit as load_limit_in_force
 from sciml_bench.results import next_step, sharing
@@ -62,11 +70,15 @@ CNN_GROUP_KEYS = ("_run", "model", "precision", "pipeline", "dataset")
 #: (criterion, record key of its median seconds), per kind of row
 ODE_CRITERIA = (("steady gradient", "grad_s"), ("first gradient", "ttfg_s"))
 CNN_CRITERIA = (("training", "train_s"), ("first step", "time_to_first_step_s"))
-#: criteria whose samples all come from one process per row: two rows' medians differ by
-#: process-level noise too (up to 2.03x measured between fresh processes of identical
-#: code), so their floor is PROCESS_FLOOR; first gradient and first step are fresh
-#: processes already, and keep NOISE_FLOOR (unless a row holds one sample: SAMPLE_KEYS)
+#: criteria whose samples come from one run's few processes per row: two rows' medians
+#: differ by process-level noise too (up to 2.03x measured between fresh processes of
+#: identical code), so their floor comes from the between-process spread the run measured
+#: (:func:`~sciml_bench.measure.noise.steady_floor`, over PROCESS_KEYS), PROCESS_FLOOR
+#: where a side has one process; first gradient and first step are fresh processes
+#: already, and keep NOISE_FLOOR (unless a row holds one sample: SAMPLE_KEYS)
 ONE_PROCESS = ("steady gradient", "training")
+#: the per-process medians behind a steady median, where a record keeps them
+PROCESS_KEYS = {"grad_s": "grad_process_medians", "solve_s": "solve_process_medians"}
 #: the raw samples behind a median, where a record keeps them: a first gradient from one
 #: cold process is one draw of the process-to-process spread, judged at PROCESS_FLOOR
 SAMPLE_KEYS = {"ttfg_s": "ttfg_samples", "grad_s": "grad_samples"}
@@ -85,13 +97,33 @@ def samples(r: dict[str, Any], key: str) -> int | None:
     return len(raw) if isinstance(raw, list | tuple) else None
 
 
-def pair_floor(criterion: str, key: str, a: dict[str, Any], b: dict[str, Any]) -> float:
-    """The ratio two rows' medians of ``key`` must differ by to be told apart:
-    PROCESS_FLOOR for a one-process criterion or where either row holds a single sample,
-    else NOISE_FLOOR."""
-    if criterion in ONE_PROCESS or 1 in (samples(a, key), samples(b, key)):
-        return PROCESS_FLOOR
-    return NOISE_FLOOR
+def floor_of(criterion: str, key: str, a: dict[str, Any], b: dict[str, Any],
+             pool: Spread | None = None) -> Floor:  # fmt: skip
+    """The floor two rows' medians of ``key`` must differ by to be told apart, and its
+    source: for a steady criterion, from the rows' per-process medians
+    (:func:`~sciml_bench.measure.noise.steady_floor`, with the run's ``pool``); for a
+    first-process one, the run-to-run floor, or PROCESS_FLOOR where either row holds a
+    single sample (:func:`~sciml_bench.measure.noise.first_floor`)."""
+    if criterion in ONE_PROCESS:
+        medians = PROCESS_KEYS.get(key, "")
+        return steady_floor(a.get(medians), b.get(medians), pool)
+    return first_floor(1 in (samples(a, key), samples(b, key)))
+
+
+def pair_floor(criterion: str, key: str, a: dict[str, Any], b: dict[str, Any],
+               pool: Spread | None = None) -> float:  # fmt: skip
+    """The ratio of :func:`floor_of`."""
+    return floor_of(criterion, key, a, b, pool).value
+
+
+def run_pool(rows: Sequence[dict[str, Any]], key: str) -> Spread | None:
+    """The between-process spread of ``key`` pooled over ``rows`` (one run's rows of a
+    kind that a verdict picks from), or None where no row has two processes' medians."""
+    medians = PROCESS_KEYS.get(key)
+    if medians is None:
+        return None
+    pool = pooled(r.get(medians) for r in rows)
+    return pool if pool.df else None
 
 
 @dataclass(frozen=True)
@@ -102,6 +134,8 @@ class Pick:
     key: str
     winner: dict[str, Any]
     runner_up: dict[str, Any] | None
+    #: the between-process spread of the run's rows this pick was made from (steady)
+    pool: Spread | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -119,13 +153,16 @@ class Pick:
         return any(samples(r, self.key) == 1 for r in rows)
 
     @property
-    def floor(self) -> float:
-        """The ratio this criterion must clear to name a winner (else a tie)."""
-        return PROCESS_FLOOR if self.criterion in ONE_PROCESS or self.one_sample else NOISE_FLOOR
+    def measured_floor(self) -> Floor:
+        """The floor this criterion must clear to name a winner (else a tie), and its
+        source (:func:`floor_of`; without a runner-up, the winner against itself)."""
+        other = self.winner if self.runner_up is None else self.runner_up
+        return floor_of(self.criterion, self.key, self.winner, other, self.pool)
 
     @property
-    def floor_name(self) -> str:
-        return "one-sample floor" if self.one_sample else "noise floor"
+    def floor(self) -> float:
+        """The ratio this criterion must clear to name a winner (else a tie)."""
+        return self.measured_floor.value
 
     @property
     def clears_noise(self) -> bool | None:
@@ -143,6 +180,8 @@ class Faster:
     seconds: float
     ratio: float
     floor: float
+    #: where the floor comes from (:class:`~sciml_bench.measure.noise.Floor`)
+    floor_source: str = ""
 
     @property
     def clears_noise(self) -> bool:
@@ -153,7 +192,8 @@ class Faster:
         head = f"{self.criterion} {_seconds(self.seconds)}"
         if self.ratio <= 1:
             return f"{head}, ahead of the runner-up"
-        inside = "" if self.clears_noise else f", inside the {self.floor:.2f}x floor"
+        why = f": {self.floor_source}" if self.floor_source else ""
+        inside = "" if self.clears_noise else f", inside the {self.floor:.2f}x floor{why}"
         return f"{head}, {_times(self.ratio)} faster{inside}"
 
 
@@ -257,12 +297,14 @@ class Verdict:
                 "winner": _row_id(p.winner), "s": p.winner[p.key],
                 "runner_up": None if p.runner_up is None else _row_id(p.runner_up),
                 "runner_up_s": None if p.runner_up is None else p.runner_up[p.key],
-                "ratio": p.ratio, "floor": p.floor, "clears_noise": p.clears_noise,
+                "ratio": p.ratio, "floor": p.floor,
+                "floor_source": p.measured_floor.source, "clears_noise": p.clears_noise,
             }  # fmt: skip
         out["left_out"] = [
             {"row": _row_id(x.row), "why": x.why, "gradient_error": x.row.get("gradient_error"),
              "faster": {f.criterion.replace(" ", "_"): {"s": f.seconds, "ratio": f.ratio,
-                        "floor": f.floor, "clears_noise": f.clears_noise} for f in x.faster}}
+                        "floor": f.floor, "floor_source": f.floor_source,
+                        "clears_noise": f.clears_noise} for f in x.faster}}
             for x in self.left_out
         ]  # fmt: skip
         out["loaded"] = [{"row": _row_id(r), "others_cpu": others_load(r)} for r in self.loaded]
@@ -333,9 +375,10 @@ def _pick_text(p: Pick, with_error: bool = False) -> str:
         return f"{head}, the only qualifying row with this timing"
     times = _times(p.ratio or 1.0)
     other = f"{label(p.runner_up)} ({_seconds(p.runner_up[p.key])})"
+    floor = p.measured_floor.text()
     if p.clears_noise:
-        return f"{head}, {times} faster than {other}"
-    return f"{head} and {other} tie: {times} is inside the {p.floor:.2f}x {p.floor_name}"
+        return f"{head}, {times} faster than {other}, {floor}"
+    return f"{head} and {other} tie at {times}, {floor}"
 
 
 def _error(r: dict[str, Any]) -> float | None:
@@ -517,11 +560,15 @@ def _groups(
     return [(group, members + unplaced) for group, members in out.values()]
 
 
-def _pick(rows: list[dict[str, Any]], criterion: str, key: str) -> Pick | None:
+def _pick(rows: list[dict[str, Any]], criterion: str, key: str,
+          pool_rows: Sequence[dict[str, Any]] = ()) -> Pick | None:  # fmt: skip
+    """The fastest of ``rows`` by ``key`` and its runner-up; a steady pick's floor pools
+    the between-process spread of ``pool_rows`` (the run's rows it is judged among)."""
     timed = sorted((r for r in rows if _finite(r.get(key))), key=lambda r: float(r[key]))
     if not timed:
         return None
-    return Pick(criterion, key, timed[0], timed[1] if len(timed) > 1 else None)
+    pool = run_pool(pool_rows or rows, key) if criterion in ONE_PROCESS else None
+    return Pick(criterion, key, timed[0], timed[1] if len(timed) > 1 else None, pool)
 
 
 def _bar(p: Pick) -> float:
@@ -543,7 +590,7 @@ def _left_out(
             continue
         faster = tuple(
             Faster(p.criterion, float(r[p.key]), float(p.winner[p.key]) / float(r[p.key]),
-                   pair_floor(p.criterion, p.key, r, p.winner))
+                   (f := floor_of(p.criterion, p.key, r, p.winner, p.pool)).value, f.source)
             for p in picks if _finite(r.get(p.key)) and float(r[p.key]) < _bar(p)
         )  # fmt: skip
         if faster:
@@ -554,12 +601,15 @@ def _left_out(
 
 
 def _verdict(problem: str, spec: _Kind, group: dict[str, Any], members: list[dict[str, Any]],
-             rtol: float, limit: float) -> Verdict:  # fmt: skip
+             rtol: float, limit: float, run_rows: Sequence[dict[str, Any]] = ()) -> Verdict:  # fmt: skip
     """One comparison's verdict under ``spec``'s rules, judged against ``rtol``, rows timed
     with others' CPU above ``limit`` cores counted as loaded. Where every row that would
-    qualify was loaded, the picks come from those rows and the verdict is provisional."""
+    qualify was loaded, the picks come from those rows and the verdict is provisional.
+    A steady floor pools the between-process spread of ``run_rows`` (the problem's rows
+    of this kind in the same file) that qualify as the picks' rows do."""
     good = [r for r in members if spec.qualifies(r, rtol, limit)]
-    picks = tuple(p for c, k in spec.criteria if (p := _pick(good, c, k)) is not None)
+    pool = [r for r in run_rows if spec.qualifies(r, rtol, limit)] or good
+    picks = tuple(p for c, k in spec.criteria if (p := _pick(good, c, k, pool)) is not None)
     reason = None
     if not good:
         reason = spec.why_none(members, rtol, limit)
@@ -574,8 +624,10 @@ def _verdict(problem: str, spec: _Kind, group: dict[str, Any], members: list[dic
                    if r.get("status") == "ok" and _accurate(r, rtol) and _loaded(r, limit))  # fmt: skip
     provisional = False
     if not good and loaded:  # never withhold the answer: the loaded rows' winner, provisional
+        heavy = [r for r in run_rows if r.get("status") == "ok" and _accurate(r, rtol)
+                 and _loaded(r, limit)] or list(loaded)  # fmt: skip
         picks = tuple(p for c, k in spec.criteria
-                      if (p := _pick(list(loaded), c, k)) is not None)  # fmt: skip
+                      if (p := _pick(list(loaded), c, k, heavy)) is not None)  # fmt: skip
         provisional = bool(picks)
         reason = None if provisional else reason
     step = next_step.suggest(members, rtol) if reason and not good and not loaded else None
@@ -603,10 +655,11 @@ def verdicts(
         if kind in _KINDS:
             by_problem.setdefault((str(r.get("problem", "?")), kind), []).append(r)
     return [
-        _verdict(problem, _KINDS[kind], group, members, rtol, limit)
+        _verdict(problem, _KINDS[kind], group, members, rtol, limit,
+                 [r for r in rows if r.get("_run") == group.get("_run", r.get("_run"))])
         for (problem, kind), rows in by_problem.items()
         for group, members in _groups(rows, _KINDS[kind].group_keys)
-    ]
+    ]  # fmt: skip
 
 
 def _limit(load_limit: float | None) -> float:

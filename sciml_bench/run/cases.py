@@ -58,6 +58,9 @@ class Settings:
     interleave: bool = False
     #: that order's seed (None: a fresh one, recorded in the file)
     seed: int | None = None
+    #: pin each worker's threads to one core for its steady samples (``--no-pin``: off;
+    #: measure.affinity)
+    pin: bool = True
 
 
 
@@ -153,6 +156,8 @@ def case_job(
         "steady_budget_s": settings.steady_budget_s,
         # the steady samples are spread over the case's processes (run.steady.share)
         "steady_processes": max(1, settings.cold),
+        # every thread on one core after the cold phases (measure.affinity)
+        "steady_pin": settings.pin,
         # each process's steady samples end before it (run.steady.deadline_of)
         "budget_s": settings.budget_s,
         "reference": ref.to_json(),

@@ -82,6 +82,7 @@ def work(job: dict[str, Any], events: Events) -> None:
     import numpy as np
 
     from sciml_bench.backends.base import EnsembleNotOffered
+    from sciml_bench.measure.affinity import before_steady
     from sciml_bench.measure.clock import clock, peak_rss_mb
     from sciml_bench.measure.status import Status
     from sciml_bench.problem import ensemble as ens
@@ -114,6 +115,7 @@ def work(job: dict[str, Any], events: Events) -> None:
     first = _first_calls(job, case, theta, min(n, sample), events)
     if first is None:
         return
+    before_steady(job, events)  # the steady samples on one core (measure.affinity)
     try:
         _steady(job, case, first, events)
     except Exception as e:
@@ -288,6 +290,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "cold_processes": 1,
         "solve_samples": samples.get("solve", []),
         "grad_samples": samples.get("grad", []),
+        "steady_affinity": ev.get("steady_affinity"),
         "peak_rss_mb": ev.get("peak_rss_mb"),
         "worker_wall_s": proc.wall_s,
         "sample": ref["sample"],

@@ -94,6 +94,7 @@ def ensemble_job(
         "repeats": settings.repeats,
         "warmups": settings.warmups,
         "steady_budget_s": settings.steady_budget_s,
+        "steady_pin": settings.pin,  # every thread on one core after the cold phases
         # the worker starts no steady call that would end past it (it keeps its samples)
         "budget_s": settings.budget_s,
         "reference": ref,

@@ -183,6 +183,7 @@ def work(job: dict[str, Any], events: Events) -> None:
         return
     import numpy as np
 
+    from sciml_bench.measure.affinity import before_steady
     from sciml_bench.measure.clock import clock, peak_rss_mb
     from sciml_bench.measure.environment import blas_libraries
     from sciml_bench.problem.compiled import CompiledProblem
@@ -226,6 +227,7 @@ def work(job: dict[str, Any], events: Events) -> None:
     # after the time to first gradient is read and before the steady samples (each timed on
     # its own): the BLAS this process loaded, which the parent cannot see
     events.emit(blas=blas_libraries())
+    before_steady(job, events)  # the steady samples on one core (measure.affinity: why)
 
     note = _steady(job, case, theta, first, events)
     if note is None:
@@ -610,7 +612,10 @@ def gradient_scores(
 
 
 def _sample_columns(processes: Sequence[Process]) -> dict[str, Any]:
-    """The steady samples of a case's processes, and which process took each kind."""
+    """The steady samples of a case's processes, which process took each kind, and the
+    core each process's samples ran on."""
+    from sciml_bench.measure.affinity import row_value
+
     samples, takers = _samples(processes)
     return {
         "cold_processes": len(processes),
@@ -618,6 +623,10 @@ def _sample_columns(processes: Sequence[Process]) -> dict[str, Any]:
         "grad_samples": samples.get("grad", []),
         "solve_sample_process": takers.get("solve"),
         "grad_sample_process": takers.get("grad"),
+        # where each process's steady samples ran (measure.affinity)
+        "steady_affinity": row_value([next((e["steady_affinity"] for e in p.events
+                                            if "steady_affinity" in e), None)
+                                      for p in processes]),
     }
 
 

@@ -238,7 +238,8 @@ def run_training(
     from sciml_bench.run import train
 
     def task_of(spec: CaseSpec) -> CaseTask:
-        job = train.training_job(spec, problem, training, reference_curve)
+        job = {**train.training_job(spec, problem, training, reference_curve),
+               "steady_pin": settings.pin}  # after the first iteration (measure.affinity)
         return CaseTask(job, (None,), settings.budget_s)
 
     return run(problem, None, cases, writer, settings, executor, progress,

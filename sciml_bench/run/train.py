@@ -158,6 +158,7 @@ def _iterate_gradients(backend: Any, problem: Any, job: dict[str, Any], events: 
 def _train(case: Any, training: Any, job: dict[str, Any], events: Events) -> bool:
     """The iterations, each timed alone and checked after the clock; False when one
     failed (its status is reported) or the device read-back disagreed."""
+    from sciml_bench.measure.affinity import before_steady
     from sciml_bench.measure.clock import clock, perf
 
     n, every, target = training.iterations, training.record_every, training.target_loss
@@ -186,6 +187,7 @@ def _train(case: Any, training: Any, job: dict[str, Any], events: Events) -> boo
             if not placed(case, job.get("device", "cpu"), job["backend"], events,
                           "first iteration"):  # fmt: skip
                 return False
+            before_steady(job, events)  # the later iterations on one core (measure.affinity)
         first = not reached and loss <= target
         reached = reached or first
         if k % every == 0 or first or k == n - 1:
@@ -252,6 +254,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "record_every": training.record_every, "iterations_done": len(seconds),
         "iteration_samples": seconds, "target_loss": training.target_loss,
         "peak_rss_mb": ev.get("peak_rss_mb"), "worker_wall_s": proc.wall_s,
+        "steady_affinity": ev.get("steady_affinity"),
     }  # fmt: skip
     build_s = float(phases[0, PHASES.index("build")])
     rec.update(curve_columns(curve, seconds, ev.get("target_iteration"), build_s))

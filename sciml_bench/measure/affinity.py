@@ -1,0 +1,109 @@
+"""Steady samples on one core: every thread of a worker pinned after its cold phases.
+
+Measured (``benchmarks/process_split.py``, issue 43): the same compiled Diffrax gradient in
+fresh processes on a 2-core machine is bimodal with the libraries' defaults (1.46 ms in
+most processes, 3.6-4.0 ms in 1 of 5-10), whatever the allocator, ASLR, huge pages,
+import order or warm-up length; pinned to one core it is one mode (1.19 ms, max/min
+1.07x), and so it is with every thread pinned *after* the compiling calls (1.27 ms, max/min
+1.14x). What splits a process's speed is XLA's intra-op pool spreading tiny kernels over
+two cores, a cross-core handoff that sometimes goes badly; one core removes it.
+
+So a worker's cold phases (import, build, JIT, first solve and first gradient: time to
+first gradient as a user sees it, every core) run as a user runs them, and then, before
+the warm-ups and steady samples, every thread of the process is pinned to one core
+(:func:`pin_steady`): ``os.sched_setaffinity`` on each thread id in ``/proc/self/task``;
+threads made later inherit their creator's mask. The core is the one other processes used
+least over :data:`PROBE_S` (``/proc/stat``'s per-cpu lines, read outside every clock). The
+same for every library and every kind of worker that takes steady samples (ODE cases,
+ensemble rungs, training iterations; a GPU case's host threads too): a stated, equal
+setting. ``run --no-pin`` leaves every core to every thread. Each row records what
+happened (``steady_affinity``).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: seconds over which the cores' busy time is read to choose the quietest
+PROBE_S = 0.1
+#: the job key that turns pinning off (``run --no-pin``)
+JOB_KEY = "steady_pin"
+#: what a row says when pinning was turned off
+OFF = "off (--no-pin)"
+
+#: /proc/stat's per-cpu columns that are not busy time: idle and iowait
+_IDLE_COLUMNS = (3, 4)
+
+
+def cpu_busy() -> dict[int, int]:
+    """Each cpu's busy jiffies so far (``/proc/stat``'s ``cpuN`` lines: every column but
+    idle and iowait; guest time is already in user and nice, so it is left out)."""
+    out: dict[int, int] = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *cols = line.split()
+            if not name.startswith("cpu") or name == "cpu":
+                continue
+            vals = [int(c) for c in cols[:8]]  # user..steal; guest columns repeat user, nice
+            out[int(name[3:])] = sum(v for i, v in enumerate(vals) if i not in _IDLE_COLUMNS)
+    return out
+
+
+def quietest(before: Mapping[int, int], after: Mapping[int, int], allowed: Sequence[int]) -> int:
+    """The allowed cpu with the fewest busy jiffies between two readings (the lowest
+    number among equals, so that the choice is reproducible on an idle machine)."""
+    return min(allowed, key=lambda c: (after.get(c, 0) - before.get(c, 0), c))
+
+
+def _pin_threads(cpu: int) -> int:
+    """Pin every thread of this process to ``cpu``; how many were pinned (a thread that
+    ended meanwhile is skipped)."""
+    pinned = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), {cpu})
+            pinned += 1
+        except (ProcessLookupError, FileNotFoundError):
+            continue  # it ended between the listing and the call
+    return pinned
+
+
+def pin_steady(job: Mapping[str, Any]) -> str:
+    """Pin every thread of this worker to the core other processes use least, unless
+    ``job[JOB_KEY]`` is False (``--no-pin``); returns what a row records: ``"cpu 1"``,
+    :data:`OFF`, ``"not supported on Darwin"`` or why it failed. Call it after the cold
+    phases and before the warm-ups, outside every clock (it sleeps :data:`PROBE_S`)."""
+    if job.get(JOB_KEY) is False:
+        return OFF
+    if not hasattr(os, "sched_setaffinity") or not os.path.isdir("/proc/self/task"):
+        return f"not supported on {platform.system()}"
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+        before = cpu_busy()
+        time.sleep(PROBE_S)  # this process is idle: the busy time is others'
+        cpu = quietest(before, cpu_busy(), allowed)
+        n = _pin_threads(cpu)
+    except (OSError, ValueError) as e:  # a container that forbids it: said on the row
+        return f"not pinned: {type(e).__name__}: {e}"[:200]
+    return f"cpu {cpu}" if n else "not pinned: no thread found"
+
+
+def row_value(values: Sequence[str | None]) -> str | None:
+    """A row's ``steady_affinity`` from its processes' (None: a process that took no
+    steady sample): the one value where they agree, else each process's, in order."""
+    seen = [v for v in values if v]
+    if not seen:
+        return None
+    if len(set(seen)) == 1:
+        return seen[0]
+    return "; ".join(f"process {k + 1}: {v}" for k, v in enumerate(values) if v)
+
+
+def before_steady(job: Mapping[str, Any], events: Any) -> None:
+    """The one call every worker that takes steady samples makes between its cold phases
+    and its warm-ups: pin (:func:`pin_steady`) and report it (``steady_affinity``)."""
+    events.emit(steady_affinity=pin_steady(job))
