@@ -120,6 +120,11 @@ def test_the_quietest_allowed_core_is_chosen() -> None:
     assert affinity.pin_steady({"steady_pin": False}) == affinity.OFF
 
 
+
+def test_a_job_that_states_why_it_is_not_pinned_is_not() -> None:
+    assert affinity.pin_steady({"steady_pin": affinity.ENSEMBLE_UNPINNED}) == (
+        "off (an ensemble spreads its members over every core)")
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux only")
 def test_every_thread_is_pinned_and_later_threads_inherit_it() -> None:
     """In a fresh process with a thread already running: after pin_steady every thread,

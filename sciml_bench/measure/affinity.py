@@ -14,9 +14,10 @@ the warm-ups and steady samples, every thread of the process is pinned to one co
 (:func:`pin_steady`): ``os.sched_setaffinity`` on each thread id in ``/proc/self/task``;
 threads made later inherit their creator's mask. The core is the one other processes used
 least over :data:`PROBE_S` (``/proc/stat``'s per-cpu lines, read outside every clock). The
-same for every library and every kind of worker that takes steady samples (ODE cases,
-ensemble rungs, training iterations; a GPU case's host threads too): a stated, equal
-setting. ``run --no-pin`` leaves every core to every thread. Each row records what
+same for every library and every kind of worker that takes steady samples (ODE cases and
+ladder rungs, training iterations; a GPU case's host threads too): a stated, equal
+setting. Ensembles are not pinned (:data:`ENSEMBLE_UNPINNED`): spreading members over the
+cores (XLA's batched kernels, Julia's ``EnsembleThreads``) is part of what they measure. ``run --no-pin`` leaves every core to every thread. Each row records what
 happened (``steady_affinity``).
 """
 
@@ -34,6 +35,8 @@ PROBE_S = 0.1
 JOB_KEY = "steady_pin"
 #: what a row says when pinning was turned off
 OFF = "off (--no-pin)"
+#: an ensemble job's ``steady_pin``: the reason its rows give for running on every core
+ENSEMBLE_UNPINNED = "an ensemble spreads its members over every core"
 
 #: /proc/stat's per-cpu columns that are not busy time: idle and iowait
 _IDLE_COLUMNS = (3, 4)
@@ -77,8 +80,11 @@ def pin_steady(job: Mapping[str, Any]) -> str:
     ``job[JOB_KEY]`` is False (``--no-pin``); returns what a row records: ``"cpu 1"``,
     :data:`OFF`, ``"not supported on Darwin"`` or why it failed. Call it after the cold
     phases and before the warm-ups, outside every clock (it sleeps :data:`PROBE_S`)."""
-    if job.get(JOB_KEY) is False:
+    asked = job.get(JOB_KEY)
+    if asked is False:
         return OFF
+    if isinstance(asked, str):  # off for a reason the job states (an ensemble's)
+        return f"off ({asked})"
     if not hasattr(os, "sched_setaffinity") or not os.path.isdir("/proc/self/task"):
         return f"not supported on {platform.system()}"
     try:

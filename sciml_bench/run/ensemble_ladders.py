@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sciml_bench import backends
+from sciml_bench.measure.affinity import ENSEMBLE_UNPINNED
 from sciml_bench.measure.status import Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.results.store import ResultsWriter, summarize
@@ -94,7 +95,8 @@ def ensemble_job(
         "repeats": settings.repeats,
         "warmups": settings.warmups,
         "steady_budget_s": settings.steady_budget_s,
-        "steady_pin": settings.pin,  # every thread on one core after the cold phases
+        # never pinned: members spread over the cores are part of an ensemble's timing
+        "steady_pin": ENSEMBLE_UNPINNED if settings.pin else False,
         # the worker starts no steady call that would end past it (it keeps its samples)
         "budget_s": settings.budget_s,
         "reference": ref,
