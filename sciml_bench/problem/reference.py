@@ -80,7 +80,10 @@ from sciml_bench.problem.spec import Problem
 #: reference_error and gradient_check stored; 6: directional steps in log space for positive
 #: parameters, forward sensitivities above 1,000 states; 7: a full gradient at every size,
 #: forward sensitivities or the adjoint at two tolerances, norm-wise estimates; a scalar
-#: problem's FD cross-check at h alone, not h and h/2, left v7 entries valid: no bump)
+#: problem's FD cross-check at h alone, not h and h/2, left v7 entries valid: no bump; nor
+#: did the quadrature-adjoint cross-check above CS_MAX_STATES states, which changes no
+#: gradient: a cached v7 reference of a large array problem simply has no cross-check and
+#: its estimate is the tolerance pair's until rebuilt with ``--refresh``)
 REFERENCE_VERSION = 7
 DEFAULT_RTOL = 1e-12
 DEFAULT_FD_STEP = 1e-4
