@@ -138,9 +138,14 @@ def scipy_grad(theta: np.ndarray) -> np.ndarray:
 
 
 def chain_problem():
+    """The chain as a worker receives it: its model takes log k1, log k2 (codegen's
+    default), so the single cases check the log-θ model and its chain rule back to ∂L/∂k,
+    and the ensembles the θ form the backend derives for them."""
     from sciml_bench.problem import codegen, spec
     from sciml_bench.problem.compiled import CompiledProblem
 
+    p = spec.loads(PROBLEM_TOML)
+    assert list(p.log_params) == [True, True]
     return CompiledProblem(
         name="chain",
         stiff=False,
@@ -148,7 +153,7 @@ def chain_problem():
         param_names=["k1", "k2"],
         y0=Y0,
         theta0=THETA,
-        log_params=np.array([False, False]),
+        log_params=np.array(p.log_params),
         t_span=(0.0, 5.0),
         t_save=T_SAVE,
         rtol=1e-9,
@@ -157,7 +162,7 @@ def chain_problem():
         loss_W=W,
         loss_O=OBS,
         loss_C=C,
-        source={"julia": codegen.julia_source(spec.loads(PROBLEM_TOML))},
+        source={"julia": codegen.julia_source(p)},
     )
 
 
@@ -307,8 +312,10 @@ ARRAY_WORKER = textwrap.dedent(
     juliacall = julia_env.import_juliacall()  # first, as the worker does
     import numpy as np
     from sciml_bench.backends.base import CaseOptions
+    from sciml_bench.backends.compiled import model_parameters
     from sciml_bench.backends.julia import JuliaBackend
     from sciml_bench.problem import codegen, reference, spec
+    from sciml_bench.problem.compiled import log_scaled
     from sciml_bench.problem.generated import load_python
 
     jl = juliacall.Main
@@ -322,25 +329,32 @@ ARRAY_WORKER = textwrap.dedent(
         for _ in range(3):
             y, th = rng.uniform(0.1, 1, p.n_state), np.asarray(p.theta0) * rng.uniform(0.5, 1.5, p.n_params)
             du = np.zeros(p.n_state)
-            jl.Base.invokelatest(mod.seval("rhs!"), du, y, th, 2.0)
+            u = model_parameters(th, log_scaled(p))  # the model takes log θ where log-scaled
+            jl.Base.invokelatest(mod.seval("rhs!"), du, y, u, 2.0)
             out["rhs"].append([du.tolist(), f_np(2.0, y, th).tolist()])
     p = spec.at_size(spec.load("stiff-robertson-groups"), 3)
-    problem = reference.compile_problem(p, reference.get(p))
+    ref = reference.get(p)
+    problem = reference.compile_problem(p, ref)
     backend = JuliaBackend()
     backend.load()
     for kind in ("dense", "sparse"):
         opts = CaseOptions("FBDF", "forward_diff", 1e-8, 1e-12, 10**5, extra={"jacobian": kind})
-        sol = backend.build(problem, opts).solve(problem.theta0)
-        out["cases"].append({"kind": kind, "y": sol.y.tolist(), "ref": reference.get(p).y})
+        case = backend.build(problem, opts)
+        sol = case.solve(problem.theta0)
+        _, grad = case.loss_and_grad(problem.theta0)  # ∂L/∂θ from the log-k model's ∂L/∂u
+        out["cases"].append({"kind": kind, "y": sol.y.tolist(), "ref": ref.y,
+                             "grad": grad.tolist(), "ref_grad": ref.gradient})
     print("RESULT " + json.dumps(out))
     """
 )
 
 
 def test_array_rhs_and_sparse_jacobian_cases(tmp_path: Path):
-    """Julia's broadcasting rhs! equals NumPy's for every operator (a per-element parameter,
-    indices and step included) and the 2-D Brusselator; FBDF with a dense and with a sparse
-    jac_prototype solves ROBER's groups to the reference."""
+    """Julia's broadcasting rhs!, fed the model's parameters (log θ where log-scaled),
+    equals NumPy's f(y, θ) for every operator (a per-element parameter, indices and step
+    included) and the 2-D Brusselator; FBDF with a dense and with a sparse jac_prototype
+    solves ROBER's groups to the reference, and its gradient, converted from ∂L/∂log k,
+    agrees with the reference's."""
     operators = (Path(__file__).parent / "test_julia_static.py").read_text()
     operators = operators.split('ARRAY_OPERATORS = """', 1)[1].split('"""', 1)[0].strip()
     (tmp_path / "problems.json").write_text(json.dumps([operators, "stiff-brusselator-2d"]))
@@ -350,3 +364,4 @@ def test_array_rhs_and_sparse_jacobian_cases(tmp_path: Path):
     for case in res["cases"]:
         y, ref = np.asarray(case["y"]), np.asarray(case["ref"])
         assert np.max(np.abs(y - ref) / np.maximum(np.abs(ref), 1e-8)) < 1e-4, case["kind"]
+        np.testing.assert_allclose(case["grad"], case["ref_grad"], rtol=1e-3)

@@ -635,8 +635,9 @@ class FakeSciMLBenchJL:
             raise FakeJuliaError("the generated source does not define `rhs!(du, u, p, t)`")
         weights, _obs, _lin, solver, gradient, *more = rest  # dtype, dt (0: adaptive), pattern
         step, pattern = more[:2], more[2:]
-        self.built = dict(u0=u0, tsave=tsave, W=weights, names=(solver, gradient),
-                          maxiters=maxiters, step=tuple(step), pattern=pattern)  # fmt: skip
+        self.built = dict(u0=u0, p0=theta0, src=src, tsave=tsave, W=weights,
+                          names=(solver, gradient), maxiters=maxiters, step=tuple(step),
+                          pattern=pattern)  # fmt: skip
         return "case"
 
     # the timed calls return an opaque raw result (Julia's Raw); the checks read it
@@ -647,6 +648,7 @@ class FakeSciMLBenchJL:
 
     def case_params(self, case, a):
         self.converted = getattr(self, "converted", 0) + 1
+        self.case_params_in = np.array(a)
         dtype = np.float32 if self.built["step"][:1] == ("float32",) else float
         return np.array(a, dtype=dtype)  # a Julia Vector{T}, T the case's element type
 
@@ -684,6 +686,8 @@ class FakeSciMLBenchJL:
         return (y.tolist(), "Success", 5.0, (10, 2, 70, 3, 4), "")
 
     def loss_and_grad_case(self, case, theta):
+        if getattr(self, "grad_u", None) is not None:  # a test's ∂L/∂p, whatever p is
+            return (1.5, list(self.grad_u), "Success", 5.0, "")
         if theta[0] < 0:
             return (float("nan"), [], "Exception:DomainError", float("nan"), "log of -1")
         if theta[0] == 0:
@@ -773,8 +777,36 @@ def fake_juliacall(monkeypatch: pytest.MonkeyPatch):
     return mod
 
 
-def compiled(n_save: int = 4):
+#: A -> B -> C with two rates (tests/test_julia_runtime.py's chain)
+TOY = """
+name = "toy"
+stiff = true
+[state]
+names = ["a", "b", "c"]
+initial = [1.0, 0.0, 0.0]
+[parameters]
+k1 = 0.5
+k2 = 0.2
+[equations]
+a = "-k1*a"
+b = "k1*a - k2*b"
+c = "k2*b"
+[time]
+span = [0.0, 5.0]
+save = [1.0, 2.0, 3.0, 4.0]
+[loss]
+kind = "final"
+weights = [0.0, 1.0, 0.5]
+"""
+
+
+def compiled(n_save: int = 4, log: bool | tuple[bool, bool] = False):
+    """The toy problem compiled, its model in θ (``log`` False: the fake's failure branches
+    read θ as given) or, as codegen writes it by default, in log θ (``log`` per parameter)."""
+    from sciml_bench.problem import codegen, spec
     from sciml_bench.problem.compiled import CompiledProblem
+
+    log = (log, log) if isinstance(log, bool) else log
 
     return CompiledProblem(
         name="toy",
@@ -783,7 +815,7 @@ def compiled(n_save: int = 4):
         param_names=["k1", "k2"],
         y0=np.array([1.0, 0.0, 0.0]),
         theta0=np.array([0.5, 0.2]),
-        log_params=np.array([False, False]),
+        log_params=np.array(log),
         t_span=(0.0, 5.0),
         t_save=np.linspace(1.0, 5.0, n_save),
         rtol=1e-6,
@@ -792,11 +824,11 @@ def compiled(n_save: int = 4):
         loss_W=np.ones((n_save, 3)),
         loss_O=np.zeros((n_save, 3)),
         loss_C=np.zeros((n_save, 3)),
-        source={"julia": generated_rhs()},
+        source={"julia": codegen.julia_source(spec.loads(TOY), log=log)},
     )
 
 
-def build(fake_juliacall, **overrides):
+def build(fake_juliacall, log: bool = False, **overrides):
     from sciml_bench.backends.base import CaseOptions
 
     backend = jb.JuliaBackend()
@@ -809,7 +841,7 @@ def build(fake_juliacall, **overrides):
         "max_steps": 1000,
         **overrides,
     }
-    return backend, phases, backend.build(compiled(), CaseOptions(**opts))
+    return backend, phases, backend.build(compiled(log=log), CaseOptions(**opts))
 
 
 def test_load_and_build_with_fake_juliacall(fake_juliacall):
@@ -919,6 +951,7 @@ def body_assignments(src: str) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("name", sorted(problem_sources()))
 def test_static_rhs_source(name: str, tmp_path: Path):
     src, neural = problem_sources()[name]
+    src = jb.theta_source(src)  # the θ form, which ensemble_plan hands the GPU kernel
     static = jb.static_rhs_source(src)
     if neural:
         # Array literals, slices and broadcasts cannot run inside a GPU kernel.
@@ -1177,7 +1210,7 @@ def test_timed_calls_take_prepared_parameters_and_return_raw_results(fake_juliac
     jl = fake_juliacall.Main.SciMLBenchJL
     params = case.prepare(np.array([0.5, 0.2]))
     converted = jl.converted
-    raws = [case.timed_solve(params) for _ in range(3)] + [case.timed_grad(params)]
+    raws = [case.timed_solve(params) for _ in range(3)] + [case.timed_grad(params)[0]]
     assert jl.converted == converted  # no conversion inside the timed calls
     assert all(r[0] == "raw" for r in raws)
     assert case.check_solve(raws[0]).y.shape == (4, 3)
@@ -1297,7 +1330,7 @@ def test_julia_build_hands_over_dtype_and_step(fake_juliacall):
     built = fake_juliacall.Main.SciMLBenchJL.built
     assert built["names"] == ("Tsit5-fixed", "forward_diff")
     assert built["step"] == ("float32", 0.5)
-    assert case.prepare(np.array([0.5, 0.2])).dtype == np.float32  # case_params: Float32
+    assert case.prepare(np.array([0.5, 0.2])).values.dtype == np.float32  # case_params: T
     assert case.info["dtype"] == "float32" and "adaptive = false" in case.info["fixed_step"]
     _, _, case = build(fake_juliacall)  # adaptive, float64: dt 0
     assert fake_juliacall.Main.SciMLBenchJL.built["step"] == ("float64", 0.0)
@@ -1313,3 +1346,166 @@ def test_julia_fixed_step_needs_dt_and_fits_the_step_bound(fake_juliacall):
     with pytest.raises(SolverFailure) as info:  # 5 / 1e-3 = 5000 steps > max_steps 1000
         build(fake_juliacall, solver="Tsit5-fixed", dt=1e-3)
     assert info.value.status is Status.MAX_STEPS and "5000 steps" in info.value.reason
+
+
+# --- the model in log θ (parameters in the gradient's scale) --------------------------------
+
+#: every shipped problem, and the grid of every array operator (ARRAY_OPERATORS)
+MODEL_NAMES = sorted([*(p.stem for p in (ROOT / "problems").glob("*.toml")), "operators"])
+
+
+def load_model(name: str):
+    from sciml_bench.problem import spec
+
+    return spec.loads(ARRAY_OPERATORS, "grid.toml") if name == "operators" else spec.load(name)
+
+
+def test_robertson_model_reads_exp_of_log_rates():
+    """Each rate is bound as exp of what p holds (p is log k), and the header says so."""
+    src = generated_rhs()
+    assert re.findall(r"^ {8}(p_\w+) = (.+)$", src, re.M) == [
+        ("p_k1", "exp(p[1])"), ("p_k2", "exp(p[2])"), ("p_k3", "exp(p[3])")]  # fmt: skip
+    assert "# p holds log(k1), log(k2), log(k3), the scale the gradient is taken in" in src
+    assert src.index("# p holds") < src.index("function rhs!")  # outside the body
+
+
+def test_array_models_read_exp_of_log_parameters():
+    """An array problem's scalar parameter is exp of its entry, a per-element one exp. of
+    its reshaped slice (one flag per parameter)."""
+    from sciml_bench.problem import codegen, spec
+
+    groups = codegen.generate(spec.at_size(spec.load("stiff-robertson-groups"), 4), "julia")
+    assert re.findall(r"^ {4}(p_k\d) = (.+)$", groups, re.M) == [
+        ("p_k1", "exp(p[1])"), ("p_k2", "exp(p[2])"), ("p_k3", "exp(p[3])")]  # fmt: skip
+    grid = codegen.generate(load_model("operators"), "julia")
+    assert "    p_c = exp(p[1])\n" in grid
+    assert "    p_D = exp.(reshape(view(p, 2:21), 4, 5))\n" in grid  # D: 20 values, grid 5x4
+    assert syntax_errors(grid.encode()) == []
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_generated_model_takes_log_theta_where_log_scaled_says(name: str):
+    """The model reads exp of exactly the parameters log_scaled marks (an ensemble
+    problem's: none, its members' θ .* s .+ a are natural units), and its θ form
+    (theta_source, what ensembles and training run) is codegen's own text without logs."""
+    from sciml_bench.problem import codegen
+    from sciml_bench.problem.compiled import log_scaled
+
+    p = load_model(name)
+    src = codegen.generate(p, "julia")
+    want = log_scaled(p) if p.ensemble is None else np.zeros(p.n_params, dtype=bool)
+    np.testing.assert_array_equal(jb.log_read(src, p.n_params), want)
+    theta = codegen.julia_source(p, log=np.zeros(p.n_params, dtype=bool))
+    assert jb.theta_source(src) == theta and not jb.log_read(theta, p.n_params).any()
+    assert ("exp(p[" in src or "exp.(reshape(view(p," in src) == bool(want.any())
+    assert ("# p holds log(" in src) == bool(want.any())
+
+
+#: Julia's functions in the generated scalar models, as NumPy's
+_JULIA_MATH = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
+               "sin": np.sin, "cos": np.cos, "abs": np.abs}  # fmt: skip
+
+
+def eval_julia_rhs(src: str, u: np.ndarray, p: np.ndarray, t: float) -> np.ndarray:
+    """The generated scalar ``rhs!`` evaluated line by line in Python: 1-based indexing
+    and ``^`` transliterated, nothing else (a test of what the text computes)."""
+    env: dict = {"u": u, "p": p, "t": t, "du": np.zeros_like(u), **_JULIA_MATH}
+    body = src.split("    @inbounds begin\n", 1)[1].split("\n    end\n", 1)[0]
+    for line in body.splitlines():
+        line = re.sub(r"\b(du|u|p)\[(\d+)\]", lambda m: f"{m[1]}[{int(m[2]) - 1}]", line.strip())
+        exec(line.replace("^", "**"), env)  # noqa: S102 (our own generated text)
+    return env["du"]
+
+
+@pytest.mark.parametrize("name", ["stiff-robertson", "stiff-orego", "stiff-hires",
+                                  "nonstiff-lotka-volterra"])  # fmt: skip
+def test_log_model_computes_the_suites_rhs_at_theta(name: str):
+    """Fed u = log θ, the generated Julia model computes the suite's f(y, θ) (the NumPy
+    reference's); fed θ it does not (the exp is there), and its θ form fed θ does."""
+    from sciml_bench.backends.compiled import model_parameters
+    from sciml_bench.problem import codegen, spec
+    from sciml_bench.problem.compiled import log_scaled
+
+    p = spec.load(name)
+    theta, y = np.asarray(p.theta0, float), np.asarray(p.y0, float) + 0.1
+    f = codegen.load_python(codegen.generate(p, "numpy"))["rhs"](0.5, y, theta)
+    src = codegen.generate(p, "julia")
+    u = model_parameters(theta, log_scaled(p))
+    np.testing.assert_allclose(eval_julia_rhs(src, y, u, 0.5), f, rtol=1e-12)
+    with np.errstate(over="ignore"):  # exp(3e7): the θ fed where log θ belongs
+        assert not np.allclose(eval_julia_rhs(src, y, theta, 0.5), f, rtol=1e-6)
+    np.testing.assert_allclose(eval_julia_rhs(jb.theta_source(src), y, theta, 0.5), f,
+                               rtol=1e-12)  # fmt: skip
+
+
+def test_log_case_is_built_at_log_theta0_and_converts_the_gradient(fake_juliacall):
+    """Julia is handed u = log θ (p0 and every prepared vector) and returns ∂L/∂u; the case
+    returns ∂L/∂θ = (∂L/∂u)/θ through compiled.natural_gradient (a fake ∂L/∂u here)."""
+    from sciml_bench.measure.status import SolverFailure
+
+    _, _, case = build(fake_juliacall, log=True)
+    jl = fake_juliacall.Main.SciMLBenchJL
+    assert "p_k1 = exp(p[1])" in jl.built["src"]
+    np.testing.assert_allclose(jl.built["p0"], np.log([0.5, 0.2]), rtol=1e-15)
+    theta = np.array([0.4, 3.0e7])
+    jl.grad_u = [0.25, -1.0]
+    value, grad = case.loss_and_grad(theta)
+    np.testing.assert_allclose(jl.case_params_in, np.log(theta), rtol=1e-15)
+    assert value == 1.5
+    np.testing.assert_allclose(grad, [0.25 / 0.4, -1.0 / 3.0e7], rtol=1e-14)
+    assert case.info["parameter_scale"] == "log θ for 2 of 2 parameters (the model computes exp)"
+    with pytest.raises(SolverFailure) as info:  # log θ does not exist
+        case.prepare(np.array([-1.0, 0.2]))
+    assert info.value.status is Status.ERROR and "takes its log" in info.value.reason
+
+
+def test_mixed_and_float32_cases_convert_at_the_models_own_u(fake_juliacall):
+    """Only the parameters in log space are divided by θ; under float32 the chain rule is
+    taken at u rounded to Float32, the point the model computed exp at."""
+    from sciml_bench.backends.base import CaseOptions
+
+    backend = jb.JuliaBackend()
+    case = backend.build(compiled(log=(True, False)),
+                         CaseOptions("Rodas5P", "forward_diff", 1e-6, 1e-9, 1000))  # fmt: skip
+    jl = fake_juliacall.Main.SciMLBenchJL
+    np.testing.assert_allclose(jl.built["p0"], [np.log(0.5), 0.2], rtol=1e-15)
+    jl.grad_u = [2.0, 3.0]
+    _, grad = case.loss_and_grad(np.array([0.5, 0.2]))
+    np.testing.assert_allclose(grad, [4.0, 3.0], rtol=1e-15)
+    case = backend.build(compiled(log=True), CaseOptions("Rodas5P", "forward_diff", 1e-6, 1e-9,
+                                                         1000, dtype="float32"))  # fmt: skip
+    params = case.prepare(np.array([0.3, 3.0e7]))
+    u32 = np.log([0.3, 3.0e7]).astype(np.float32)
+    assert params.values.dtype == np.float32 and params.u.tolist() == u32.astype(float).tolist()
+    _, grad = case.loss_and_grad(np.array([0.3, 3.0e7]))
+    np.testing.assert_allclose(grad, [2.0, 3.0] * np.exp(-u32.astype(float)), rtol=1e-15)
+
+
+def test_training_and_ensembles_run_the_theta_form(fake_juliacall):
+    """Optimisers.jl updates θ and ensemble members are θ .* s .+ a: both are handed the
+    model's θ form (no exp) at θ0, whatever the single case runs."""
+    from sciml_bench.problem import codegen, spec
+    from sciml_bench.problem.ensemble import Batch
+    from sciml_bench.problem.training import Adam
+
+    theta_src = codegen.julia_source(spec.loads(TOY), log=(False, False))
+    backend = jb.JuliaBackend()
+    loop = backend.build_training(compiled(log=True), options(solver="Rodas5P"),
+                                  Adam(0.1, 0.9, 0.999, 1e-8))  # fmt: skip
+    jl = fake_juliacall.Main.SciMLBenchJL
+    assert jl.built["src"] == theta_src and jl.built["p0"].tolist() == [0.5, 0.2]
+    assert loop.info["parameter_scale"] == "θ for all 2 parameters"
+    n = 3
+    batch = Batch(np.tile([1.0, 0.0, 0.0], (n, 1)), np.ones((n, 2)), np.zeros((n, 2)), None)
+    backend.build_ensemble(compiled(log=True), options(), batch, "independent")
+    assert jl.ensemble["src"] == theta_src and jl.ensemble["theta0"].tolist() == [0.5, 0.2]
+
+
+def test_a_model_disagreeing_with_log_params_is_refused(fake_juliacall):
+    """The chain rule is applied where log_scaled says; a model reading exp elsewhere is
+    an error at build, never a silently wrong gradient."""
+    problem = compiled(log=True)
+    problem.log_params = np.array([True, False])
+    with pytest.raises(ValueError, match=r"takes log θ for parameters \[0, 1\], but the "
+                                         r"problem's log_params say \[0\]"):  # fmt: skip
+        jb.JuliaBackend().build(problem, options(solver="Rodas5P"))

@@ -5,7 +5,14 @@ The Julia side of sciml-bench's DifferentialEquations.jl backend.
 
 Python (through juliacall) hands over generated right-hand-side source and plain arrays;
 this module builds an `ODEProblem`, solves it and differentiates the suite's loss through
-it with Zygote and a SciMLSensitivity `sensealg`. No Julia exception escapes a solve or a
+it with Zygote and a SciMLSensitivity `sensealg`.
+
+A single case's parameters `p` are the generated model's own: `u_i = log θ_i` for a
+parameter differentiated in log space (the generated `rhs!` reads `exp(p[i])`), `θ_i`
+otherwise. So ForwardDiff and the adjoints differentiate with respect to `u`, and their
+error control weighs `∂y/∂u_i = θ_i ∂y/∂θ_i` on one scale; Python maps `θ` to `u` before
+the timed calls and `∂L/∂u` back to `∂L/∂θ` after them. Ensembles and training are handed
+the model's `θ` form (no `exp`): their parameters are natural units. No Julia exception escapes a solve or a
 gradient: a failure comes back as a return code (SciMLBase's, or `Exception:<type>`) with
 Julia's message.
 
@@ -180,10 +187,11 @@ function check_options(solver::AbstractString, gradient::AbstractString)
 end
 
 """
-    build_case(src, u0, theta0, t0, t1, tsave, rtol, atol, maxiters, W, O, C, solver,
+    build_case(src, u0, p0, t0, t1, tsave, rtol, atol, maxiters, W, O, C, solver,
                gradient, dtype = "float64", dt = 0.0, jac_rows = Int[], jac_cols = Int[])
 
-Build a [`BenchCase`](@ref). Arrays may be any `AbstractArray` (juliacall passes NumPy
+Build a [`BenchCase`](@ref) at the model's parameters `p0`, as `src` reads them (`log θ`
+where it computes `exp`). Arrays may be any `AbstractArray` (juliacall passes NumPy
 arrays as `PyArray`s); they are copied into plain `Array{T}`s, `T` the element type named
 by `dtype` (`"float64"` or `"float32"`). `W`, `O` and `C` have the Python shape
 `(n_save, n_state)`. `dt > 0` solves at that fixed step (`adaptive = false`). `jac_rows`
@@ -194,7 +202,7 @@ run with a sparse Jacobian: they become the `jac_prototype` of its `ODEFunction`
 function build_case(
     src::AbstractString,
     u0,
-    theta0,
+    p0,
     t0::Real,
     t1::Real,
     tsave,
@@ -219,7 +227,7 @@ function build_case(
         _build_case,
         rhs!,
         Vector{T}(u0),
-        Vector{T}(theta0),
+        Vector{T}(p0),
         (T(t0), T(t1)),
         Vector{T}(tsave),
         T(rtol),
@@ -340,12 +348,13 @@ calls take, converted once, before them.
 as_params(theta) = Vector{Float64}(theta)
 
 """
-    case_params(c, theta) -> Vector{T}
+    case_params(c, p) -> Vector{T}
 
-Parameters as the plain vector a single case's timed calls take, in the case's element
-type `T` (`Float32` under `--dtype float32`), converted once, before them.
+The model's parameters (`u`: `log θ` where the generated `rhs!` computes `exp`) as the
+plain vector a single case's timed calls take, in the case's element type `T` (`Float32`
+under `--dtype float32`), converted once, before them.
 """
-case_params(c::BenchCase, theta) = Vector{eltype(c.tsave)}(theta)
+case_params(c::BenchCase, p) = Vector{eltype(c.tsave)}(p)
 
 """
     solve_case_raw(c, p) -> Raw
@@ -411,6 +420,8 @@ end
     check_grad_case(c, raw) -> (loss, grad, retcode, t_reached, message)
 
 What a gradient call returned, checked; on failure `loss` is `NaN` and `grad` is empty.
+`grad` is `∂L/∂p` in the model's parameters (`∂L/∂u`); Python's chain rule makes it
+`∂L/∂θ`.
 """
 function check_grad_case(c::BenchCase, raw::Raw)
     res = raw.value

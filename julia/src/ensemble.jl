@@ -5,8 +5,10 @@
 #
 #     L̄(θ) = Σ_i w_i [ Σ_jk W_kj (Y_kji - O_kji)² + Σ_jk C_kj Y_kji ],
 #
-# differentiated with respect to the nominal `θ` through that linear map. Arrays are stored
-# Julia-side as `(state, save time, member)`, the layout of `Array(::EnsembleSolution)`.
+# differentiated with respect to the nominal `θ` through that linear map. The model is
+# handed over in its θ form (Python's `theta_source`): it reads every parameter in natural
+# units, as the members' map gives them. Arrays are stored Julia-side as
+# `(state, save time, member)`, the layout of `Array(::EnsembleSolution)`.
 #
 # As for single cases, the timed calls (`solve_ensemble_raw`, `loss_and_grad_ensemble_raw`)
 # return the raw result or the exception raised; the checks (`check_ensemble_solve`,

@@ -4,7 +4,8 @@
 # `Zygote.withgradient` over `solve(...; sensealg)` (the case's gradient method), then
 # `Optimisers.update!` to θ_{k+1}: the loop Optimisers.jl's and SciMLSensitivity's users
 # write. Adam's constants are all given (`Optimisers.Adam(η, (β1, β2), ϵ)`), never the
-# package's defaults.
+# package's defaults. The case is built from the model's θ form (Python's `theta_source`:
+# no `exp` of a log inside), so `p` and Adam's update are in natural units.
 
 """
     TrainState

@@ -17,7 +17,8 @@ JIT-compiled by LLVM) and solve it in one call into native code, in float64. So 
   (:func:`library_failure`);
 - count the shared step bound after the solve
   (:func:`~sciml_bench.backends.step_bound.check_steps`): neither bounds the whole solve;
-- take each parameter in the scale its gradient is judged in: the generated model reads
+- take each parameter in the scale its gradient is judged in (so does the julia backend's
+  single-trajectory case, with these same functions): the generated model reads
   ``u_i = log θ_i`` for a parameter in log space
   (:func:`~sciml_bench.problem.compiled.log_scaled`) and computes ``θ_i = exp(u_i)``
   inside, so the library differentiates ``L`` with respect to ``u``
@@ -78,6 +79,19 @@ def model_parameters(theta: Any, log_scaled: Any) -> np.ndarray:
     return np.where(log, np.log(np.where(log, theta, 1.0)), theta)
 
 
+def checked_model_parameters(theta: Any, log_scaled: Any) -> np.ndarray:
+    """:func:`model_parameters`, or an ``error`` :class:`SolverFailure` naming the first
+    parameter whose log does not exist (``θ_i ≤ 0`` where ``log_scaled[i]``): a model fed
+    NaN would fail somewhere less telling."""
+    theta = np.asarray(theta, dtype=np.float64)
+    bad = np.asarray(log_scaled, dtype=bool) & ~(theta > 0)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise SolverFailure(Status.ERROR, f"parameter {i} is {float(theta[i])!r}, but the model "
+                            "takes its log (it is differentiated in log space)")  # fmt: skip
+    return model_parameters(theta, log_scaled)
+
+
 def natural_gradient(grad_u: Any, u: Any, log_scaled: Any) -> np.ndarray:
     """``∂L/∂θ`` from the model's ``∂L/∂u`` (:func:`model_parameters`): the chain rule
     ``∂L/∂θ_i = (∂L/∂u_i) ∂u_i/∂θ_i = (∂L/∂u_i) / θ_i = (∂L/∂u_i) exp(-u_i)`` where
@@ -121,13 +135,7 @@ class CompiledCase(Case):
         """The model's parameters ``u`` in the library's own form (made once)."""
 
     def prepare(self, theta: np.ndarray) -> Any:
-        theta = np.asarray(theta, dtype=np.float64)
-        bad = self.log_scaled & ~(theta > 0)
-        if np.any(bad):  # log θ does not exist: say so rather than solve with NaN
-            i = int(np.argmax(bad))
-            raise SolverFailure(Status.ERROR, f"parameter {i} is {float(theta[i])!r}, but the model "
-                                "takes its log (it is differentiated in log space)")  # fmt: skip
-        return self.library_parameters(model_parameters(theta, self.log_scaled))
+        return self.library_parameters(checked_model_parameters(theta, self.log_scaled))
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:

@@ -22,6 +22,18 @@ Ensembles (:class:`JuliaEnsembleCase`) solve ``n`` members through one ``Ensembl
 GPU gradients are ForwardDiff over the whole ensemble solve (DiffEqGPU's documented AD route);
 the GPU code is the package extension ``SciMLBenchJLGPUExt``, loaded in the ``julia/gpu``
 environment only.
+
+Parameters in the gradient's scale. A single-trajectory case (:class:`JuliaCase`) runs the
+generated model as it is: it reads ``θ_i = exp(p[i])`` for a parameter in log space
+(:func:`~sciml_bench.problem.compiled.log_scaled`), so the case's ``p`` is ``u`` (``u_i =
+log θ_i`` there, ``θ_i`` elsewhere) and ForwardDiff and SciMLSensitivity differentiate
+``L`` with respect to ``u``, their error control seeing ``∂y/∂u_i = θ_i ∂y/∂θ_i`` on one
+scale (docs/backends.md, "Parameters in the gradient's scale"). The case maps ``θ`` to
+``u`` and ``∂L/∂u`` back to ``∂L/∂θ`` with the compiled backends' own
+:func:`~sciml_bench.backends.compiled.model_parameters` and
+:func:`~sciml_bench.backends.compiled.natural_gradient`, off the clock. Ensembles and
+training keep ``θ``: their members' ``θ .* s .+ a`` and Optimisers.jl's update are in
+natural units, so they run the model's ``θ`` form (:func:`theta_source`).
 """
 
 from __future__ import annotations
@@ -31,16 +43,21 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from sciml_bench.backends import julia_env
 from sciml_bench.backends.base import Availability, Backend, Case, CaseOptions, Solution, SolverInfo
+from sciml_bench.backends.compiled import (
+    checked_model_parameters,
+    natural_gradient,
+    parameter_scale,
+)
 from sciml_bench.backends.ensemble import EnsembleCase, EnsembleNotOffered, EnsembleSolution
 from sciml_bench.backends.training import TrainingCase
 from sciml_bench.measure.status import SolverFailure, Status
-from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.compiled import CompiledProblem, log_scaled
 from sciml_bench.problem.ensemble import Batch
 from sciml_bench.problem.training import Adam
 
@@ -155,6 +172,37 @@ def static_rhs_source(src: str) -> str | None:
     ]) + "\n"  # fmt: skip
 
 
+# A parameter read as the exp of its log in the generated model (codegen's julia target):
+# a scalar ``p_k = exp(p[i])``, or a per-element ``p_k = exp.(reshape(view(p, a:b), dims))``.
+_EXP_READ = re.compile(r"^( +p_\w+ = )exp\((p\[(\d+)\])\)$", re.M)
+_EXP_SLICE = re.compile(r"^( +p_\w+ = )exp\.\((reshape\(view\(p, (\d+):(\d+)\), [\d, ]+\))\)$",
+                        re.M)
+# The generated header's comment on which parameters p holds as logs (codegen's log_comment).
+_LOG_COMMENT = re.compile(r"^# p holds log\(.*\n# so ForwardDiff's .*\n", re.M)
+
+
+def theta_source(src: str) -> str:
+    """The ``θ`` form of a generated model: every parameter read as itself
+    (``p_k = p[i]``) where the model reads ``exp`` of its log (:data:`_EXP_READ`), the
+    header's comment on logs dropped. What ensembles (members' ``θ .* s .+ a``) and
+    training (Optimisers.jl's update of ``θ``) run; the same text as codegen's
+    ``julia_source(problem, log=all false)``, which tests/test_julia_static.py checks."""
+    src = _EXP_SLICE.sub(r"\1\2", _EXP_READ.sub(r"\1\2", src))
+    return _LOG_COMMENT.sub("", src)
+
+
+def log_read(src: str, n_params: int) -> np.ndarray:
+    """``True`` for every entry of ``p`` the generated model reads as ``exp`` of a log:
+    the model's own answer to which parameters it takes as ``log θ``, checked against
+    :func:`~sciml_bench.problem.compiled.log_scaled` when a case is built."""
+    out = np.zeros(n_params, dtype=bool)
+    for m in _EXP_READ.finditer(src):
+        out[int(m[3]) - 1] = True
+    for m in _EXP_SLICE.finditer(src):
+        out[int(m[3]) - 1 : int(m[4])] = True
+    return out
+
+
 def status_for(retcode: str) -> Status:
     """Map a SciMLBase return code (or ``Exception:<type>``) onto the suite's statuses."""
     if retcode == "MaxIters":
@@ -183,8 +231,21 @@ def failure(retcode: str, t: float, t_end: float, solver: str, message: str = ""
     return SolverFailure(status_for(retcode), reason, t_reached)
 
 
+class Prepared(NamedTuple):
+    """A single case's parameters as its timed calls take them: ``values``, Julia's
+    ``Vector{T}`` of the model's ``u`` (:func:`~sciml_bench.backends.compiled.model_parameters`),
+    and ``u`` as NumPy holds it after rounding to ``T`` (the point the gradient's chain rule
+    is applied at)."""
+
+    values: Any
+    u: np.ndarray
+
+
 class JuliaCase(Case):
-    """A problem built in Julia; holds the Julia ``BenchCase`` and the module's functions."""
+    """A problem built in Julia; holds the Julia ``BenchCase`` and the module's functions.
+
+    Its model takes ``u`` (``log θ_i`` where ``log_scaled[i]``); the public calls take
+    ``θ`` and return ``∂L/∂θ`` (module doc, "Parameters in the gradient's scale")."""
 
     def __init__(
         self,
@@ -193,10 +254,14 @@ class JuliaCase(Case):
         problem: CompiledProblem,
         options: CaseOptions,
         julia_error: type[BaseException],
+        log_scaled: np.ndarray,
     ):
         self._case = jl_case
         self._mod = module
         self._julia_error = julia_error
+        #: ``True`` where the model takes ``log θ`` (the model's ``p`` is ``u``)
+        self.log_scaled = np.asarray(log_scaled, dtype=bool)
+        self._dtype = np.float32 if options.dtype == "float32" else np.float64
         # the module's functions, looked up once: a lookup is a call into Julia
         self._raw = {"solve": module.solve_case_raw, "grad": module.loss_and_grad_case_raw}
         self._shape = (len(problem.t_save), problem.n_state)
@@ -209,6 +274,7 @@ class JuliaCase(Case):
             "specialization": "SciMLBase.AutoSpecialize (default)",
             "maxiters": options.max_steps,
             "dtype": options.dtype,
+            "parameter_scale": parameter_scale(self.log_scaled),
         }
         if options.dt is not None:
             self.info["fixed_step"] = f"solve(...; adaptive = false, dt = {options.dt!r})"
@@ -223,14 +289,17 @@ class JuliaCase(Case):
         except self._julia_error as e:
             raise SolverFailure(Status.ERROR, f"Julia error: {e}") from None
 
-    def prepare(self, theta: np.ndarray) -> Any:
-        # a Julia Vector{T} (the case's dtype), converted once: the timed calls take it as is
-        return self._call(self._mod.case_params, self._case, _f64(theta))
+    def prepare(self, theta: np.ndarray) -> Prepared:
+        # the model's u as a Julia Vector{T} (the case's dtype), converted once: the timed
+        # calls take it as is
+        u = checked_model_parameters(theta, self.log_scaled)
+        values = self._call(self._mod.case_params, self._case, _f64(u))
+        return Prepared(values, u.astype(self._dtype).astype(np.float64))
 
-    def timed_solve(self, params: Any) -> Any:
+    def timed_solve(self, params: Prepared) -> Any:
         # One call into Julia; it returns the raw solution (a Julia object), checked and
         # copied by check_solve's second call.
-        return self._call(self._raw["solve"], self._case, params)
+        return self._call(self._raw["solve"], self._case, params.values)
 
     def check_solve(self, raw: Any) -> Solution:
         y, retcode, t, stats, message = self._call(self._mod.check_solve_case, self._case, raw)
@@ -239,17 +308,22 @@ class JuliaCase(Case):
             raise failure(str(retcode), float(t), self._t_end, self._solver, str(message))
         return Solution(y=np.array(y, dtype=np.float64).reshape(self._shape), stats=counters)
 
-    def timed_grad(self, params: Any) -> Any:
-        return self._call(self._raw["grad"], self._case, params)
+    def timed_grad(self, params: Prepared) -> Any:
+        # Julia's raw (L, ∂L/∂u), and the u it was taken at, for check_grad's chain rule
+        return self._call(self._raw["grad"], self._case, params.values), params.u
 
     def check_grad(self, raw: Any) -> tuple[float, np.ndarray]:
-        value, grad, retcode, t, message = self._call(self._mod.check_grad_case, self._case, raw)
+        result, u = raw
+        value, grad_u, retcode, t, message = self._call(self._mod.check_grad_case, self._case,
+                                                        result)  # fmt: skip
         if str(retcode) not in SUCCESS_CODES:
             raise failure(str(retcode), float(t), self._t_end, self._solver, str(message))
         # the forward solve succeeded, so a non-finite value means the adjoint (backward) did not
-        return finite_gradient(value, grad, "loss", "a successful forward solve",
-                               "; the adjoint solve most likely failed, see Julia's warnings "
-                               "on stderr")  # fmt: skip
+        value, grad_u = finite_gradient(value, grad_u, "loss", "a successful forward solve",
+                                        "; the adjoint solve most likely failed, see Julia's "
+                                        "warnings on stderr")  # fmt: skip
+        # ∂L/∂θ_i = (∂L/∂u_i) / θ_i where the model takes log θ_i (P products, off the clock)
+        return value, natural_gradient(grad_u, u, self.log_scaled)
 
 
 def finite_gradient(
@@ -464,13 +538,38 @@ def julia_source(problem: CompiledProblem, options: CaseOptions) -> str:
     return src
 
 
+def model_scale(problem: CompiledProblem, src: str) -> np.ndarray:
+    """Which parameters the generated model ``src`` takes as logs (:func:`log_read`), or a
+    ``ValueError`` where that is not :func:`~sciml_bench.problem.compiled.log_scaled`'s
+    answer: the chain rule back to ``∂L/∂θ`` must be applied exactly where the model
+    computes ``exp`` (a problem compiled from another source would otherwise be given a
+    silently wrong gradient)."""
+    read, want = log_read(src, problem.n_params), log_scaled(problem)
+    if not np.array_equal(read, want):
+        raise ValueError(
+            f"{problem.name}: the generated Julia model takes log θ for parameters "
+            f"{np.flatnonzero(read).tolist()[:8]}, but the problem's log_params say "
+            f"{np.flatnonzero(want).tolist()[:8]}; regenerate the source (compile_problem)"
+        )
+    return read
+
+
+def theta_form(problem: CompiledProblem, src: str) -> str:
+    """:func:`theta_source` of ``src``, checked to read no parameter as ``exp`` of a log."""
+    out = theta_source(src)
+    if np.any(log_read(out, problem.n_params)):
+        raise ValueError(f"{problem.name}: the θ form of the Julia model still reads logs")
+    return out
+
+
 def ensemble_plan(
     problem: CompiledProblem, options: CaseOptions, n: int, semantics: str, device: str
 ) -> dict[str, Any]:
     """What an ensemble of ``n`` members runs, or :class:`EnsembleNotOffered` saying why
     not; decided without Julia. Returns the record's description and, for the GPU kernel,
-    the static RHS source (``static_src``)."""
-    src = julia_source(problem, options)
+    the static RHS source (``static_src``) of the model's ``θ`` form (members' parameters
+    are ``θ .* s .+ a``, natural units: :func:`theta_source`)."""
+    src = theta_form(problem, julia_source(problem, options))
     if options.dtype != "float64" or SOLVERS[options.solver].fixed_step:
         raise EnsembleNotOffered("julia: ensembles run float64 and adaptive steps only")
     if device == "cpu":
@@ -624,10 +723,20 @@ class JuliaBackend(Backend):
         return juliacall
 
     def build(self, problem: CompiledProblem, options: CaseOptions) -> Case:
+        """The case runs the generated model as it is: its ``p`` is ``u``, ``log θ`` for
+        the parameters in log space (module doc)."""
+        return self._build(problem, options, theta=False)
+
+    def _build(self, problem: CompiledProblem, options: CaseOptions, theta: bool) -> JuliaCase:
+        """A single case of the generated model, or (``theta``, for training) of its
+        ``θ`` form; built from ``p0 = u0``, the model's parameters at ``θ0``."""
         from sciml_bench.backends.base import fixed_step_plan
 
         src = julia_source(problem, options)
-        step = fixed_step_plan(problem, options, SOLVERS[options.solver])  # before Julia
+        log = model_scale(problem, src)  # before Julia, as every check here
+        if theta:
+            src, log = theta_form(problem, src), np.zeros_like(log)
+        step = fixed_step_plan(problem, options, SOLVERS[options.solver])
         self.load()
         assert self._julia_error is not None
 
@@ -635,7 +744,7 @@ class JuliaBackend(Backend):
             jl_case = self._module.build_case(
                 src,
                 _f64(problem.y0),
-                _f64(problem.theta0),
+                _f64(checked_model_parameters(problem.theta0, log)),
                 *_case_args(problem, options, problem.loss_O),
                 options.dtype,
                 float(step or 0.0),  # 0: adaptive
@@ -643,7 +752,7 @@ class JuliaBackend(Backend):
             )
         except self._julia_error as e:
             raise RuntimeError(f"building the Julia case failed: {e}") from None
-        return JuliaCase(jl_case, self._module, problem, options, self._julia_error)
+        return JuliaCase(jl_case, self._module, problem, options, self._julia_error, log)
 
     def build_ensemble(
         self,
@@ -665,7 +774,7 @@ class JuliaBackend(Backend):
             obs = problem.loss_O[None]
         try:
             jl_case = self._module.build_ensemble_case(
-                problem.source["julia"],
+                theta_form(problem, julia_source(problem, options)),
                 plan["static_src"],
                 _f64(batch.y0),
                 _f64(batch.scale),
@@ -697,8 +806,9 @@ class JuliaBackend(Backend):
     def build_training(
         self, problem: CompiledProblem, options: CaseOptions, adam: Adam
     ) -> TrainingCase:
-        """The case's problem under Optimisers.jl's Adam (``julia/src/training.jl``)."""
-        case = self.build(problem, options)
+        """The case's problem under Optimisers.jl's Adam (``julia/src/training.jl``), in
+        ``θ``: Adam's update is on natural units, so the case runs the model's ``θ`` form."""
+        case = self._build(problem, options, theta=True)
         assert isinstance(case, JuliaCase) and self._julia_error is not None
         constants = (adam.learning_rate, adam.beta1, adam.beta2, adam.eps)
         try:

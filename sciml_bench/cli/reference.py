@@ -109,7 +109,10 @@ def _print_reference(p: Any, ref: Any, doc: dict[str, Any]) -> None:
         click.echo(f"  the gradient's own error estimate {ref.reference_error:.2e} (norm-wise): "
                    f"rows are judged down to {10 * ref.reference_error:.1e}")
     if ref.cross_check:
-        click.echo(f"  {ref.cross_check} cross-check: agrees to {ref.cross_check_agreement:.2e}")
+        tol = ref.tolerance_error
+        pair = "" if tol is None else f"; its two tolerances agree to {tol:.2e}"
+        click.echo(f"  {ref.cross_check} cross-check: agrees to {ref.cross_check_agreement:.2e}"
+                   f" (norm-wise), counted in the error estimate{pair}")  # fmt: skip
     if ref.tolerance_note:
         click.echo(f"  note: {ref.tolerance_note}")
     click.echo(f"  {'read from' if ref.cached else 'cached at'} {ref.cache_path or '(not cached)'}")

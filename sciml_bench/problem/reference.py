@@ -19,7 +19,10 @@ the judged components, ``θ_i ∂L/∂θ_i`` for log-space parameters) and is th
   (``∂L/∂log θ_i = Im L(θ e^{i h e_i}) / h``, ``h = 1e-30``, no subtractive cancellation);
   else central differences over every component (at most ``FULL_FD_MAX_PARAMS``; at h,
   or at h and h/2 Richardson-extrapolated for array problems); else the gradient's projections on :data:`N_DIRECTIONS` seeded
-  directions against directional differences or directional forward sensitivities.
+  directions against directional differences or directional forward sensitivities; else
+  (above ``CS_MAX_STATES`` states, at most ``FORWARD_MAX_PARAMS`` parameters, a
+  forward-sensitivity reference) the quadrature adjoint at the reference's own rtol
+  (:data:`ADJOINT_CHECK`).
 
 Either alone can under-state the error: the tolerance pair misses a bias both share, and
 the cross-check is blind where it did not run. Where no sensitivity system can be solved,
@@ -52,11 +55,13 @@ from typing import Any
 import numpy as np
 
 from sciml_bench.problem import codegen
+from sciml_bench.problem.adjoint import AdjointError
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.gradient_measures import judged_scale, norm_error
 from sciml_bench.problem.loss import loss_arrays
 from sciml_bench.problem.reference_gradient import (
     FORWARD_MAX_PARAMS,
+    adjoint_check,
     check_text,
     directional_agreement,
     full_gradient,
@@ -75,7 +80,10 @@ from sciml_bench.problem.spec import Problem
 #: reference_error and gradient_check stored; 6: directional steps in log space for positive
 #: parameters, forward sensitivities above 1,000 states; 7: a full gradient at every size,
 #: forward sensitivities or the adjoint at two tolerances, norm-wise estimates; a scalar
-#: problem's FD cross-check at h alone, not h and h/2, left v7 entries valid: no bump)
+#: problem's FD cross-check at h alone, not h and h/2, left v7 entries valid: no bump; nor
+#: did the quadrature-adjoint cross-check above CS_MAX_STATES states, which changes no
+#: gradient: a cached v7 reference of a large array problem simply has no cross-check and
+#: its estimate is the tolerance pair's until rebuilt with ``--refresh``)
 REFERENCE_VERSION = 7
 DEFAULT_RTOL = 1e-12
 DEFAULT_FD_STEP = 1e-4
@@ -564,6 +572,10 @@ class _FD:
     error: float | None = None
     #: what made the gradient, as the ``method`` string says it
     sensitivity: str = ""
+    #: "forward sensitivities", "adjoint" ("" for the FD fallback), and the tight solve's
+    #: ``(method, rtol, atol)`` (:class:`~.reference_gradient.FullGradient`)
+    kind: str = ""
+    settings: tuple[str, float, float] | None = None
 
 
 def _extrapolated(
@@ -642,27 +654,61 @@ class _Check:
 
 
 def _cross_check(
-    problem: Problem, loss: Callable[..., Any], g: np.ndarray, theta0: np.ndarray,
+    problem: Problem, loss: Callable[..., Any], fd: _FD, theta0: np.ndarray,
     cfg: _Settings, arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> _Check:
-    """An independent check of the full gradient ``g``: complex step where it runs
+    """An independent check of the full gradient ``fd.g``: complex step where it runs
     (:func:`cross_check`), else Richardson FD over every component up to
     ``FULL_FD_MAX_PARAMS`` parameters, else its projections on 8 seeded directions
     against derivatives measured along them (FD up to ``CS_MAX_STATES`` states,
-    directional forward sensitivities above)."""
+    directional forward sensitivities above), else (above ``CS_MAX_STATES`` states with a
+    forward-sensitivity reference) the quadrature adjoint at its tolerance
+    (:func:`_adjoint_check`)."""
     log = np.asarray(problem.log_params)
+    g = fd.g
     if g.size != problem.n_params:
         return _Check(skipped="not run: there is no full reference gradient")
     agreement, skipped = cross_check(problem, lambda z: loss(z, "BDF"), g, theta0, log)
     if agreement is not None:
         return _Check("complex-step", agreement)
     try:
-        check = _fd_check(problem, loss, g, theta0, cfg, arrays) or _Check()
+        check = _fd_check(problem, loss, g, theta0, cfg, arrays) or _adjoint_check(
+            problem, fd, arrays)
     except (ReferenceError, SensitivityError, ArithmeticError, ValueError) as e:
         first = " ".join(str(e).split())[:200]
         return _Check(skipped=f"{skipped}; central differences not run to the end: {first}")
-    check.skipped = skipped  # why complex step did not run, kept beside what did
+    # why complex step did not run, kept beside what did (and why the adjoint did not)
+    check.skipped = "; ".join(x for x in (skipped, check.skipped) if x)
     return check
+
+
+#: the cross-check of a forward-sensitivity reference above ``CS_MAX_STATES`` states
+ADJOINT_CHECK = "quadrature-adjoint (at the reference's rtol)"
+
+
+def _adjoint_check(
+    problem: Problem, fd: _FD, arrays: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> _Check:
+    """Where :func:`_fd_check` affords no difference quotient (above ``CS_MAX_STATES``
+    states, at most ``FORWARD_MAX_PARAMS`` parameters: an array problem's reference is
+    forward sensitivities at any size there), the suite's quadrature adjoint at the
+    reference's own tight solver and tolerances
+    (:func:`~.reference_gradient.adjoint_check`: about two solves of ``n`` states,
+    whatever P), its norm-wise disagreement counted in the error estimate as any
+    cross-check's (:func:`_combined_error`). Nothing where the reference is not forward
+    sensitivities (the adjoint would check itself)."""
+    if fd.kind != "forward sensitivities" or fd.settings is None:
+        made = fd.kind or "the finite-difference fallback"
+        return _Check(skipped=f"no cross-check above {CS_MAX_STATES} states of a reference "
+                      f"made by {made}")  # fmt: skip
+    try:
+        agreement = adjoint_check(problem, arrays, fd.g, fd.settings)
+    except (AdjointError, ArithmeticError, ValueError, MemoryError) as e:
+        first = " ".join(str(e).split())[:200]
+        return _Check(skipped=f"the quadrature-adjoint cross-check failed: {first}")
+    if not math.isfinite(agreement):
+        return _Check(skipped="the quadrature-adjoint cross-check gave a non-finite gradient")
+    return _Check(ADJOINT_CHECK, agreement)
 
 
 #: the cross-check of an array problem's full gradient over every component
@@ -727,7 +773,7 @@ def build(problem: Problem) -> Reference:
         return loss_of(solver.solve(theta, method))
 
     fd = _full(problem, cfg, (W, O, C), loss, theta0)
-    check = _cross_check(problem, loss, fd.g, theta0, cfg, (W, O, C))
+    check = _cross_check(problem, loss, fd, theta0, cfg, (W, O, C))
     error = _combined_error(fd, check)
     return Reference(
         problem=problem.name,
@@ -767,7 +813,8 @@ def _full(
     full = full_gradient(problem, arrays, cfg.rtol, cfg.atol, cfg.method)
     if full.missing:
         return _fd_fallback(problem, loss, theta0, cfg.h, full.missing)
-    return _FD(full.g, error=full.error, sensitivity=full.text)
+    return _FD(full.g, error=full.error, sensitivity=full.text, kind=full.kind,
+               settings=full.settings)  # fmt: skip
 
 
 def _combined_error(fd: _FD, check: _Check) -> float | None:

@@ -18,6 +18,11 @@ Should one method fail, the other is tried before the reference gives up.
 
 The measures (:mod:`~sciml_bench.problem.gradient_measures`) are the ones every row is
 judged on (:mod:`sciml_bench.measure.metrics`).
+
+:func:`adjoint_check` is the independent cross-check of a forward-sensitivity reference
+where no difference quotient is affordable (above ``CS_MAX_STATES`` states, the FD and
+complex-step checks' bound in :mod:`~sciml_bench.problem.reference`): the quadrature
+adjoint at the reference's own tight settings, compared on the tier's norm-wise measure.
 """
 
 from __future__ import annotations
@@ -51,6 +56,9 @@ class FullGradient:
     missing: str = ""
     #: "forward sensitivities" or "adjoint"
     kind: str = ""
+    #: the tight solve's ``(method, rtol, atol)``: what a cross-check at the same
+    #: tolerance runs (:func:`adjoint_check`); None without a gradient
+    settings: tuple[str, float, float] | None = None
 
 
 def uses_forward(problem: Problem) -> bool:
@@ -115,7 +123,7 @@ def _made(
     scale = judged_scale(problem.theta0, problem.log_params)
     error = norm_error(g_loose * scale, g_tight * scale)
     text = _text(kind, method, rtol, atol, problem.array is not None)
-    return FullGradient(g_tight, error, text, kind=kind)
+    return FullGradient(g_tight, error, text, kind=kind, settings=(method, rtol, atol))
 
 
 def _text(kind: str, method: str, rtol: float, atol: float, sparse: bool) -> str:
@@ -126,6 +134,27 @@ def _text(kind: str, method: str, rtol: float, atol: float, sparse: bool) -> str
            "df/dtheta^T lambda by Gauss-Legendre on its steps)")  # fmt: skip
     return (f"{kind} {how} by scipy.solve_ivp {method}{jac} at rtol {rtol:g}, atol {atol:g}, "
             f"checked against 10x both")
+
+
+def adjoint_check(
+    problem: Problem, loss: tuple[np.ndarray, np.ndarray, np.ndarray], g: np.ndarray,
+    settings: tuple[str, float, float],
+) -> float:
+    """How far the quadrature adjoint (:mod:`~sciml_bench.problem.adjoint`), solved at the
+    reference's tight ``settings`` ``(method, rtol, atol)``, is from the reference gradient
+    ``g``: ``‖s ⊙ (g_adj − g)‖₂ / ‖s ⊙ g‖₂`` with ``s`` :func:`judged_scale` (the tier's
+    measure on ``θ_i ∂L/∂θ_i`` for log-space parameters).
+
+    Independent of the forward sensitivities' error control: the adjoint integrates
+    ``λ' = −Jᵀλ`` backward and ``∫ Fᵀλ dt`` by quadrature, so a bias the sensitivity system
+    carries at both of its tolerances (which the tolerance pair cannot see) shows here. Not
+    independent of the generated ``J = ∂f/∂y`` and ``F = ∂f/∂θ``, which both read; the
+    solution reference is checked against those by the row solvers' agreement. Its cost is
+    one forward and one backward solve of ``n`` states, whatever ``P``."""
+    method, rtol, atol = settings
+    _, g_adj = adjoint_gradient(problem, loss, rtol, atol, method)
+    scale = judged_scale(problem.theta0, problem.log_params)
+    return norm_error(np.asarray(g_adj) * scale, np.asarray(g) * scale)
 
 
 def directional_agreement(

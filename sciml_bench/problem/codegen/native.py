@@ -12,6 +12,7 @@ writes it, instead of component by component (:func:`vector_net`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -64,23 +65,29 @@ class VectorNet:
 
 
 def bindings(problem: Problem, target: Target, y: str, p: str,
-             vector: VectorNet | None = None, form: Form = "module") -> list[str]:  # fmt: skip
+             vector: VectorNet | None = None, form: Form = "module",
+             log: Sequence[bool] | None = None) -> list[str]:  # fmt: skip
     """Bind states and mechanistic parameters to locals, then evaluate networks.
 
     torch's module reads each parameter from itself (``self.p_k``), never slicing a
     vector; its ``functional`` twin (``rhs(t, y, p)``) slices ``p`` as NumPy and JAX do;
     the ``batched`` one takes columns (``Y[..., k]``, ``P[..., k]``), so one shared
     ``P`` broadcasts over the members and a per-member one lines up with them.
+
+    ``log[i]`` (Julia's single-trajectory model): ``p`` holds ``u_i = log θ_i`` and the
+    binding is ``p_k = exp(p[i])``, so the library differentiates along ``log θ_i``
+    (:func:`~sciml_bench.problem.compiled.log_scaled`).
     """
     b = target.index_base
     torch = target.module == "torch."
     module = torch and form == "module"
     at = "..., " if torch and form == "batched" else ""
     lines = [f"s_{n} = {y}[{at}{i + b}]" for i, n in enumerate(problem.state_names)]
-    lines += [
-        f"p_{s.name} = self.p_{s.name}" if module else f"p_{s.name} = {p}[{at}{i + b}]"
-        for i, s in enumerate(problem.param_symbols)
-    ]
+    for i, s in enumerate(problem.param_symbols):
+        read = f"{p}[{at}{i + b}]"
+        if log is not None and log[i]:
+            read = f"{target.module}exp({read})"
+        lines.append(f"p_{s.name} = self.p_{s.name}" if module else f"p_{s.name} = {read}")
     pr = printer(target, names(problem))
     for net in problem.networks:
         lines += network_forward(net, target, pr, p, vector, form)[0]
