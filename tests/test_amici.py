@@ -77,7 +77,7 @@ def row(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
 def problem() -> tuple[Any, reference.Reference]:
     p = spec.load("stiff-robertson")
     ref = reference.get(p)
-    return reference.compile_problem(p, ref), ref
+    return reference.compile_problem(p, ref, sbml=True), ref
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +186,7 @@ def test_an_array_problem_runs_with_klu_and_its_gradient_passes(cache: Path) -> 
     Jacobian kind: KLU, and ∂L/∂θ inside the pass tier against the reference."""
     p = spec.at_size(spec.load("stiff-robertson-groups"), 2)
     ref = reference.get(p)
-    problem = reference.compile_problem(p, ref)
+    problem = reference.compile_problem(p, ref, sbml=True)
     case = backends.get("amici").build(problem, CaseOptions(
         "BDF", "forward", problem.rtol, problem.atol, problem.max_steps,
         extra={"jacobian": "sparse"}))  # fmt: skip
@@ -197,6 +197,24 @@ def test_an_array_problem_runs_with_klu_and_its_gradient_passes(cache: Path) -> 
                                  problem.log_params)  # fmt: skip
     assert err["rel"] < metrics.PASS_TOL, err
     assert loss == pytest.approx(ref.loss, rel=1e-4)
+
+
+@needs_libsbml
+def test_the_sbml_model_is_made_only_when_asked() -> None:
+    """``compile_problem`` writes the SBML model only with ``sbml=True`` (a run with AMICI
+    among its backends, ``codegen --backend amici``): at 20,000 states it costs seconds of
+    every run's start. Without it, AMICI's case says what was missing, not a KeyError."""
+    from sciml_bench.backends.compiled import expressible_source
+
+    p = spec.load("stiff-robertson")
+    obs = np.full((len(p.t_save), p.n_state), 0.5)
+    plain = reference.compile_problem(p, None, obs)
+    assert sorted(plain.source) == sorted(set(codegen.targets(p)) - {"sbml"})
+    with pytest.raises(RuntimeError, match="compiled without its sbml source"):
+        expressible_source("amici", plain, "sbml")
+    full = reference.compile_problem(p, None, obs, sbml=True)
+    assert full.source["sbml"] == codegen.generate(p, "sbml")
+    assert {t: s for t, s in full.source.items() if t != "sbml"} == plain.source
 
 
 def test_without_amici_the_backend_is_unavailable_with_the_fix(monkeypatch) -> None:
@@ -231,7 +249,7 @@ def test_the_printed_program_prints_what_the_case_computes(robertson, tmp_path: 
     assert np.max(np.abs(out["gradient"] - grad)) <= 1e-10 * np.max(np.abs(grad))
     # a neural ODE has no SBML form (networks are refused): no program, only why
     n = spec.load("nonstiff-spiral-node")
-    node = reference.compile_problem(n, None, np.zeros((len(n.t_save), n.n_state)))
+    node = reference.compile_problem(n, None, np.zeros((len(n.t_save), n.n_state)), sbml=True)
     text = prog.program(node, "amici", options, "test")
     assert text.startswith("# sciml-bench: amici runs no program for nonstiff-spiral-node")
 

@@ -44,7 +44,7 @@ def executor() -> Iterator[rd.DaskExecutor]:
 def robertson() -> tuple[Any, reference.Reference]:
     p = spec.load("stiff-robertson")
     ref = reference.get(p)
-    return reference.compile_problem(p, ref), ref
+    return reference.compile_problem(p, ref, sbml=True), ref  # AMICI's rows run it
 
 
 def _key(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -52,9 +52,12 @@ def _key(r: dict[str, Any]) -> tuple[Any, ...]:
 
 
 @pytest.mark.slow
-def test_dask_rows_match_the_local_rows(executor: rd.DaskExecutor, tmp_path: Path) -> None:
+def test_dask_rows_match_the_local_rows(
+    executor: rd.DaskExecutor, tmp_path: Path, amici_robertson: None
+) -> None:
     """`run stiff-robertson --quick` through both executors: same statuses, reasons,
-    gradient tiers and accuracy; each Dask row says where it ran."""
+    gradient tiers and accuracy; each Dask row says where it ran. AMICI's rows load the
+    session's compiled model (conftest.py), not two compiles side by side."""
     problem, ref = robertson()
     # every backend but torchode: its row is torchdiffeq's (an explicit solver ending at
     # the step bound), at the cost of another torch import and 10^4 steps, twice

@@ -182,6 +182,28 @@ def test_a_reference_that_cannot_be_built_is_missing_with_the_reason(tmp_path: P
     assert np.all(compiled.loss_O == 0) and np.all(compiled.loss_W > 0)
 
 
+def test_the_gradient_pair_takes_its_own_tolerance(tmp_path: Path) -> None:
+    """``[reference] gradient_rtol``: the solution stays at the reference's rtol, the gradient
+    pair runs at gradient_rtol and 10x (atol in proportion), and its estimate says so.
+    L = y(2) = e^(-2k), dL/dk = -2 e^(-2k)."""
+    p = small("grad-rtol", "-k*y", extra="[reference]\ngradient_rtol = 1.0e-7")
+    cfg = reference._Settings.of(p)
+    assert cfg.rtol == 1e-12 and cfg.gradient_factor == pytest.approx(1e5)
+    assert all(a.gradient_factor == cfg.gradient_factor for a in reference._attempts(cfg))
+    loose = reference.get(p, cache=tmp_path)
+    tight = reference.get(small("tight", "-k*y"), cache=tmp_path)
+    assert loose.rtol == tight.rtol == 1e-12 and loose.y == tight.y  # the same solution
+    assert "at rtol 1e-07, atol" in loose.method and "at rtol 1e-12, atol" in tight.method
+    exact = -2 * np.exp(-2 * 0.5)
+    off = abs(loose.gradient[0] / exact - 1)
+    # the pair's disagreement (1e-6's error) bounds the 1e-7 gradient's, and is far above
+    # the default pair's: the key took effect
+    assert off <= loose.tolerance_error and loose.tolerance_error > 100 * tight.tolerance_error
+    assert abs(tight.gradient[0] / exact - 1) < 1e-9
+    with pytest.raises(spec.ProblemError, match=r"\[reference.gradient_rtol\]"):
+        small("bad", "-k*y", extra="[reference]\ngradient_rtol = 0.0")
+
+
 def test_a_cached_reference_says_where_it_lies(tmp_path: Path) -> None:
     p = small("where", "-k*y")
     built = reference.get(p, cache=tmp_path)

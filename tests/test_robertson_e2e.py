@@ -20,7 +20,9 @@ REQUIRED = {
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
+def run(tmp_path_factory: pytest.TempPathFactory, amici_robertson: None) -> tuple[list[dict], Path]:
+    # AMICI's model from the session's cache (conftest.py): its cold compile is
+    # test_amici.py's to check
     out = tmp_path_factory.mktemp("results")
     r = subprocess.run(
         [sys.executable, "-m", "sciml_bench.cli.main", "run", "stiff-robertson", "--quick",

@@ -64,6 +64,9 @@ def expressible_source(library: str, problem: CompiledProblem, target: str) -> s
     the code generator marked it as beyond the library's modelling language."""
     from sciml_bench.problem.generated import not_expressible
 
+    if target not in problem.source:  # a caller's mistake, said plainly, not a KeyError
+        raise RuntimeError(f"{library}: {problem.name} was compiled without its {target} "
+                           "source (reference.compile_problem(..., sbml=True) makes SBML)")
     source = problem.source[target]
     why = not_expressible(source)
     if why is not None:

@@ -88,7 +88,7 @@ def _case_program(p: Any, named: list[str], target: str | None, backend_name: st
     # the loss's observations come from the reference, as in `run`
     click.echo(f"reference for {p.name} (the loss's observations) ...", err=True)
     ref = reference.get_or_missing(p)
-    compiled = reference.compile_problem(p, ref)
+    compiled = reference.compile_problem(p, ref, sbml=BACKEND_TARGET[name] == "sbml")
     spec = runner.plan(compiled, [name], [solver] if solver else (),
                        [gradient] if gradient else ())[0]  # fmt: skip
     if jacobian:

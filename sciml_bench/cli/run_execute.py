@@ -119,7 +119,7 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
         ref = reference.get_or_missing(problem, refresh=o.refresh_reference)
         click.echo(_reference_line(ref), err=True)
         remember_reference(writer, problem.name, ref)
-        compiled = reference.compile_problem(problem, ref)
+        compiled = reference.compile_problem(problem, ref, sbml=_amici(plan))
         cases = runner.plan(
             compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps,
             plan.devices, o.dtype or "float64", o.dt,
@@ -172,7 +172,7 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
         gone = reference.missing(problem, str(e))
         click.echo(_reference_line(gone), err=True)
         remember_reference(writer, problem.name, gone)
-        compiled = reference.compile_problem(problem, gone)
+        compiled = reference.compile_problem(problem, gone, sbml=_amici(plan))
         ladders = runner.plan_ensemble(
             compiled, problem.ensemble.semantics, sizes, plan.backend_names, o.solvers,
             o.gradients, o.max_steps, plan.devices,
@@ -181,7 +181,8 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
     click.echo(_reference_line(ref), err=True)
     remember_reference(writer, problem.name, ref)
     obs0 = er.load_observations(obs_path, 1)
-    compiled = reference.compile_problem(problem, None, None if obs0 is None else obs0[0])
+    compiled = reference.compile_problem(problem, None, None if obs0 is None else obs0[0],
+                                         sbml=_amici(plan))  # fmt: skip
     ladders = runner.plan_ensemble(
         compiled, problem.ensemble.semantics, sizes, plan.backend_names, o.solvers,
         o.gradients, o.max_steps, plan.devices,
@@ -207,7 +208,7 @@ def _run_sized(
     # Planned once, on the first size (no reference needed: observations are placeholders):
     # a ladder keeps one solver, gradient method and Jacobian kind at every size.
     blank = np.zeros((len(first.t_save), first.n_state))
-    compiled = reference.compile_problem(first, None, blank)
+    compiled = reference.compile_problem(first, None, blank, sbml=_amici(plan))
     ladders = runner.plan_sized(
         compiled, plan.backend_names, sizes, o.solvers, o.gradients, o.jacobians, o.max_steps,
         plan.devices, plan.rtols,
@@ -236,11 +237,17 @@ def _run_training(
     built = "cached" if curve.cached else f"built in {curve.build_s:.1f} s"
     click.echo(f"training reference: {built}" + (f"; {curve.stopped}" if curve.stopped else ""),
                err=True)  # fmt: skip
-    compiled = reference.compile_problem(problem, ref)
+    compiled = reference.compile_problem(problem, ref, sbml=_amici(plan))
     cases = runner.plan(compiled, plan.backend_names, o.solvers, o.gradients, None, o.max_steps,
                         plan.devices)  # fmt: skip
     return runner.run_training(compiled, training, curve.to_json(), cases, writer, plan.settings,
                                executor)  # fmt: skip
+
+
+def _amici(plan: RunPlan) -> bool:
+    """Whether the run's problems need their SBML model: only AMICI runs it, and at 20,000
+    states writing it costs seconds (:func:`.reference.source_targets`)."""
+    return "amici" in plan.backend_names
 
 
 def _reference_line(ref: Any) -> str:

@@ -8,8 +8,8 @@ falls back to Radau, then LSODA, then all of them 100x looser
 
 The reference gradient is the full gradient, every component, by
 :func:`~.reference_gradient.full_gradient`: forward sensitivities where their system is
-small, else the quadrature adjoint of :mod:`.adjoint`, each at the reference's rtol and 10x
-that, the tighter kept; reported in natural units (``∂L/∂θ_i``). Its own error,
+small, else the quadrature adjoint of :mod:`.adjoint`, each at the reference's rtol (or
+its own, ``[reference] gradient_rtol``) and 10x that, the tighter kept; reported in natural units (``∂L/∂θ_i``). Its own error,
 ``reference_error``, is on the tiers' measure (:mod:`.gradient_measures`: norm-wise on
 the judged components, ``θ_i ∂L/∂θ_i`` for log-space parameters) and is the larger of
 
@@ -446,6 +446,9 @@ class _Settings:
     h: float
     #: why rtol is looser than the tight default (an array problem at size), or ""
     tolerance_note: str = ""
+    #: the gradient pair's tolerances over the solution's (``[reference] gradient_rtol``
+    #: / rtol; 1 unless set): a fallback that loosens the solution loosens it alike
+    gradient_factor: float = 1.0
 
     @classmethod
     def of(cls, problem: Problem) -> _Settings:
@@ -457,6 +460,7 @@ class _Settings:
             atol=float(problem.reference.get("atol", min(problem.atol, rtol) * 1e-4 * scale)),
             h=fd_step(problem, rtol),
             tolerance_note=note,
+            gradient_factor=float(problem.reference.get("gradient_rtol", rtol)) / rtol,
         )
 
 
@@ -808,9 +812,11 @@ def _full(
     problem: Problem, cfg: _Settings, arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
     loss: Callable[..., Any], theta0: np.ndarray,
 ) -> _FD:
-    """The full reference gradient (:func:`~.reference_gradient.full_gradient`), or, when
-    its sensitivity systems fail, :func:`_fd_fallback`."""
-    full = full_gradient(problem, arrays, cfg.rtol, cfg.atol, cfg.method)
+    """The full reference gradient (:func:`~.reference_gradient.full_gradient`) at the
+    gradient's own tolerances (``[reference] gradient_rtol``, atol in proportion), or,
+    when its sensitivity systems fail, :func:`_fd_fallback`."""
+    f = cfg.gradient_factor
+    full = full_gradient(problem, arrays, cfg.rtol * f, cfg.atol * f, cfg.method)
     if full.missing:
         return _fd_fallback(problem, loss, theta0, cfg.h, full.missing)
     return _FD(full.g, error=full.error, sensitivity=full.text, kind=full.kind,
@@ -951,15 +957,17 @@ def get_or_missing(
 
 
 def compile_problem(
-    problem: Problem, ref: Reference | None, observations: np.ndarray | None = None
+    problem: Problem, ref: Reference | None, observations: np.ndarray | None = None,
+    sbml: bool = False,
 ) -> CompiledProblem:
     """The worker's view of ``problem``: arrays, loss and generated source. An ensemble
-    passes no single-trajectory reference but member 0's ``observations``."""
+    passes no single-trajectory reference but member 0's ``observations``. The SBML model
+    is made only when ``sbml`` (:func:`source_targets`)."""
     if ref is not None:
         observations = None if ref.observations is None else np.asarray(ref.observations)
     obs = observations
     W, O, C = loss_arrays(problem, obs)
-    source = {t: codegen.generate(problem, t) for t in codegen.targets(problem)}
+    source = {t: codegen.generate(problem, t) for t in source_targets(problem, sbml)}
     return CompiledProblem(
         name=problem.name,
         stiff=problem.stiff,
@@ -980,6 +988,13 @@ def compile_problem(
         content_hash=problem.content_hash,
         **_array_facts(problem, source["numpy"]),
     )
+
+
+def source_targets(problem: Problem, sbml: bool) -> tuple[str, ...]:
+    """The targets :func:`compile_problem` generates: every one of the problem's, less the
+    SBML model unless ``sbml``. Only AMICI runs it (a run asks for it where AMICI is among
+    its backends), and at 20,000 states writing it costs seconds at every run's start."""
+    return tuple(t for t in codegen.targets(problem) if sbml or t != "sbml")
 
 
 def _array_facts(problem: Problem, numpy_source: str) -> dict[str, Any]:

@@ -59,7 +59,7 @@ _SECTION_KEYS = {
     "tolerances": ("rtol", "atol"),
     "solver": ("max_steps",),
     "loss": ("kind", "weights", "truth", "weighting", "truth_equations"),
-    "reference": ("rtol", "atol", "method", "fd_step"),
+    "reference": ("rtol", "atol", "method", "fd_step", "gradient_rtol"),
     "ensemble": ("sizes", "seed", "sample", "semantics", "vary"),
     "training": (*REQUIRED_KEYS, *OPTIONAL_KEYS),
 }
@@ -742,7 +742,7 @@ def _reference(r: _Reader) -> dict[str, Any]:
     if "method" in reference and reference["method"] not in ("Radau", "BDF"):
         raise r.fail("reference.method", "use 'Radau' or 'BDF'"
                      + hints.did_you_mean(str(reference["method"]), ("Radau", "BDF")))
-    for k in ("rtol", "atol", "fd_step"):
+    for k in ("rtol", "atol", "fd_step", "gradient_rtol"):
         if k in reference:
             r.number(f"reference.{k}", positive=True)
     return reference

@@ -140,10 +140,13 @@ class Rungs:
     """Each size's problem, reference and compiled bundle, made once for every ladder (the
     reference is also cached on disk, keyed by the content at that size)."""
 
-    def __init__(self, problem: Any, refresh: bool = False, progress: Progress = to_stderr):
+    def __init__(self, problem: Any, refresh: bool = False, progress: Progress = to_stderr,
+                 sbml: bool = False):  # fmt: skip
         self.problem = problem
         self.refresh = refresh
         self.progress = progress
+        #: make each size's SBML model (only AMICI's ladders run it)
+        self.sbml = sbml
         self.made: dict[int, Any] = {}
         self.sized: dict[int, Any] = {}
 
@@ -168,7 +171,7 @@ class Rungs:
                 # a reference that cannot be built leaves rows saying so, as for any problem
                 ref = reference.get_or_missing(p, refresh=self.refresh)
                 start = time.perf_counter()
-                compiled = reference.compile_problem(p, ref)
+                compiled = reference.compile_problem(p, ref, sbml=self.sbml)
                 self.made[size] = (compiled, ref, time.perf_counter() - start)
                 built = "cached" if ref.cached else f"built in {ref.build_s:.1f} s"
                 if ref.missing:
@@ -230,7 +233,9 @@ def run_sized(
 
     executor = executor or LocalExecutor(threads=settings.threads)
     available = available if available is not None else psutil.virtual_memory().available
-    rungs = Rungs(problem, refresh, progress)
+    # each size's SBML model only where a ladder runs AMICI (seconds at 20,000 states)
+    amici = any(x.case.backend == "amici" for x in ladders)
+    rungs = Rungs(problem, refresh, progress, amici)
     steady = replace(settings, cold=1)  # one process a rung: it takes every sample
     done: list[dict[str, Any]] = []
     seen: dict[str, Any] = {}
