@@ -253,7 +253,9 @@ def test_publish_results_a_missing_model_stops_before_anything_runs(tmp_path: Pa
     finally:
         sys.path.remove(str(BENCH))
     assert ('sciml-bench run --sbml "$SCIML_BENCH_MODELS/Benchmark-Models/Boehm_JProteomeRes2014/'
-            'model_Boehm_JProteomeRes2014.xml" --t-end 240 --gradient all') in publish_results.model_lines()
+            'model_Boehm_JProteomeRes2014.xml" --t-end 240 --gradient all') in publish_results.model_lines(
+        {"model Boehm_JProteomeRes2014": 60.0})
+    assert publish_results.model_lines({}) == ""
 
 
 @pytest.mark.skipif(not NO_GPU, reason="an NVIDIA GPU is visible: these scripts would run")
