@@ -22,15 +22,26 @@ from HEAD's (``git diff --quiet COMMIT HEAD -- sciml_bench``; a ``-dirty`` commi
 as its commit). ``--allow-stale`` publishes such files anyway, saying so.
 
 Each published run has a name: ``run`` (every single-trajectory problem at its default
-size), a ladder's problem name, ``ensembles``, ``sweep`` and ``cnn``. ``--only NAME``
-replaces that run's files (``published/files.json`` says which file came from which run)
-and its time in ``timings.json``, and keeps every other file.
+size), a ladder's problem name, ``ensembles``, ``sweep``, ``cnn`` and ``model NAME`` (a
+real SBML model, :data:`MODELS`). ``--only NAME`` replaces that run's files
+(``published/files.json`` says which file came from which run) and its time in
+``timings.json``, and keeps every other file.
+
+The real models are not shipped (docs/real-models.md): their runs read them from a clone
+of the PEtab benchmark collection named by ``SCIML_BENCH_MODELS``, and a run whose model
+file is missing stops before anything runs, saying how to fetch it. ``--report-only``
+needs no model file.
+
+    git clone https://github.com/Benchmarking-Initiative/Benchmark-Models-PEtab /tmp/petab
+    git -C /tmp/petab checkout 4d2085084b289f6215a95475b1ee639fd7d42283
+    SCIML_BENCH_MODELS=/tmp/petab python benchmarks/publish_results.py --only "model Boehm_JProteomeRes2014"
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
 import shlex
@@ -82,6 +93,67 @@ TOP_RUNGS = {
                              "--budget", "900"],
 }
 
+#: real SBML models (issue 41): the PEtab benchmark collection (BSD-3), fetched by the user
+#: (docs/real-models.md), never committed here; the clone's folder is named by MODELS_VAR
+MODELS_VAR = "SCIML_BENCH_MODELS"
+MODELS_URL = "https://github.com/Benchmarking-Initiative/Benchmark-Models-PEtab"
+MODELS_COMMIT = "4d2085084b289f6215a95475b1ee639fd7d42283"
+#: each model's time span ends at its data's last measurement (the PEtab measurement
+#: table's largest time); every gradient method. Budgeted to fit a shared, loaded 2-core
+#: machine (docs/real-models.md): Boehm, the first, ran every backend at the defaults (three
+#: cold processes, the import's step bound of 100,000), and torchdiffeq's dopri5 (both
+#: methods), torchode's and Diffrax's BacksolveAdjoint each spent the 300 s budget to fail
+#: (dopri5 had reached t = 2.4 of 240); the others run one cold process a case at ROBER's
+#: step bound (10,000), Zheng on every backend, the rest without the two explicit-only
+#: libraries and with a 180 s budget; Lang (not yet published: its reference did not finish
+#: under load) with 3 repeats and without Diffrax too (every Diffrax row spent the 180 s
+#: budget on Bachmann and SalazarCavazos), its AMICI model to be compiled beforehand into
+#: $SCIML_BENCH_AMICI_CACHE (a 10 min build here; rows then say `cache`)
+_MODEL_BUDGET = ["--gradient", "all", "--max-steps", "10000", "--cold", "1"]
+_STIFF_ONLY = [*_MODEL_BUDGET, "--budget", "180", "-b"]
+MODELS = {
+    "Boehm_JProteomeRes2014": ["--t-end", "240", "--gradient", "all"],
+    "Zheng_PNAS2012": ["--t-end", "25", *_MODEL_BUDGET],
+    "Bachmann_MSB2011": ["--t-end", "360", *_STIFF_ONLY, "scipy,diffrax,cvodes,diffsol,amici,julia"],
+    "SalazarCavazos_MBoC2020": ["--t-end", "300", *_STIFF_ONLY,
+                                "scipy,diffrax,cvodes,diffsol,amici,julia"],
+    "Raia_CancerResearch2011": ["--t-end", "120", *_STIFF_ONLY,
+                                "scipy,diffrax,cvodes,diffsol,amici,julia"],
+    "Lang_PLOSComputBiol2024": ["--t-end", "136471.6126", *_STIFF_ONLY,
+                                "scipy,cvodes,diffsol,amici,julia", "--repeats", "3"],
+}
+
+
+def model_file(name: str, root: str | None = None) -> str:
+    """Where model ``name``'s SBML file lies in the clone (``root``: the folder named by
+    :data:`MODELS_VAR`; None: the variable itself, as a shell would expand it)."""
+    base = f"${MODELS_VAR}" if root is None else root.rstrip("/")
+    return f"{base}/Benchmark-Models/{name}/model_{name}.xml"
+
+
+def model_args(name: str, root: str | None) -> list[str]:
+    """``sciml-bench run``'s arguments for model ``name``."""
+    return ["--sbml", model_file(name, root), *MODELS[name]]
+
+
+def check_models(keys: list[str]) -> None:
+    """Stop (exit status 2) before anything runs when a model run's file is missing,
+    saying how to fetch it."""
+    root = os.environ.get(MODELS_VAR)
+    for key in keys:
+        if not key.startswith("model "):
+            continue
+        name = key.removeprefix("model ")
+        path = Path(model_file(name, root)) if root else None
+        if path is None or not path.is_file():
+            where = f"{path} does not exist" if path else f"{MODELS_VAR} is not set"
+            print(f"publish_results: the run {key!r} needs the SBML file of {name}, and "
+                  f"{where}. Fetch the collection (BSD-3; not shipped here): git clone "
+                  f"{MODELS_URL} DIR && git -C DIR checkout {MODELS_COMMIT}; then "
+                  f"{MODELS_VAR}=DIR (docs/real-models.md). Or leave it out: --only names "
+                  "the other runs, and --report-only needs no model file.", file=sys.stderr)
+            sys.exit(2)
+
 
 def sh(*args: str) -> float:
     cmd = ["sciml-bench", *args]
@@ -91,9 +163,10 @@ def sh(*args: str) -> float:
     return time.perf_counter() - start
 
 
-def planned_runs(problems: list[str], ensembles: list[str],
-                 ladders: list[str]) -> dict[str, list[str]]:
-    """Every published run: its name and the arguments of its ``sciml-bench run``."""
+def planned_runs(problems: list[str], ensembles: list[str], ladders: list[str],
+                 models_root: str | None = None) -> dict[str, list[str]]:
+    """Every published run: its name and the arguments of its ``sciml-bench run``
+    (a model's file under ``models_root``, or ``$SCIML_BENCH_MODELS`` unexpanded)."""
     return {
         "run": problems,
         **{f"ladder {n}": [n, *LADDERS[n]] for n in ladders},
@@ -101,6 +174,7 @@ def planned_runs(problems: list[str], ensembles: list[str],
         "ensembles": [*ensembles, "--sizes", ENSEMBLE_SIZES],
         "sweep": ["stiff-robertson", "--tolerances", SWEEP],
         "cnn": ["cnn", "--quick", "--target-accuracy", CNN_TARGET, "--eval-every", "10"],
+        **{f"model {n}": model_args(n, models_root) for n in MODELS},
     }
 
 
@@ -212,6 +286,24 @@ def ladder_times(t: dict[str, float]) -> str:
                    for top in [f"top {k.split(' ', 1)[1]}"])  # fmt: skip
 
 
+def model_lines(t: dict[str, float]) -> str:
+    """The real models' runs published (timed in ``t``), each file under
+    ``$SCIML_BENCH_MODELS`` (docs/real-models.md)."""
+    return "".join(f'sciml-bench run --sbml "{model_file(n)}" {shlex.join(MODELS[n])} '
+                   "--out results/published\n" for n in MODELS if f"model {n}" in t)  # fmt: skip
+
+
+def model_times(t: dict[str, float]) -> str:
+    """`` The real SBML models (docs/real-models.md; the files from a clone of ...): A x
+    min, ...`` for the models timed (none in older timings)."""
+    timed = [(k.removeprefix("model "), v) for k, v in t.items() if k.startswith("model ")]
+    if not timed:
+        return ""
+    each = ", ".join(f"{n} {v / 60:.1f} min" for n, v in timed)
+    return (f"\nThe real SBML models (`$SCIML_BENCH_MODELS`: a clone of {MODELS_URL} at "
+            f"{MODELS_COMMIT[:12]}, docs/real-models.md) took: {each}.")
+
+
 def gpu_note(files: list[Path]) -> str:
     """Where the GPU machine's files are and what they were measured on."""
     if not files:
@@ -256,8 +348,10 @@ def main(argv: list[str] | None = None) -> None:
     ensembles = [n for n in names if spec.load(n).ensemble is not None]
     ladders = [n for n in names if n in LADDERS]
     problems = [n for n in names if n not in ensembles and n not in ladders]
-    runs = planned_runs(problems, ensembles, ladders)
+    runs = planned_runs(problems, ensembles, ladders, os.environ.get(MODELS_VAR) or None)
     only = [run_key(n, runs) for n in a.only]
+    if not a.report_only:
+        check_models(only or list(runs))
     check_fresh(kept_files(a.report_only, only), a.allow_stale)
     # only now: a refused publish (stale files) leaves the published figures as they were
     shutil.rmtree(RESULTS / "figures", ignore_errors=True)
@@ -282,12 +376,12 @@ sciml-bench run {' '.join(problems)} --out results/published
 {ladder_lines(ladders)}sciml-bench run {' '.join(ensembles)} --sizes {ENSEMBLE_SIZES} --out results/published
 sciml-bench run stiff-robertson --tolerances {SWEEP} --out results/published
 sciml-bench run cnn --quick --target-accuracy {CNN_TARGET} --eval-every 10 --out results/published
-sciml-bench report results/published/*.h5{" $(find results/published-gpu -name '*.h5')" if gpu_files else ""} --out results
+{model_lines(t)}sciml-bench report results/published/*.h5{" $(find results/published-gpu -name '*.h5')" if gpu_files else ""} --out results
 ```
 
 The default run of every single-trajectory problem took {t["run"] / 60:.1f} min,{ladder_times(t)} the ensembles
 {t["ensembles"] / 60:.1f} min, the ROBER work-precision sweep
-{t["sweep"] / 60:.1f} min and the CNN quick baseline {t["cnn"] / 60:.1f} min.
+{t["sweep"] / 60:.1f} min and the CNN quick baseline {t["cnn"] / 60:.1f} min.{model_times(t)}
 The raw HDF5 files are in `results/published/`; `report.html` is the same report as one
 self-contained page.
 {gpu_note(gpu_files)}

@@ -230,6 +230,36 @@ def test_publish_results_report_only_elsewhere(tmp_path: Path) -> None:
     assert (ROOT / "results" / "README.md").stat().st_mtime == before
 
 
+def test_publish_results_a_missing_model_stops_before_anything_runs(tmp_path: Path) -> None:
+    """A real model's run (``model NAME``) without its SBML file stops at once (exit 2),
+    saying how to fetch the collection; nothing is written or deleted. The README's
+    header names each model's command with its file under ``$SCIML_BENCH_MODELS``."""
+    raw = tmp_path / "published"
+    raw.mkdir()
+    (raw / "kept.h5").write_bytes(b"")
+    env = {k: v for k, v in os.environ.items() if k != "SCIML_BENCH_MODELS"}
+    for extra in ({}, {"SCIML_BENCH_MODELS": str(tmp_path / "no-clone")}):
+        r = subprocess.run([sys.executable, str(BENCH / "publish_results.py"), "--only",
+                            "model Boehm_JProteomeRes2014", "--out", str(tmp_path)],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT,
+                           env={**env, **extra})  # fmt: skip
+        assert r.returncode == 2, r.stderr[-2000:]
+        (line,) = r.stderr.strip().splitlines()
+        assert "git clone https://github.com/Benchmarking-Initiative/Benchmark-Models-PEtab" in line
+        assert ("is not set" if not extra else "no-clone/Benchmark-Models/Boehm_JProteomeRes2014/"
+                "model_Boehm_JProteomeRes2014.xml does not exist") in line
+    assert [p.name for p in raw.iterdir()] == ["kept.h5"]
+    sys.path.insert(0, str(BENCH))
+    try:
+        import publish_results
+    finally:
+        sys.path.remove(str(BENCH))
+    assert ('sciml-bench run --sbml "$SCIML_BENCH_MODELS/Benchmark-Models/Boehm_JProteomeRes2014/'
+            'model_Boehm_JProteomeRes2014.xml" --t-end 240 --gradient all') in publish_results.model_lines(
+        {"model Boehm_JProteomeRes2014": 60.0})
+    assert publish_results.model_lines({}) == ""
+
+
 @pytest.mark.skipif(not NO_GPU, reason="an NVIDIA GPU is visible: these scripts would run")
 @pytest.mark.parametrize(("script", "args"), [
     ("gpu_checks.py", ["--steps", "ode"]),

@@ -59,6 +59,9 @@ def _dask_options(f: Any) -> Any:
               help="Run your own problem file (TOML); repeatable.")
 @click.option("--sbml", "sbml_files", multiple=True, type=click.Path(),
               help="Run an SBML model, as `sciml-bench import` would write it; repeatable.")
+@click.option("--t-end", "sbml_t_end", type=click.FloatRange(0, None, min_open=True),
+              default=None, help="--sbml models: the end of the time span, as `sciml-bench "
+              "import --t-end` [10]; e.g. the last measurement time of the model's data.")
 @click.option("-b", "--backend", "backend_names", multiple=True, callback=comma_list,
               help="Backend(s) to run, repeated or comma-separated (default: all of "
               f"{', '.join(BACKEND_NAMES)}). See `sciml-bench list`.")

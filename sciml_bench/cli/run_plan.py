@@ -60,6 +60,8 @@ class RunOptions:
     train: bool = False
     #: --sbml: SBML models, each imported with the defaults of `sciml-bench import`
     sbml_files: tuple[str, ...] = ()
+    #: --t-end: the --sbml models' time span's end (None: import's default)
+    sbml_t_end: float | None = None
     dtype: str | None = None
     dt: float | None = None
     executor: str = "local"
@@ -102,12 +104,12 @@ class RunPlan:
     sizes: list[int] | None = None
 
 
-def _sbml_problem(path: str) -> Any:
-    """An SBML model as the problem ``sciml-bench import`` writes (its refusals are
-    ProblemErrors: one line, exit 2)."""
+def _sbml_problem(path: str, t_end: float | None) -> Any:
+    """An SBML model as the problem ``sciml-bench import [--t-end T]`` writes (its refusals
+    are ProblemErrors: one line, exit 2)."""
     from sciml_bench.problem.sbml import read
 
-    return read.load(path)
+    return read.load(path) if t_end is None else read.load(path, t_end=t_end)
 
 
 def plan_run(o: RunOptions) -> RunPlan:
@@ -143,9 +145,12 @@ def plan_run(o: RunOptions) -> RunPlan:
                else ["cpu"])  # fmt: skip
     loaded = [load_problem(None, f) for f in o.problem_files] + [
         load_problem(p, None) for p in problems
-    ] + [_sbml_problem(f) for f in o.sbml_files]
+    ] + [_sbml_problem(f, o.sbml_t_end) for f in o.sbml_files]
     rtols = _rtols(o.tolerances, o.sweep)
     _check_applies(o, loaded, with_cnn)
+    if o.sbml_t_end is not None and not o.sbml_files:
+        raise UserError("--t-end applies to --sbml models; none is named in this run "
+                        "(a problem file states its own [time] span)")
     _check_steps(o, names)
     _check_jacobians(o.jacobians)
     _check_dask(o)
