@@ -147,6 +147,17 @@ def test_parameters_chosen_by_name_and_an_unknown_one_refused(tmp_path: Path) ->
         read.read(path, parameters=["k9"])
 
 
+def test_a_parameter_declared_zero_is_not_differentiated_by_default(tmp_path: Path) -> None:
+    doc, m = _base()
+    _parameter(m, "k1", 0.7)
+    _parameter(m, "kzero", 0.0)  # a real model's switched-off term (Lang_PLOSComputBiol2024)
+    _reaction(m, "R1", {"A": 1}, {"B": 1}, "c1 * (k1 + kzero) * A")
+    path = tmp_path / "zero.xml"
+    path.write_text(libsbml.writeSBMLToString(doc))
+    assert read.load(path).param_names == ("k1",)
+    assert read.load(path, parameters=["k1", "kzero"]).param_names == ("k1", "kzero")
+
+
 def _refused(tmp_path: Path, doc: Any, match: str) -> None:
     path = tmp_path / "model.xml"
     path.write_text(libsbml.writeSBMLToString(doc))

@@ -148,12 +148,18 @@ def _chosen(facts: Facts, parameters: Sequence[str] | None, source: str) -> list
     """The differentiated parameters: the default (non-zero ones) or those named."""
     allowed = odes.candidates(facts)
     if parameters is None:
-        return [p for p in allowed if facts.quantities[p].declared != 0]
+        return [p for p in allowed if not _is_zero(facts.quantities[p].declared)]
     unknown = [p for p in parameters if p not in allowed]
     if unknown:
         raise refuse.SBMLError(source, "parameters", f"cannot differentiate {unknown}: choose "
                                f"from the constant parameters {allowed}")  # fmt: skip
     return list(dict.fromkeys(parameters))
+
+
+def _is_zero(value: sympy.Expr | None) -> bool:
+    """Whether a declared value is zero: ``sympy.Float(0.0) != 0`` holds in SymPy 1.14, so a
+    parameter declared ``0.0`` would be differentiated; an undeclared one is not zero."""
+    return value is not None and bool(sympy.sympify(value).is_zero)
 
 
 def _names(symbols: Sequence[sympy.Symbol]) -> dict[sympy.Symbol, str]:
