@@ -17,12 +17,12 @@ Prints one JSON line: raw ``solve`` and ``grad`` timings in seconds.
 """
 
 import json
-import os
 import sys
 import time
 
 import casadi as ca
 import numpy as np
+from _bare_pin import pin_as_the_suite
 
 
 def lotka_volterra(t, u, p):
@@ -53,17 +53,6 @@ def hires(t, y, k):
         k7 * y6 * y8 - (k2 + k8 + k9) * y7,
         -k7 * y6 * y8 + (k2 + k8 + k9) * y7,
     )
-
-
-def pin_as_the_suite() -> None:
-    """``BARE_PIN=1`` (harness_overhead.py, unless --no-pin): every thread on the core other
-    processes use least, after the first calls, as the suite's workers pin their steady
-    samples (the same rule, ``sciml_bench.measure.affinity``: stdlib only, outside every
-    clock), so that only the harness differs."""
-    if os.environ.get("BARE_PIN") == "1":
-        from sciml_bench.measure.affinity import pin_steady
-
-        pin_steady({})
 
 
 def main() -> None:

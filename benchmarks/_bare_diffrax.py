@@ -9,13 +9,11 @@ line, so the twin solves exactly the suite's problem; no sciml-bench code is imp
     python _bare_diffrax.py CONFIG.json REPEATS [WARMUPS]
 
 Prints one JSON line: raw ``solve`` and ``grad`` timings in seconds. ``WARMUPS`` (default
-1, as the suite) is the untimed calls after the compiling one. With ``BARE_PIN_LATE=CPU``
-every thread of the process is pinned to that CPU after the compiling calls, before the
-samples (``benchmarks/process_split.py``'s ``pinlate``).
+1, as the suite) is the untimed calls after the compiling one. ``BARE_PIN=1`` pins every
+thread after the compiling calls, before the samples (``_bare_pin.py``).
 """
 
 import json
-import os
 import sys
 import time
 
@@ -24,6 +22,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import diffrax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+from _bare_pin import pin_as_the_suite  # noqa: E402
 
 
 def lotka_volterra(t, u, p):
@@ -78,23 +77,6 @@ def calls(cfg: dict) -> dict:
     return {"solve": jax.jit(ys), "grad": jax.jit(jax.value_and_grad(loss)), "params": params}
 
 
-def pin_every_thread(cpu: int) -> None:
-    """Pin every thread the process has now (XLA's pools included) to ``cpu``."""
-    for tid in os.listdir("/proc/self/task"):
-        os.sched_setaffinity(int(tid), {cpu})
-
-
-def pin_as_the_suite() -> None:
-    """``BARE_PIN=1`` (harness_overhead.py, unless --no-pin): every thread on the core other
-    processes use least, after the first calls, as the suite's workers pin their steady
-    samples (the same rule, ``sciml_bench.measure.affinity``: stdlib only, outside every
-    clock), so that only the harness differs."""
-    if os.environ.get("BARE_PIN") == "1":
-        from sciml_bench.measure.affinity import pin_steady
-
-        pin_steady({})
-
-
 def main() -> None:
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
@@ -105,8 +87,6 @@ def main() -> None:
     out = {}
     for kind in ("solve", "grad"):
         jax.block_until_ready(fns[kind](params))  # compile
-    if "BARE_PIN_LATE" in os.environ:
-        pin_every_thread(int(os.environ["BARE_PIN_LATE"]))
     pin_as_the_suite()
     for kind in ("solve", "grad"):
         fn = fns[kind]

@@ -15,12 +15,12 @@ Prints one JSON line: raw ``solve`` and ``grad`` timings in seconds.
 """
 
 import json
-import os
 import sys
 import time
 
 import numpy as np
 import pydiffsol as ds
+from _bare_pin import pin_as_the_suite
 
 MODELS = {
     "lotka-volterra": """
@@ -69,17 +69,6 @@ def loss_and_grad(ode, theta, ts, W, O, gradient: str):
         return np.sum(W * D * D), np.einsum("ij,kij->k", 2 * W * D, np.asarray(sol.sens))
 
     return grad
-
-
-def pin_as_the_suite() -> None:
-    """``BARE_PIN=1`` (harness_overhead.py, unless --no-pin): every thread on the core other
-    processes use least, after the first calls, as the suite's workers pin their steady
-    samples (the same rule, ``sciml_bench.measure.affinity``: stdlib only, outside every
-    clock), so that only the harness differs."""
-    if os.environ.get("BARE_PIN") == "1":
-        from sciml_bench.measure.affinity import pin_steady
-
-        pin_steady({})
 
 
 def main() -> None:

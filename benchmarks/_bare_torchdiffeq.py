@@ -12,12 +12,12 @@ Prints one JSON line: raw ``solve`` and ``grad`` timings in seconds.
 """
 
 import json
-import os
 import sys
 import time
 
 import torch
 import torchdiffeq
+from _bare_pin import pin_as_the_suite
 from torch import nn
 
 torch.set_default_dtype(torch.float64)
@@ -64,17 +64,6 @@ class Spiral(nn.Module):
 
     def forward(self, t, y):
         return self.net(y**3)
-
-
-def pin_as_the_suite() -> None:
-    """``BARE_PIN=1`` (harness_overhead.py, unless --no-pin): every thread on the core other
-    processes use least, after the first calls, as the suite's workers pin their steady
-    samples (the same rule, ``sciml_bench.measure.affinity``: stdlib only, outside every
-    clock), so that only the harness differs."""
-    if os.environ.get("BARE_PIN") == "1":
-        from sciml_bench.measure.affinity import pin_steady
-
-        pin_steady({})
 
 
 def main() -> None:

@@ -7,7 +7,9 @@ reports its raw samples; the figure of a process is its median. A *variant* chan
 thing against ``baseline``:
 
 - ``pin0``, ``pin1``: the process pinned to one core (``taskset -c``);
-- ``pinlate``: every thread pinned to core 1 after the compiling calls, before the samples;
+- ``pinlate``: every thread pinned after the compiling calls, before the samples, by the
+  suite's rule (``_bare_pin.py``: the core others use least; the 2026-11-28 figures in
+  benchmarks/README.md pinned core 1);
 - ``threads1``: XLA's and BLAS's thread counts at 1 (the baseline has the worker's budget);
 - ``arena1``: ``MALLOC_ARENA_MAX=1``;
 - ``noaslr``: address-space randomisation off (``setarch -R``);
@@ -70,7 +72,7 @@ def variant_call(name: str, cfg: Path, repeats: int, base: dict[str, str]
     if name in ("pin0", "pin1"):
         cmd = ["taskset", "-c", name[-1], *cmd]
     elif name == "pinlate":
-        env["BARE_PIN_LATE"] = "1"
+        env["BARE_PIN"] = "1"  # the suite's rule: the core others use least
     elif name == "threads1":
         env.update(thread_env(1, env.get("XLA_FLAGS", "")))
     elif name == "arena1":

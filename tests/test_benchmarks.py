@@ -34,6 +34,7 @@ COVERED = {
     "ensemble_overhead.py": "test_ensemble_overhead_spread_and_its_ladder_run",
     "harness_overhead.py": "test_harness_overhead_against_the_bare_twin",
     "_bare_torchdiffeq.py": "test_harness_overhead_against_the_bare_twin",
+    "_bare_pin.py": "test_process_split_prints_each_variants_modes",
     "_bare_diffrax.py": "test_bare_twins_run_on_their_config",
     "_bare_ensemble_diffrax.py": "test_bare_twins_run_on_their_config",
     "_bare_ensemble_torchdiffeq.py": "test_bare_twins_run_on_their_config",
