@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sciml_bench.problem import spec
@@ -63,6 +64,28 @@ def test_the_reason_says_the_bound_the_budget_and_the_way_round() -> None:
     assert f.beyond(f.seconds / (forecast.MARGIN + 0.1))
     assert not f.beyond(f.seconds / (forecast.MARGIN - 0.1))
     assert "at 30 and 300 states" in why
+
+
+def test_a_build_that_grows_counts_once_by_its_own_slope() -> None:
+    """AMICI's C++ compile grows with the model: the fastest process's build phase at the
+    last size grows by the build's own slope and is added once (not per call), and the
+    reason names it; a row with no build phase adds nothing."""
+
+    def built(n: int, solve: float, builds: list[float]) -> dict:
+        r = row(n, solve)
+        r["phase_names"] = ["import", "build", "first_solve", "first_grad"]
+        r["phases"] = np.array([[1.0, b, 0.1, 0.2] for b in builds])  # as a worker's row
+        return r
+
+    f = forecast.least_seconds([built(30, 0.01, [30.0]), built(300, 0.1, [130.0, 120.0])], 3000)
+    assert f is not None
+    p = math.log(120.0 / 30.0) / math.log(10)  # the fastest process at 300: 120 s
+    assert f.calls["build"] == pytest.approx((120.0, p, 120.0 * 10**p))
+    assert f.seconds == pytest.approx(forecast.CALLS * 1.0 + 120.0 * 10**p)
+    assert f"a build ≥ {120.0 * 10**p:.3g} s (slope {p:.2f}), then 4 calls each of solve" in \
+        f.reason(300.0)
+    plain = forecast.least_seconds([row(30, 0.01), row(300, 0.1)], 3000)
+    assert plain is not None and "build" not in plain.calls and "build" not in plain.reason(1.0)
 
 
 @pytest.mark.parametrize("problem", ["stiff-robertson-groups", "stiff-brusselator-2d"])

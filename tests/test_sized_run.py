@@ -316,3 +316,31 @@ def test_sparse_asked_of_a_dense_only_library_is_an_unavailable_row(
     assert "run --jacobian dense, or choose scipy, cvodes, diffsol, amici, julia" in reason
     scipy_rows = [x for x in rows if x["backend"] == "scipy"]
     assert [(x["jacobian"], x["size"], x["status"]) for x in scipy_rows] == [("sparse", 4, "ok")]
+
+
+def test_a_build_that_spent_the_budget_skips_the_backends_other_ladders_there(
+    heat: Path,
+) -> None:
+    """AMICI compiles one C++ model for every Jacobian kind and gradient method: once a
+    ladder's build was killed at the budget at size n, the backend's later ladders skip n
+    and above, saying why, instead of each spending the budget compiling it again; a kill
+    after the build, another backend, or a larger size stops nothing."""
+    from sciml_bench.run import endings
+    from sciml_bench.run.executor import Outcome
+    from sciml_bench.run.sized_ladders import _build_over
+
+    first = compiled_at(spec.load(heat), 4)
+    dense, sparse = runner.plan_sized(first, ["scipy"], [4, 40])
+    building = [{"phase": "import", "s": 1.0}]  # killed before its build phase ended
+    status, reason, _ = endings._ending(Outcome(building, None, timed_out=True), 300.0)
+    killed = {"backend": "scipy", "gradient_method": "none", "jacobian": "dense", "size": 40,
+              "status": status, "reason": reason}  # fmt: skip
+    assert "during build" in reason
+    why = _build_over([killed], sparse, 40)
+    assert why is not None and why.startswith("not run: the scipy none dense ladder's build")
+    assert _build_over([killed], sparse, 400) == why
+    assert _build_over([killed], sparse, 4) is None
+    later = [{"phase": "import", "s": 1.0}, {"phase": "build", "s": 2.0}]
+    _, after_build, _ = endings._ending(Outcome(later, None, timed_out=True), 300.0)
+    assert _build_over([{**killed, "reason": after_build}], sparse, 40) is None
+    assert _build_over([{**killed, "backend": "diffsol"}], sparse, 40) is None

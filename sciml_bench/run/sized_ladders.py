@@ -213,6 +213,21 @@ def _not_runnable(name: str, seen: dict[str, Any], array: bool = True) -> str | 
     return seen[name]  # type: ignore[no-any-return]
 
 
+def _build_over(done: Sequence[dict[str, Any]], ladder: SizedSpec, size: int) -> str | None:
+    """Why ``size`` is not run on this ladder: another ladder of its backend spent the whole
+    budget building the model at this size or a smaller one (a library builds one model for
+    every Jacobian kind and gradient method: AMICI's C++ compile, issue 41), or None."""
+    for r in done:
+        same = r.get("backend") == ladder.case.backend and r.get("size") is not None
+        if same and r["size"] <= size and r.get("status") == Status.BUDGET_EXCEEDED.value \
+                and "during build" in str(r.get("reason")):  # fmt: skip
+            return (f"not run: the {r['backend']} {r.get('gradient_method')} "
+                    f"{r.get('jacobian')} ladder's build alone spent the budget at size "
+                    f"{r['size']} (the same model for every Jacobian and gradient method); "
+                    "--budget S runs it")  # fmt: skip
+    return None
+
+
 def run_sized(
     problem: Any,
     ladders: Sequence[SizedSpec],
@@ -260,8 +275,12 @@ def run_sized(
             state = Ladder()
             for size in ladder.sizes:
                 title = f"[ladder {i}/{len(ladders)}] {problem.name}: {ladder.label} size={size}"
-                rec = _rung(title, ladder, size, state, rungs, steady, executor, progress,
-                            available)  # fmt: skip
+                over = _build_over(done, ladder, size)
+                rec = _sized_row(problem.name, ladder, size, Status.SKIPPED.value, over) if \
+                    over else _rung(title, ladder, size, state, rungs, steady, executor,
+                                    progress, available)  # fmt: skip
+                if over:
+                    progress(f"{title}: {over}")
                 if problem.laddered is not None:  # labels read N=32, width=200
                     rec["size_name"] = problem.laddered.ladder_name
                 state.done(size, rec)
