@@ -31,6 +31,8 @@ COLUMNS = (
     ("CVODES adjoint", "cvodes", "adjoint", "sparse"),
     ("diffsol forward", "diffsol", "forward", "sparse"),
     ("diffsol adjoint", "diffsol", "adjoint", "sparse"),
+    ("AMICI forward", "amici", "forward", "sparse"),
+    ("AMICI adjoint", "amici", "adjoint", "sparse"),
     ("Diffrax RecursiveCheckpoint (dense)", "diffrax", "RecursiveCheckpointAdjoint", "dense"),
 )
 
