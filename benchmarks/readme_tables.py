@@ -1,15 +1,21 @@
-"""Regenerate the README's gradients-at-scale table and crossover lines from the published file.
+"""Regenerate the README's tables of published figures from the published files.
 
-The table under "Which gradient method for my model size" is data, so it is printed from
-``results/published/`` by this script, never typed: each cell is a row's steady gradient
-(median ms) with its tier (norm-wise error in parentheses for a ``warn``), the fastest
-qualifying row of each rung in bold (the verdict's own pick,
-:func:`sciml_bench.results.gradient_scaling.rung_winners`), and below it each library's
-crossover as an interval, by the verdict's rules.
+Those tables are data, so they are printed from ``results/published/`` by this script,
+never typed. Each sits in README.md between ``<!-- readme_tables:NAME -->`` markers:
 
-    python benchmarks/readme_tables.py            # print the section's generated part
-    python benchmarks/readme_tables.py --write    # replace it in README.md, between
-                                                  # <!-- readme_tables:rates --> markers
+- ``rates`` ("Which gradient method for my model size"): each cell a row's steady
+  gradient (median ms) with its tier (norm-wise error in parentheses for a ``warn``), the
+  fastest qualifying row of each rung in bold (the verdict's own pick,
+  :func:`sciml_bench.results.gradient_scaling.rung_winners`), and below it each library's
+  crossover as an interval, by the verdict's rules;
+- ``groups`` and ``brusselator`` ("At the anchors' sizes"): each sparse library's steady
+  solve and forward-sensitivity gradient (median ms) at the ladder's three largest sizes,
+  a failed or skipped rung by its status, and the growth exponent over the three largest
+  sizes each line completed (``sciml-bench show``'s); the Brusselator's diffsol rows from
+  its top rungs' run with the larger budget where that run has them.
+
+    python benchmarks/readme_tables.py            # print every table, markers included
+    python benchmarks/readme_tables.py --write    # replace each in README.md
 """
 
 from __future__ import annotations
@@ -23,7 +29,21 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "results" / "published"
-START, END = "<!-- readme_tables:rates -->", "<!-- /readme_tables:rates -->"
+
+#: the anchors' tables: name -> (ladder run, top-rungs run or None, first heading, sizes)
+ANCHORS = {
+    "groups": ("ladder stiff-robertson-groups", None, "ROBER groups (states)",
+               (100, 1000, 10000)),
+    "brusselator": ("ladder stiff-brusselator-2d", "top stiff-brusselator-2d",
+                    "Brusselator N (states)", (32, 64, 128)),
+}  # fmt: skip
+#: the anchors' columns, sparse Jacobians: (heading, backend, gradient method, timings)
+ANCHOR_COLUMNS = (
+    ("SciPy BDF solve", "scipy", "none", ("solve_s",)),
+    ("CVODES solve / gradient", "cvodes", "forward", ("solve_s", "grad_s")),
+    ("diffsol solve / gradient", "diffsol", "forward", ("solve_s", "grad_s")),
+    ("AMICI solve / gradient", "amici", "forward", ("solve_s", "grad_s")),
+)
 
 #: the table's columns: (heading, backend, gradient method, Jacobian kind)
 COLUMNS = (
@@ -102,14 +122,107 @@ def generated(rows: list[dict[str, Any]], gradient_rtol: float | None = None) ->
     return lines
 
 
-def write(lines: list[str], readme: Path = ROOT / "README.md") -> None:
-    """Replace the text between the markers in ``readme`` with ``lines``."""
+def ms(seconds: float) -> str:
+    t = 1e3 * seconds
+    return f"{t:,.0f}" if t >= 100 else f"{t:.3g}"
+
+
+def failed(r: Mapping[str, Any] | None) -> str:
+    """A rung without a timing, by its status (and the phase a failure ended in)."""
+    if r is None:
+        return "-"
+    if r.get("status") == "skipped":
+        return "not run (forecast)" if r.get("forecast_least_s") else "not run"
+    reason = str(r.get("reason") or "")
+    during = reason.split("during ", 1)[1].split(";")[0].split(":")[0] if "during " in reason \
+        else ""  # fmt: skip
+    status = str(r.get("status")).replace("_", " ")
+    return f"{status} ({during.strip()})" if during.strip() else status
+
+
+def anchor_cell(r: Mapping[str, Any] | None, keys: Sequence[str]) -> str:
+    """``solve / gradient`` in ms, a single sample said so, or the rung's status."""
+    if r is None or r.get("status") != "ok":
+        return failed(r)
+    cells = []
+    for key in keys:
+        t = r.get(key)
+        if not isinstance(t, int | float):
+            return failed(r)
+        one = len(r.get(key.replace("_s", "_samples")) or ()) == 1
+        cells.append(ms(float(t)) + (" (one sample)" if one else ""))
+    return " / ".join(cells)
+
+
+def anchor_rows(key: str, top: str | None) -> list[dict[str, Any]]:
+    """A ladder's rows, its top rungs' rows (run again with a larger budget) in place of
+    the same case's where those completed or the ladder's did not."""
+    rows = [r for r in published_rows(key) if r.get("size") is not None]
+    if top is None:
+        return rows
+    case = ("backend", "solver", "gradient_method", "jacobian", "size")
+    again = {tuple(r.get(k) for k in case): r for r in published_rows(top)
+             if r.get("size") is not None}  # fmt: skip
+    out = []
+    for r in rows:
+        t = again.get(tuple(r.get(k) for k in case))
+        out.append(t if t is not None and (t.get("status") == "ok" or r.get("status") != "ok")
+                   else r)  # fmt: skip
+    return out
+
+
+def anchor_table(rows: Sequence[Mapping[str, Any]], heading: str, sizes: Sequence[int]) -> list[str]:
+    """One anchor table: a line per size, a line of growth exponents."""
+    from sciml_bench.results import growth
+
+    def line_of(backend: str, method: str) -> dict[int, Mapping[str, Any]]:
+        return {int(r["size"]): r for r in rows if r.get("backend") == backend
+                and r.get("gradient_method") == method and r.get("jacobian") == "sparse"}
+
+    lines = {c[0]: line_of(c[1], c[2]) for c in ANCHOR_COLUMNS}
+    out = [f"| {heading} | " + " | ".join(c[0] for c in ANCHOR_COLUMNS) + " |",
+           "| --- |" + " --- |" * len(ANCHOR_COLUMNS)]  # fmt: skip
+    for size in sizes:
+        states = next((int(r["n_state"]) for r in rows if r.get("size") == size
+                       and r.get("n_state")), None)  # fmt: skip
+        label = f"{size:,} ({states:,})" if states else f"{size:,}"
+        cells = [anchor_cell(lines[c[0]].get(size), c[3]) for c in ANCHOR_COLUMNS]
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    exps = []
+    for name, _, _, keys in ANCHOR_COLUMNS:
+        parts = []
+        for key in keys:
+            pts = {int(r["n_state"]): float(r[key]) for r in lines[name].values()
+                   if r.get("status") == "ok" and isinstance(r.get(key), int | float)
+                   and r.get("n_state")}  # fmt: skip
+            e = growth.exponent(pts)
+            parts.append("-" if e is None else f"{e.p:.2f}" + (" (two sizes)" if e.k == 2 else ""))
+        exps.append(" / ".join(parts))
+    out.append("| exponent p, three largest | " + " | ".join(exps) + " |")
+    return out
+
+
+def sections(gradient_rtol: float | None) -> dict[str, list[str]]:
+    """Every generated table, by its marker's name."""
+    out = {"rates": generated(published_rows("ladder stiff-robertson-rates"), gradient_rtol)}
+    for name, (key, top, heading, sizes) in ANCHORS.items():
+        out[name] = anchor_table(anchor_rows(key, top), heading, sizes)
+    return out
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- readme_tables:{name} -->", f"<!-- /readme_tables:{name} -->"
+
+
+def write(name: str, lines: list[str], readme: Path = ROOT / "README.md") -> None:
+    """Replace the text between ``name``'s markers in ``readme`` with ``lines``."""
+    start, end = markers(name)
     text = readme.read_text()
-    if START not in text or END not in text:
-        sys.exit(f"{readme} has no {START} ... {END} markers: add them around the table")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    readme.write_text(head + START + "\n" + "\n".join(lines) + "\n" + END + tail)
+    if start not in text or end not in text:
+        sys.exit(f"{readme} has no {start} ... {end} markers: add them around the table")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    readme.write_text(head + start + "\n" + "\n".join(lines) + "\n" + end + tail)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -117,10 +230,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--write", action="store_true", help="rewrite README.md in place")
     ap.add_argument("--gradient-rtol", type=float, default=None)
     args = ap.parse_args(argv)
-    lines = generated(published_rows("ladder stiff-robertson-rates"), args.gradient_rtol)
-    if args.write:
-        write(lines)
-    print("\n".join(lines))
+    for name, lines in sections(args.gradient_rtol).items():
+        if args.write:
+            write(name, lines)
+        start, end = markers(name)
+        print("\n".join([start, *lines, end]))
 
 
 if __name__ == "__main__":

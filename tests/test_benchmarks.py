@@ -10,6 +10,7 @@ complete: a new script without a smoke test fails it.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -62,6 +63,7 @@ COVERED = {
     "sbml_conformance.py": "test_sbml_conformance_on_cases_written_here",
     "noise_floor.py": "test_noise_floor_identical_rows_and_their_false_winners",
     "process_split.py": "test_process_split_prints_each_variants_modes",
+    "cvodes_proxy.py": "test_cvodes_proxy_pairs_casadi_and_amici_rows",
 }
 
 
@@ -439,12 +441,62 @@ def test_readme_tables_print_the_published_ladder() -> None:
     r = subprocess.run([sys.executable, "benchmarks/readme_tables.py"], capture_output=True,
                        text=True, timeout=120, cwd=ROOT)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
-    lines = r.stdout.splitlines()
+    blocks = re.findall(r"^(<!-- readme_tables:(\w+) -->\n.*?\n<!-- /readme_tables:\2 -->)$",
+                        r.stdout, re.M | re.S)  # fmt: skip
+    assert [name for _, name in blocks] == ["rates", "groups", "brusselator"]
+    readme = (ROOT / "README.md").read_text()
+    for block, name in blocks:
+        assert block in readme, f"README's {name} table is not what the script prints"
+    lines = blocks[0][0].splitlines()[1:-1]
     assert lines[0].startswith("| P | CVODES forward | CVODES adjoint | diffsol forward")
     rungs = [ln.split("|")[1].strip() for ln in lines[2:] if ln.startswith("| ")]
     assert rungs == ["3", "30", "300", "3,000"]
     assert any("the crossover lies in (" in ln for ln in lines)
-    assert r.stdout.strip() in (ROOT / "README.md").read_text()
+    groups = blocks[1][0].splitlines()[1:-1]
+    assert [ln.split("|")[1].strip() for ln in groups[2:]] == [
+        "100 (300)", "1,000 (3,000)", "10,000 (30,000)", "exponent p, three largest"]
+    # a cell is the row's own median: CVODES' solve at 30,000 ROBER states
+    from sciml_bench.results import store
+
+    files = json.loads((ROOT / "results" / "published" / "files.json").read_text())
+    cv = [x for f in files["ladder stiff-robertson-groups"]
+          for x in store.read(ROOT / "results" / "published" / f).records
+          if x.get("backend") == "cvodes" and x.get("size") == 10000
+          and x.get("gradient_method") == "forward" and x.get("jacobian") == "sparse"]  # fmt: skip
+    cell = groups[4].split("|")[3].strip()
+    if cv and cv[0].get("status") == "ok":
+        assert float(cell.split(" / ")[0].replace(",", "")) == pytest.approx(
+            1e3 * cv[0]["solve_s"], rel=5e-3)
+
+
+def test_cvodes_proxy_pairs_casadi_and_amici_rows() -> None:
+    """benchmarks/cvodes_proxy.py on the published files: every case both ways to CVODES
+    ran, its ratio the two rows' median solve over each other, and the tallies add up to
+    the cases printed; an unknown run name is refused with the choices."""
+    from sciml_bench.results import store
+
+    files = json.loads((ROOT / "results" / "published" / "files.json").read_text())
+    r = bench("cvodes_proxy.py", "--only", "run", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [x for name in files["run"]
+            for x in store.read(ROOT / "results" / "published" / name).records]  # fmt: skip
+    ok = {(x["backend"], x["problem"], x["gradient_method"]): x for x in rows
+          if x.get("status") == "ok" and x["backend"] in ("cvodes", "amici")}  # fmt: skip
+    both = [k for k in ok if k[0] == "cvodes" and ("amici", *k[1:]) in ok]
+    assert both, "the published main run has no problem CasADi and AMICI both ran"
+    _, problem, method = both[0]
+    c, a = ok[("cvodes", problem, method)], ok[("amici", problem, method)]
+    block = r.stdout.split(f"{problem}: {method},", 1)[1]
+    m = re.search(r"solve [\d.,]+ ms / [\d.,]+ ms = ([\d.]+)x", block)
+    assert m and float(m[1]) == pytest.approx(c["solve_s"] / a["solve_s"], abs=0.006), block
+    tallies = re.findall(r"^(solve|grad): CasADi ahead (\d+), AMICI ahead (\d+), tie (\d+)",
+                         r.stdout, re.M)  # fmt: skip
+    cases = len(re.findall(r"^    solve ", r.stdout, re.M))
+    assert [k for k, *_ in tallies] == ["solve", "grad"]
+    assert all(sum(int(x) for x in t[1:]) <= cases for t in tallies)
+    assert sum(int(x) for x in tallies[0][1:]) == len(both)
+    bad = bench("cvodes_proxy.py", "--only", "no-such-run", timeout=60)
+    assert bad.returncode != 0 and "choose from" in bad.stderr
 
 
 def test_sbml_conformance_on_cases_written_here(tmp_path: Path) -> None:
