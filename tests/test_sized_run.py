@@ -63,6 +63,10 @@ def test_memory_refusal_and_the_ladder_in_real_workers(heat: Path, tmp_path: Pat
         assert r["n_state"] == key[1] and r["jac_nnz"] == 3 * key[1] - 2
         assert r["solution_error"] < 1e-4 and r["reference_rtol"] == 1e-12
         assert r["peak_rss_mb"] > 0 and len(r["solve_samples"]) >= 3
+        # one process a rung: its steady samples run on every core, and it says why
+        from sciml_bench.measure.affinity import RUNG_UNPINNED
+
+        assert r["steady_affinity"] == f"off ({RUNG_UNPINNED})"
     assert "splu" in got[("sparse", 40)]["linear_solver"]
     assert "dense" in got[("dense", 4)]["linear_solver"]
     back = {(r["jacobian"], r["size"]): r for r in store.read(tmp_path / "r.h5").records}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sciml_bench.measure import affinity
 from sciml_bench.problem import reference, spec
 from sciml_bench.results import compare as cmp
 from sciml_bench.results import store
@@ -46,8 +47,11 @@ def test_a_case_of_three_processes_takes_samples_in_each(tmp_path: Path) -> None
                                                            (s[2] + s[3]) / 2, (s[4] + s[5]) / 2])
     # every process pinned its steady samples to one core it may use
     allowed = {f"cpu {c}" for c in os.sched_getaffinity(0)} if hasattr(os, "sched_getaffinity") else set()
-    cores = [part.split(": ")[-1] for part in back["steady_affinity"].split("; ")]
+    said = [part.split(": ", 1)[-1] for part in back["steady_affinity"].split("; ")]
+    cores = [s.split(" (")[0] for s in said]
     assert cores and set(cores) <= allowed, back["steady_affinity"]
+    # and one thread in each BLAS and OpenMP pool on that one core
+    assert all(s.endswith(f"({affinity.ONE_THREAD})") for s in said), said
 
 
 def test_a_run_value_is_the_geometric_mean_of_its_process_medians() -> None:

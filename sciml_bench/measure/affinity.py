@@ -16,8 +16,16 @@ threads made later inherit their creator's mask. The core is the one other proce
 least over :data:`PROBE_S` (``/proc/stat``'s per-cpu lines, read outside every clock). The
 same for every library and every kind of worker that takes steady samples (ODE cases and
 ladder rungs, training iterations; a GPU case's host threads too): a stated, equal
-setting. Ensembles are not pinned (:data:`ENSEMBLE_UNPINNED`): spreading members over the
-cores (XLA's batched kernels, Julia's ``EnsembleThreads``) is part of what they measure. ``run --no-pin`` leaves every core to every thread. Each row records what
+setting. Pinned, every BLAS and OpenMP pool the process loaded is limited to one thread
+(threadpoolctl), as anyone pinning a process to one core sets it: left at two threads on
+one core, OpenBLAS's workers contend for it, and a dense LU of 300 states took 69x its
+unpinned time (SciPy's BDF solve on the rates ladder, 11.1 s against 161 ms, 2026-11-28).
+
+Ensembles are not pinned (:data:`ENSEMBLE_UNPINNED`): spreading members over the cores
+(XLA's batched kernels, Julia's ``EnsembleThreads``) is part of what they measure. Nor are
+ladder rungs (:data:`RUNG_UNPINNED`): a rung is one process, judged against the
+one-process floor whatever its core, and a large problem's linear algebra uses every core,
+as a user's does. ``run --no-pin`` leaves every core to every thread. Each row records what
 happened (``steady_affinity``).
 """
 
@@ -37,6 +45,12 @@ JOB_KEY = "steady_pin"
 OFF = "off (--no-pin)"
 #: an ensemble job's ``steady_pin``: the reason its rows give for running on every core
 ENSEMBLE_UNPINNED = "an ensemble spreads its members over every core"
+
+#: a ladder rung's ``steady_pin``: why it runs on every core
+RUNG_UNPINNED = ("a ladder rung is one process, judged against the one-process floor, and "
+                 "its linear algebra uses every core")
+#: what a pinned row says after its core: every BLAS and OpenMP pool at one thread
+ONE_THREAD = "BLAS and OpenMP pools at 1 thread"
 
 #: /proc/stat's per-cpu columns that are not busy time: idle and iowait
 _IDLE_COLUMNS = (3, 4)
@@ -77,7 +91,7 @@ def _pin_threads(cpu: int) -> int:
 
 def pin_steady(job: Mapping[str, Any]) -> str:
     """Pin every thread of this worker to the core other processes use least, unless
-    ``job[JOB_KEY]`` is False (``--no-pin``); returns what a row records: ``"cpu 1"``,
+    ``job[JOB_KEY]`` is False (``--no-pin``); returns what a row records: ``"cpu 1 (BLAS and OpenMP pools at 1 thread)"``,
     :data:`OFF`, ``"not supported on Darwin"`` or why it failed. Call it after the cold
     phases and before the warm-ups, outside every clock (it sleeps :data:`PROBE_S`)."""
     asked = job.get(JOB_KEY)
@@ -95,7 +109,19 @@ def pin_steady(job: Mapping[str, Any]) -> str:
         n = _pin_threads(cpu)
     except (OSError, ValueError) as e:  # a container that forbids it: said on the row
         return f"not pinned: {type(e).__name__}: {e}"[:200]
-    return f"cpu {cpu}" if n else "not pinned: no thread found"
+    return f"cpu {cpu} ({one_thread_pools()})" if n else "not pinned: no thread found"
+
+
+def one_thread_pools() -> str:
+    """Limit every BLAS and OpenMP pool loaded in this process to one thread, for good
+    (threadpoolctl's call form, which restores nothing); :data:`ONE_THREAD`, or why not."""
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1)
+    except Exception as e:  # noqa: BLE001 - an unknown library's pool: said on the row
+        return f"pools not limited: {type(e).__name__}: {e}"[:120]
+    return ONE_THREAD
 
 
 def row_value(values: Sequence[str | None]) -> str | None:

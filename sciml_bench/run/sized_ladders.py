@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sciml_bench import backends
+from sciml_bench.measure.affinity import RUNG_UNPINNED
 from sciml_bench.measure.status import Status
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.reference import Reference
@@ -322,7 +323,8 @@ def _rung(
     nnz = f"{compiled.jac_nnz} Jacobian non-zeros" if compiled.jac_nnz is not None else (
         f"{compiled.n_params} parameters")  # fmt: skip
     progress(f"{title} ({compiled.n_state} states, {nnz})")
-    job = {**case_job(ladder.case, compiled, ref, settings), "warmups": dict(RUNG_WARMUPS)}
+    job = {**case_job(ladder.case, compiled, ref, settings), "warmups": dict(RUNG_WARMUPS),
+           "steady_pin": RUNG_UNPINNED if settings.pin else False}
     rec = run_rung(job, settings.budget_s, executor, progress)
     rec.update(size=size, codegen_s=codegen_s, reference_rtol=ref.rtol, **facts)
     if ref.tolerance_note:
