@@ -24,25 +24,14 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-PUBLISHED = ROOT / "results" / "published"
+from readme_tables import PUBLISHED, ms, published_rows  # this folder's, run as a script
+
 #: the two ways to CVODES, as their rows name them
 CASADI, AMICI = "cvodes", "amici"
 #: a timing one of the two rows lacks: printed as "-", counted nowhere
 MISSING = "missing"
-
-
-def rows_of(key: str, files: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
-    """The records of published run ``key`` (its files in ``files.json``)."""
-    from sciml_bench.results import store
-
-    out: list[dict[str, Any]] = []
-    for name in files[key]:
-        out += store.read(PUBLISHED / name).records
-    return out
 
 
 def pair_key(r: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -72,12 +61,7 @@ def judged(c: Mapping[str, Any], a: Mapping[str, Any], key: str) -> tuple[str, s
     ratio = tc / ta
     winner = AMICI if ratio >= floor else CASADI if 1 / ratio >= floor else None
     lead = {AMICI: "AMICI ahead", CASADI: "CasADi ahead", None: "tie"}[winner]
-    return f"{ms(tc)} / {ms(ta)} = {ratio:.2f}x ({lead}, floor {floor:.2f}x)", winner
-
-
-def ms(seconds: float) -> str:
-    t = 1e3 * seconds
-    return f"{t:,.0f} ms" if t >= 100 else f"{t:.3g} ms"
+    return f"{ms(tc)} ms / {ms(ta)} ms = {ratio:.2f}x ({lead}, floor {floor:.2f}x)", winner
 
 
 def line(c: Mapping[str, Any], a: Mapping[str, Any]) -> tuple[str, dict[str, str | None]]:
@@ -108,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     tally: Counter[tuple[str, str | None]] = Counter()
     print("CasADi CVODES / AMICI CVODES (ratio > 1: AMICI faster)")
     for key in args.only or list(files):
-        found = pairs(rows_of(key, files))
+        found = pairs(published_rows(key))
         if not found:
             continue
         print(f"\n== {key}: {len(found)} case(s) both ran ok")

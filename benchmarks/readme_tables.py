@@ -75,14 +75,13 @@ def cell(r: Mapping[str, Any] | None, bold: bool) -> str:
         return "-"
     if r.get("status") != "ok" or not isinstance(r.get("grad_s"), int | float):
         return "not run (forecast)" if r.get("status") == "skipped" else str(r.get("status"))
-    t = 1e3 * r["grad_s"]
-    ms = f"{t:,.0f}" if t >= 100 else f"{t:.3g}"
-    ms = f"**{ms}**" if bold else ms
+    text = ms(float(r["grad_s"]))
+    text = f"**{text}**" if bold else text
     tier = r.get("gradient_tier") or ""
     err = r.get("gradient_error")
     if tier in ("warn", "fail", "unjudged") and isinstance(err, int | float):
-        return f"{ms} {tier} ({err:.1e})"
-    return f"{ms} {tier}".rstrip()
+        return f"{text} {tier} ({err:.1e})"
+    return f"{text} {tier}".rstrip()
 
 
 def table(rows: Sequence[Mapping[str, Any]], winners: set[int]) -> list[str]:
@@ -123,6 +122,8 @@ def generated(rows: list[dict[str, Any]], gradient_rtol: float | None = None) ->
 
 
 def ms(seconds: float) -> str:
+    """Milliseconds as the README prints them: three significant figures, whole below
+    100 with thousands separated above."""
     t = 1e3 * seconds
     return f"{t:,.0f}" if t >= 100 else f"{t:.3g}"
 
@@ -133,11 +134,9 @@ def failed(r: Mapping[str, Any] | None) -> str:
         return "-"
     if r.get("status") == "skipped":
         return "not run (forecast)" if r.get("forecast_least_s") else "not run"
-    reason = str(r.get("reason") or "")
-    during = reason.split("during ", 1)[1].split(";")[0].split(":")[0] if "during " in reason \
-        else ""  # fmt: skip
+    during = str(r.get("failed_phase") or "").replace("_", " ")  # the phase it ended in
     status = str(r.get("status")).replace("_", " ")
-    return f"{status} ({during.strip()})" if during.strip() else status
+    return f"{status} ({during})" if during else status
 
 
 def anchor_cell(r: Mapping[str, Any] | None, keys: Sequence[str]) -> str:
