@@ -100,7 +100,10 @@ def test_gradient_memory_prints_each_methods_growth() -> None:
     m = re.search(r"([\d.]+)[~ ]\s+([\d.]+)[~ ]\s+([\d.]+)x\s+steps (\d+)/(\d+)", line)
     assert m, line
     x1, x2, growth, s1, s2 = (float(g) for g in m.groups())
-    assert x1 > 0 and x2 > 0 and growth == pytest.approx(x2 / x1, rel=0.02)
+    # the cells are printed to 0.1 MiB and the growth from the unrounded values: it must
+    # lie between the extreme ratios the rounded cells allow (and its own rounding)
+    assert x1 > 0 and x2 > 0
+    assert (x2 - 0.05) / (x1 + 0.05) - 0.005 <= growth <= (x2 + 0.05) / (x1 - 0.05) + 0.005
     assert s2 > s1  # twice the horizon takes more steps
 
 

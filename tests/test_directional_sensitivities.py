@@ -9,6 +9,8 @@ built that way to the directional finite differences it replaces.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -59,9 +61,22 @@ def test_a_reference_with_many_states_and_parameters_is_full_and_checked_on_dire
     monkeypatch.setattr(reference_gradient, "FORWARD_MAX_UNKNOWNS", 10)
     monkeypatch.setattr(reference_gradient, "FORWARD_MAX_PARAMS", 4)
     monkeypatch.setattr(reference, "FORWARD_MAX_PARAMS", 4)
+    # the two builds differ in their cross-check alone: the second is served the first's
+    # full gradient (an adjoint pair of about 10 s) instead of solving it again
+    served: dict[tuple, Any] = {}
+    solve = reference.full_gradient
+
+    def once(problem: Any, arrays: Any, rtol: float, atol: float, method: str) -> Any:
+        key = (rtol, atol, method)
+        if key not in served:
+            served[key] = solve(problem, arrays, rtol, atol, method)
+        return served[key]
+
+    monkeypatch.setattr(reference, "full_gradient", once)
     fd = reference.build(p)
     monkeypatch.setattr(reference, "CS_MAX_STATES", 5)
     sens = reference.build(p)
+    assert len(served) == 1
     for ref in (fd, sens):  # every component, whatever checks it
         assert ref.gradient_check == "full" and len(ref.gradient) == p.n_params
         assert ref.gradient_method.startswith("adjoint")
@@ -73,5 +88,4 @@ def test_a_reference_with_many_states_and_parameters_is_full_and_checked_on_dire
     assert np.linalg.norm(d_sens - d_fd) <= 1e-6 * np.linalg.norm(d_sens)
     # the adjoint's projections agree with both to its own accuracy (rtol 1e-12)
     assert fd.cross_check_agreement < 1e-6 and sens.cross_check_agreement < 1e-6
-    assert np.allclose(fd.gradient, sens.gradient, rtol=1e-12, atol=0)
     assert sens.reference_error is not None and sens.reference_error < 1e-6

@@ -136,17 +136,19 @@ def quick_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 
 
 def quick_records(
-    name: str, tmp_path_factory: pytest.TempPathFactory
+    name: str, tmp_path_factory: pytest.TempPathFactory, problem: str | None = None
 ) -> tuple[str, dict[str, dict]]:
     """``sciml-bench run NAME --quick`` with SciPy and Diffrax (and torchdiffeq where its
-    row says something), as ``(name, {backend: record})``."""
+    row says something), as ``(name, {backend: record})``; ``problem``, a problem file
+    standing for NAME, runs instead of the shipped one."""
     out = tmp_path_factory.mktemp(f"results-{name}")
+    what = problem or name
     if name.startswith("stiff-"):
-        recs = _quick(name, out, "-b", "scipy", "-b", "diffrax")
+        recs = _quick(what, out, "-b", "scipy", "-b", "diffrax")
         if name == TORCHDIFFEQ_STIFF:
-            recs += _quick(name, out, "-b", "torchdiffeq", "--max-steps", STIFF_TORCHDIFFEQ_STEPS)
+            recs += _quick(what, out, "-b", "torchdiffeq", "--max-steps", STIFF_TORCHDIFFEQ_STEPS)
     else:
-        recs = _quick(name, out, "-b", "scipy", "-b", "diffrax", "-b", "torchdiffeq")
+        recs = _quick(what, out, "-b", "scipy", "-b", "diffrax", "-b", "torchdiffeq")
     records = {rec["backend"]: rec for rec in recs}
     torch_row = not name.startswith("stiff-") or name == TORCHDIFFEQ_STIFF
     assert set(records) == {"scipy", "diffrax", *(["torchdiffeq"] if torch_row else [])}

@@ -2,7 +2,7 @@
 files that are not results files.
 
 The real file comes from one ``sciml-bench run`` per test session (about a
-minute: Diffrax compiles), with its reference cache in a temporary folder.
+minute: Diffrax compiles), its reference in the session's cache (conftest.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,13 +40,12 @@ SHIM = (
 def results_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real run: Diffrax and SciPy on Robertson, a two-rung tolerance ladder."""
     out = tmp_path_factory.mktemp("run")
-    env = {**os.environ, "SCIML_BENCH_CACHE": str(tmp_path_factory.mktemp("refcache"))}
     cmd = [
         sys.executable, "-m", "sciml_bench.cli.main", "run", "stiff-robertson", "--quick",
         "-b", "diffrax", "-b", "scipy", "--tolerances", "1e-5,1e-7",
         "--repeats", str(REPEATS), "--out", str(out),
     ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = out.glob("*.h5")
     return path
