@@ -266,6 +266,33 @@ def test_publish_results_a_missing_model_stops_before_anything_runs(tmp_path: Pa
     assert publish_results.model_lines({}) == ""
 
 
+def test_publish_results_every_run_it_names_is_one_run_accepts() -> None:
+    """Each published run's arguments (but the models', which need their files) as
+    ``sciml-bench run`` parses and plans them: an option ``run`` refuses (a ladder's
+    ``--cold``, once) would stop a publication after it began, not here."""
+    from sciml_bench.cli.run import run as run_command
+    from sciml_bench.cli.run_plan import RunOptions, plan_run
+    from sciml_bench.problem import spec
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import publish_results
+    finally:
+        sys.path.remove(str(BENCH))
+    names = spec.available_problems()
+    ensembles = [n for n in names if spec.load(n).ensemble is not None]
+    ladders = [n for n in names if n in publish_results.LADDERS]
+    problems = [n for n in names if n not in ensembles and n not in ladders]
+    runs = publish_results.planned_runs(problems, ensembles, ladders)
+    assert {f"ladder {n}" for n in publish_results.LADDERS} <= set(runs)
+    for key, args in runs.items():
+        if key.startswith("model "):
+            continue
+        params = dict(run_command.make_context("run", list(args)).params)
+        params.pop("interleave"), params.pop("seed")
+        plan_run(RunOptions.from_click(params))  # a refused option raises UserError
+
+
 @pytest.mark.skipif(not NO_GPU, reason="an NVIDIA GPU is visible: these scripts would run")
 @pytest.mark.parametrize(("script", "args"), [
     ("gpu_checks.py", ["--steps", "ode"]),
