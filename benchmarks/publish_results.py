@@ -175,6 +175,15 @@ def run_env(key: str, folder: Path) -> dict[str, str] | None:
     return {**os.environ, "SCIML_BENCH_AMICI_CACHE": str(folder)}
 
 
+def shipped_groups() -> tuple[list[str], list[str], list[str]]:
+    """The shipped problems as the published runs group them: single-trajectory problems
+    (the main run), ensembles, and the ladders of :data:`LADDERS`."""
+    names = spec.available_problems()
+    ensembles = [n for n in names if spec.load(n).ensemble is not None]
+    ladders = [n for n in names if n in LADDERS]
+    return [n for n in names if n not in ensembles and n not in ladders], ensembles, ladders
+
+
 def planned_runs(problems: list[str], ensembles: list[str], ladders: list[str],
                  models_root: str | None = None) -> dict[str, list[str]]:
     """Every published run: its name and the arguments of its ``sciml-bench run``
@@ -359,10 +368,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.out.resolve() != RESULTS.resolve():
         RESULTS, RAW, GPU = a.out.resolve(), a.out.resolve() / "published", a.out.resolve() / "published-gpu"
         TIMINGS, FILES = RAW / "timings.json", RAW / "files.json"
-    names = spec.available_problems()
-    ensembles = [n for n in names if spec.load(n).ensemble is not None]
-    ladders = [n for n in names if n in LADDERS]
-    problems = [n for n in names if n not in ensembles and n not in ladders]
+    problems, ensembles, ladders = shipped_groups()
     runs = planned_runs(problems, ensembles, ladders, os.environ.get(MODELS_VAR) or None)
     only = [run_key(n, runs) for n in a.only]
     if not a.report_only:

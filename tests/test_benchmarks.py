@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -86,6 +87,15 @@ def _ok(r: subprocess.CompletedProcess[str]) -> str:
     return r.stdout
 
 
+def bench_module(name: str) -> ModuleType:
+    """A script of benchmarks/ imported as a module (its own imports resolve there)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
 def test_every_script_has_a_smoke_test() -> None:
     scripts = {p.name for p in BENCH.iterdir() if p.suffix in (".py", ".sh")}
     assert scripts == set(COVERED), "give each script in benchmarks/ a smoke test here"
@@ -143,14 +153,10 @@ def test_bare_twins_run_on_their_config(tmp_path: Path) -> None:
     _need("jax", "diffrax", "torch", "torchdiffeq")
     import json
 
-    sys.path.insert(0, str(BENCH))
-    try:
-        import ensemble_overhead
-        import harness_overhead
+    from sciml_bench.problem import spec
 
-        from sciml_bench.problem import spec
-    finally:
-        sys.path.remove(str(BENCH))
+    ensemble_overhead = bench_module("ensemble_overhead")
+    harness_overhead = bench_module("harness_overhead")
     spiral = harness_overhead.bare_config(spec.load("nonstiff-spiral-node"), "spiral",
                                           "diffrax", tmp_path)  # fmt: skip
     ens = ensemble_overhead.bare_config(2, "Tsit5", tmp_path)
@@ -255,11 +261,7 @@ def test_publish_results_a_missing_model_stops_before_anything_runs(tmp_path: Pa
         assert ("is not set" if not extra else "no-clone/Benchmark-Models/Boehm_JProteomeRes2014/"
                 "model_Boehm_JProteomeRes2014.xml does not exist") in line
     assert [p.name for p in raw.iterdir()] == ["kept.h5"]
-    sys.path.insert(0, str(BENCH))
-    try:
-        import publish_results
-    finally:
-        sys.path.remove(str(BENCH))
+    publish_results = bench_module("publish_results")
     assert ('sciml-bench run --sbml "$SCIML_BENCH_MODELS/Benchmark-Models/Boehm_JProteomeRes2014/'
             'model_Boehm_JProteomeRes2014.xml" --t-end 240 --gradient all') in publish_results.model_lines(
         {"model Boehm_JProteomeRes2014": 60.0})
@@ -272,18 +274,9 @@ def test_publish_results_every_run_it_names_is_one_run_accepts() -> None:
     ``--cold``, once) would stop a publication after it began, not here."""
     from sciml_bench.cli.run import run as run_command
     from sciml_bench.cli.run_plan import RunOptions, plan_run
-    from sciml_bench.problem import spec
 
-    sys.path.insert(0, str(BENCH))
-    try:
-        import publish_results
-    finally:
-        sys.path.remove(str(BENCH))
-    names = spec.available_problems()
-    ensembles = [n for n in names if spec.load(n).ensemble is not None]
-    ladders = [n for n in names if n in publish_results.LADDERS]
-    problems = [n for n in names if n not in ensembles and n not in ladders]
-    runs = publish_results.planned_runs(problems, ensembles, ladders)
+    publish_results = bench_module("publish_results")
+    runs = publish_results.planned_runs(*publish_results.shipped_groups())
     assert {f"ladder {n}" for n in publish_results.LADDERS} <= set(runs)
     for key, args in runs.items():
         if key.startswith("model "):
@@ -368,11 +361,7 @@ def test_diffsol_bare_ladder_tiny() -> None:
 def test_ratio_ci_holds_the_ratio_and_widens_with_process_spread() -> None:
     """The hierarchical bootstrap: the point is the ratio of pooled medians; rounds that
     disagree (process-to-process spread) give a wider interval than rounds that agree."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        from harness_overhead import ratio_ci
-    finally:
-        sys.path.remove(str(BENCH))
+    ratio_ci = bench_module("harness_overhead").ratio_ci
     bare = [[1.0, 1.01, 0.99, 1.0]] * 4
     agree = [[1.2, 1.21, 1.19, 1.2]] * 4
     r, lo, hi = ratio_ci(agree, bare)
@@ -385,11 +374,7 @@ def test_ratio_ci_holds_the_ratio_and_widens_with_process_spread() -> None:
 def test_process_ratio_ci_is_over_per_process_medians() -> None:
     """The harness figure: geometric means of each side's per-process medians, so a slow
     suite process counts as one process, not as its share of the pooled samples."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        from harness_overhead import process_ratio_ci
-    finally:
-        sys.path.remove(str(BENCH))
+    process_ratio_ci = bench_module("harness_overhead").process_ratio_ci
     bare = [[1.0, 1.01, 0.99]] * 3
     suite = [[1.0, 1.01, 0.99], [1.0, 1.0, 1.0], [4.0, 4.1, 3.9]]  # one process 4x
     r, lo, hi = process_ratio_ci(suite, bare)
@@ -400,11 +385,8 @@ def test_process_ratio_ci_is_over_per_process_medians() -> None:
 def test_the_smallest_floor_lets_at_most_five_percent_through() -> None:
     """20 identical pairs: one false winner is allowed (5 %), so the floor lies just above
     the second largest folded ratio (0.5 folds to 2.0, the largest)."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        from noise_floor import interval, smallest_floor
-    finally:
-        sys.path.remove(str(BENCH))
+    mod = bench_module("noise_floor")
+    interval, smallest_floor = mod.interval, mod.smallest_floor
     floor, through = smallest_floor([1.0, 1.1, 1.2, 0.5] + [1.01] * 16)
     assert floor == pytest.approx(1.2) and floor > 1.2 and through == 1
     lo, hi = interval(1, 20)  # Clopper-Pearson, 95 %
@@ -590,11 +572,7 @@ def test_process_split_prints_each_variants_modes() -> None:
 
 
 def test_process_split_finds_two_modes() -> None:
-    sys.path.insert(0, str(BENCH))
-    try:
-        from process_split import two_modes
-    finally:
-        sys.path.remove(str(BENCH))
+    two_modes = bench_module("process_split").two_modes
     lo, hi, n_lo, n_hi = two_modes([1.45, 1.5, 1.47, 3.6, 1.52, 3.7])
     assert (n_lo, n_hi) == (4, 2) and hi / lo == pytest.approx(3.65 / 1.485, rel=0.01)
     lo, hi, n_lo, n_hi = two_modes([1.2, 1.21, 1.19, 1.22])
