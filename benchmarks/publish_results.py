@@ -100,10 +100,10 @@ MODELS_URL = "https://github.com/Benchmarking-Initiative/Benchmark-Models-PEtab"
 MODELS_COMMIT = "4d2085084b289f6215a95475b1ee639fd7d42283"
 #: each model's time span ends at its data's last measurement (the PEtab measurement
 #: table's largest time); every gradient method. Budgeted to fit a shared, loaded 2-core
-#: machine (docs/real-models.md): Boehm, the first, ran every backend at the defaults (three
-#: cold processes, the import's step bound of 100,000), and torchdiffeq's dopri5 (both
-#: methods), torchode's and Diffrax's BacksolveAdjoint each spent the 300 s budget to fail
-#: (dopri5 had reached t = 2.4 of 240); the others run one cold process a case at ROBER's
+#: machine (docs/real-models.md): Boehm, the first, runs every backend at the defaults (three
+#: cold processes, the import's step bound of 100,000), where torchdiffeq's and torchode's
+#: dopri5 spend 134-139 s each on the step bound (t = 2.74 of 240) and Diffrax's
+#: BacksolveAdjoint the 300 s budget, 12 of its 15.5 minutes; the others run one cold process a case at ROBER's
 #: step bound (10,000), Zheng on every backend, the rest without the two explicit-only
 #: libraries and with a 180 s budget; Lang (not yet published: its reference did not finish
 #: under load) with 3 repeats and without Diffrax too (every Diffrax row spent the 180 s
