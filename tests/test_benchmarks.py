@@ -286,6 +286,37 @@ def test_publish_results_every_run_it_names_is_one_run_accepts() -> None:
         plan_run(RunOptions.from_click(params))  # a refused option raises UserError
 
 
+def test_publish_results_a_change_to_drawing_code_alone_leaves_files_fresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A figure's label changed leaves every published file as it was; any other change
+    under ``sciml_bench/`` (a worker's, a runner's) makes the files older than the code."""
+    publish_results = bench_module("publish_results")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    drawing, measuring = (tmp_path / p for p in (publish_results.DRAWING_ONLY[0],
+                                                  "sciml_bench/run/ode.py"))  # fmt: skip
+    for f in (drawing, measuring):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("x = 1\n")
+    subprocess.run([*git, "init", "-q"], check=True)
+
+    def commit() -> str:
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", "c"], check=True)
+        return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
+                              text=True).stdout.strip()  # fmt: skip
+
+    first = commit()
+    monkeypatch.setattr(publish_results, "ROOT", tmp_path)
+    drawing.write_text("x = 2\n")
+    commit()
+    assert publish_results.code_changed(first) is False
+    measuring.write_text("x = 2\n")
+    commit()
+    assert publish_results.code_changed(first) is True
+    assert publish_results.code_changed("0" * 40) is None  # a commit git does not have
+
+
 @pytest.mark.skipif(not NO_GPU, reason="an NVIDIA GPU is visible: these scripts would run")
 @pytest.mark.parametrize(("script", "args"), [
     ("gpu_checks.py", ["--steps", "ode"]),

@@ -418,7 +418,7 @@ def _work_precision_axes(ax: Any, metric: str, what: str) -> None:
     ax.invert_xaxis()  # more precise to the right, as in DiffEqDevTools
     _log_axis(ax.xaxis, sci=True)
     _log_axis(ax.yaxis, seconds=True)
-    ax.set_xlabel("gradient error, max relative component (more precise →)"
+    ax.set_xlabel("gradient error, norm-wise relative (more precise →)"
                   if metric == "gradient" else f"{metric} error (more precise →)")
     ax.set_ylabel(f"{what} time, median [IQR]")
     ax.set_title(what, fontsize=10)
