@@ -1,9 +1,10 @@
 """What splits a fresh process's speed: the same compiled Diffrax gradient in many fresh
 processes, one thing varied at a time (issue 43).
 
-Each process is the bare Diffrax twin (``_bare_diffrax.py``: no sciml-bench code) of
-Lotka-Volterra's loss gradient and solve, run in the suite's worker environment, and
-reports its raw samples; the figure of a process is its median. A *variant* changes one
+Each process is a bare twin (no sciml-bench code) of a problem's loss gradient and solve:
+Diffrax's (``_bare_diffrax.py``) by default, or CVODES through CasADi's or diffsol's
+(``--backend``: ``_bare_cvodes.py``, ``_bare_diffsol.py``), run in the suite's worker
+environment, and reports its raw samples; the figure of a process is its median. A *variant* changes one
 thing against ``baseline``:
 
 - ``pin0``, ``pin1``: the process pinned to one core (``taskset -c``);
@@ -26,7 +27,7 @@ their max/min and 95th/5th percentile ratios, and the best two-mode split of the
 by 1.2x or more is reported as bimodal.
 
     python benchmarks/process_split.py [--processes 20] [--variants baseline,pin0,...]
-        [--repeats 200] [--out FILE.json]
+        [--repeats 200] [--backend diffrax|cvodes|diffsol] [--problem NAME] [--out FILE.json]
 
 ``--processes 40 --variants baseline`` is the issue's 40-process measurement.
 """
@@ -56,19 +57,23 @@ from harness_overhead import bare_config, worker_env  # noqa: E402
 from sciml_bench.problem import spec  # noqa: E402
 from sciml_bench.run.executor import thread_env  # noqa: E402
 
-TWIN = str(HERE / "_bare_diffrax.py")
+#: each problem's vector field in the bare twins
+RHS = {"nonstiff-lotka-volterra": "lotka-volterra", "stiff-robertson": "robertson",
+       "stiff-hires": "hires"}
 #: a two-mode split whose centres differ by at least this much is called bimodal
 BIMODAL = 1.2
 IMPORTS_FIRST = (
-    "import sys, runpy, numpy, scipy.integrate, h5py, sciml_bench.run.worker; "
-    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    "import os, sys, runpy, numpy, scipy.integrate, h5py, sciml_bench.run.worker; "
+    "sys.argv = sys.argv[1:]; sys.path.insert(0, os.path.dirname(sys.argv[0])); "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
 )
 
 
-def variant_call(name: str, cfg: Path, repeats: int, base: dict[str, str]
-                 ) -> tuple[list[str], dict[str, str]]:
-    """The command and environment of one process of variant ``name``."""
-    cmd, env = [sys.executable, TWIN, str(cfg), str(repeats)], dict(base)
+def variant_call(name: str, cfg: Path, repeats: int, base: dict[str, str],
+                 backend: str = "diffrax") -> tuple[list[str], dict[str, str]]:
+    """The command and environment of one process of variant ``name`` of ``backend``'s twin."""
+    twin = str(HERE / f"_bare_{backend}.py")
+    cmd, env = [sys.executable, twin, str(cfg), str(repeats)], dict(base)
     if name in ("pin0", "pin1"):
         cmd = ["taskset", "-c", name[-1], *cmd]
     elif name == "pinlate":
@@ -84,6 +89,8 @@ def variant_call(name: str, cfg: Path, repeats: int, base: dict[str, str]
     elif name == "imports":
         cmd = [sys.executable, "-c", IMPORTS_FIRST, *cmd[1:]]
     elif name == "warm100":
+        if backend != "diffrax":
+            raise SystemExit("warm100: only Diffrax's twin takes a warm-up count")
         cmd.append("100")
     elif name != "baseline":
         raise SystemExit(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
@@ -105,7 +112,10 @@ def busy_seconds() -> float:
 def one_process(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Run one process; its per-kind medians and the others' CPU while it ran."""
     ru0, busy0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), busy_seconds(), time.time()
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"process_split: a twin process failed (exit status {r.returncode}):"
+                         f" {' '.join(cmd)}\n{r.stderr[-2000:]}")  # fmt: skip
     ru1, busy1, t1 = resource.getrusage(resource.RUSAGE_CHILDREN), busy_seconds(), time.time()
     own = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     out = json.loads(r.stdout.strip().splitlines()[-1])
@@ -154,7 +164,9 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=20, help="fresh processes per variant")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--repeats", type=int, default=200, help="samples per kind per process")
-    ap.add_argument("--problem", default="nonstiff-lotka-volterra")
+    ap.add_argument("--problem", default="nonstiff-lotka-volterra", choices=sorted(RHS))
+    ap.add_argument("--backend", default="diffrax", choices=("diffrax", "cvodes", "diffsol"),
+                    help="whose bare twin runs (the suite's solver and gradient method)")
     ap.add_argument("--load-limit", type=float, default=0.5,
                     help="others' cores above which a process is left out of the figures")
     ap.add_argument("--seed", type=int, default=0)
@@ -165,11 +177,11 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         problem = spec.load(args.problem)
-        cfg = bare_config(problem, "lotka-volterra", "diffrax", Path(tmp))
+        cfg = bare_config(problem, RHS[args.problem], args.backend, Path(tmp))
         base = worker_env(Path(tmp) / "scratch")
         for rnd in range(args.processes):
             for name in rng.sample(variants, len(variants)):
-                cmd, env = variant_call(name, cfg, args.repeats, base)
+                cmd, env = variant_call(name, cfg, args.repeats, base, args.backend)
                 rows.append({"variant": name, "round": rnd, **one_process(cmd, env)})
                 if args.out:
                     args.out.write_text(json.dumps(rows, indent=1))

@@ -592,14 +592,24 @@ def test_noise_floor_identical_rows_and_their_false_winners(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_process_split_prints_each_variants_modes() -> None:
-    """Two fresh processes of the pinned-late variant, every process counted whatever the
-    load: a line per kind with the per-process medians' range and modes."""
-    _need("jax", "diffrax")
-    out = _ok(bench("process_split.py", "--processes", "2", "--variants", "pinlate",
-                    "--repeats", "3", "--load-limit", "100"))  # fmt: skip
-    for kind in ("grad", "solve"):
-        assert re.search(rf"pinlate +{kind} +n=2 +median +[\d.]+ ms .* max/min +[\d.]+x", out), out
+@pytest.mark.parametrize(("backend", "needs", "problem", "variants"), [
+    ("diffrax", ("jax", "diffrax"), "nonstiff-lotka-volterra", ("pinlate",)),
+    ("diffsol", ("pydiffsol",), "stiff-robertson", ("pinlate", "imports")),
+])  # fmt: skip
+def test_process_split_prints_each_variants_modes(
+    backend: str, needs: tuple[str, ...], problem: str, variants: tuple[str, ...]
+) -> None:
+    """Two fresh processes a variant of a backend's bare twin (pinned late; the worker's
+    imports first, whose twin runs by path), every process counted whatever the load: a
+    line per variant and kind with the per-process medians' range and modes."""
+    _need(*needs)
+    out = _ok(bench("process_split.py", "--processes", "2", "--variants", ",".join(variants),
+                    "--repeats", "3", "--load-limit", "100", "--backend", backend,
+                    "--problem", problem))  # fmt: skip
+    for variant in variants:
+        for kind in ("grad", "solve"):
+            assert re.search(rf"{variant} +{kind} +n=2 +median +[\d.]+ ms .* max/min +[\d.]+x",
+                             out), out  # fmt: skip
 
 
 def test_process_split_finds_two_modes() -> None:
