@@ -4,8 +4,8 @@ processes, one thing varied at a time (issue 43).
 Each process is a bare twin (no sciml-bench code) of a problem's loss gradient and solve:
 Diffrax's (``_bare_diffrax.py``) by default, or CVODES through CasADi's or diffsol's
 (``--backend``: ``_bare_cvodes.py``, ``_bare_diffsol.py``), run in the suite's worker
-environment, and reports its raw samples; the figure of a process is its median. A *variant* changes one
-thing against ``baseline``:
+environment, and reports its raw samples; the figure of a process is its median. A
+*variant* changes one thing against ``baseline``:
 
 - ``pin0``, ``pin1``: the process pinned to one core (``taskset -c``);
 - ``pinlate``: every thread pinned after the compiling calls, before the samples, by the

@@ -19,7 +19,8 @@ A results file older than the code it would be published with is refused (exit s
 naming the file and the fix) before anything runs: rows judged with an older reference
 version (``REFERENCE_VERSION``), or a run whose recorded commit's ``sciml_bench/`` differs
 from HEAD's (``git diff --quiet COMMIT HEAD -- sciml_bench``, less the code that only draws
-figures, :data:`DRAWING_ONLY`; a ``-dirty`` commit is taken as its commit). ``--allow-stale`` publishes such files anyway, saying so.
+figures, :data:`DRAWING_ONLY`; a ``-dirty`` commit is taken as its commit).
+``--allow-stale`` publishes such files anyway, saying so.
 
 Each published run has a name: ``run`` (every single-trajectory problem at its default
 size), a ladder's problem name, ``ensembles``, ``sweep``, ``cnn`` and ``model NAME`` (a
