@@ -16,7 +16,8 @@ time per iteration ÷ a bare training loop written as the library's own examples
    The bare loop's losses are held to the suite's curve (the same work: they must agree to
    the solver's rounding).
 
-    python benchmarks/training.py [--quick] [--rounds 3] [--problems a,b] [--no-target]
+    python benchmarks/training.py [--quick] [--rounds 3] [--problems a,b] [--backends a,b]
+        [--no-target]
 
 ``--quick`` trains 5 iterations: it proves the script runs (no target is reached, and
 the ratios of 4 iterations are noise).
@@ -139,14 +140,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="5 iterations: proves the script runs")
     ap.add_argument("--problems", default=",".join(PROBLEMS))
+    ap.add_argument("--backends", default="",
+                    help="the time-to-target table's backends, comma-separated [every one]")
     ap.add_argument("--no-target", action="store_true", help="only the overhead figure")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         if not args.no_target:
+            backends = tuple(b for b in args.backends.split(",") if b)
             for i, target in enumerate(p for p in args.problems.split(",") if p):
-                for line in time_to_target_lines(target, suite_records(target, (), tmp / f"t{i}",
-                                                                       args.quick)):  # fmt: skip
+                recs = suite_records(target, backends, tmp / f"t{i}", args.quick)
+                for line in time_to_target_lines(target, recs):
                     print(line)
         overhead(args.rounds, args.quick, tmp)
 
