@@ -164,6 +164,26 @@ def test_generated_rhs_parses_and_lints(tmp_path: Path):
     assert [d for d in lint(path) if d["severity"] == "error"] == []
 
 
+def test_a_moving_starts_y0_parses_lints_and_reads_the_logs(tmp_path: Path):
+    """A start that depends on the parameters (problem/initial.py): the source defines
+    ``y0(p)`` beside ``rhs!`` (SciMLBenchJL.build_case's ``moving_start`` looks it up and
+    passes ``u0 = y0(p)`` to ``solve``), reading the same logs as ``rhs!``."""
+    from sciml_bench.problem import codegen, spec
+
+    text = (ROOT / "tests" / "test_initial_values.py").read_text()
+    toml = text.split('TEXT = """', 1)[1].split('"""', 1)[0]
+    src = codegen.julia_source(spec.loads(toml))
+    assert syntax_errors(src.encode()) == []
+    assert re.findall(r"^function (\w+!?)\((.*)\)$", src, re.M) == [
+        ("rhs!", "du, u, p, t"), ("y0", "p")]
+    assert "p_ka = exp(p[1])" in src.split("function y0", 1)[1]
+    path = tmp_path / "rhs.jl"
+    path.write_text(src)
+    assert [d for d in lint(path) if d["severity"] == "error"] == []
+    jl = (ROOT / "julia" / "src" / "SciMLBenchJL.jl").read_text()
+    assert "define_rhs(src, :y0)" in jl and "u0 = c.u0fn(p)" in jl
+
+
 ARRAY_OPERATORS = """
 name = "grid"
 stiff = false

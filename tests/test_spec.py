@@ -53,7 +53,7 @@ def test_shipped_robertson_is_rober() -> None:
         ({"time__save": {"points": [3.0, 2.0]}}, "time.save", "strictly increasing"),
         ({"loss__kind": "sum"}, "loss.kind", "unknown kind 'sum'"),
         ({"loss__truth": {"k1": 0.04}}, "loss.truth", "equals the initial parameters"),
-        ({"parameters__k1": "fast"}, "parameters.k1", "expected a number"),
+        ({"parameters__k1": "fast"}, "parameters.k1", "is a derived parameter"),
         ({"state__names": ["y1", "y1", "y3"]}, "state.names[1]", "duplicate name"),
         ({"state__names": ["y1", "t", "y3"]}, "state.names[1]", "reserved"),
         ({"tolerances__rtol": -1.0}, "tolerances.rtol", "positive"),

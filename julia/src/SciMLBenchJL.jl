@@ -122,7 +122,7 @@ and loss arrays are all `T`). The loss arrays are stored transposed, `(n_state, 
 to match `Array(sol)`. `dt` is a fixed-step solver's step (`adaptive = false`), `0` for an
 adaptive solve.
 """
-struct BenchCase{P, A, S, T <: AbstractFloat}
+struct BenchCase{P, A, S, T <: AbstractFloat, U}
     prob::P
     alg::A
     sensealg::S
@@ -134,6 +134,9 @@ struct BenchCase{P, A, S, T <: AbstractFloat}
     O::Matrix{T}
     C::Matrix{T}
     dt::T
+    # the generated `y0(p)` where the initial state depends on the parameters, else
+    # `nothing` (the problem's fixed `u0`)
+    u0fn::U
 end
 
 """Raised inside the loss when the forward solve fails, so no gradient is taken."""
@@ -217,11 +220,14 @@ function build_case(
     dtype::AbstractString = "float64",
     dt::Real = 0.0,
     jac_rows = Int[],
-    jac_cols = Int[],
+    jac_cols = Int[];
+    moving_start::Bool = false,
 )
     check_options(solver, gradient)
     T = float_type(dtype)
     rhs! = define_rhs(src)
+    # the start as a function of the parameters (the source defines `y0(p)` then)
+    u0fn = moving_start ? define_rhs(src, :y0) : nothing
     # Through invokelatest, so that everything built here sees the method just defined.
     return Base.invokelatest(
         _build_case,
@@ -240,6 +246,7 @@ function build_case(
         String(gradient),
         T(dt),
         sparsity(jac_rows, jac_cols, length(u0)),
+        u0fn,
     )
 end
 
@@ -279,6 +286,7 @@ function _build_case(
     gradient,
     dt,
     jac_prototype,
+    u0fn,
 )
     # The default specialisation (AutoSpecialize) wraps the RHS so that precompiled solver
     # code is reused for a new RHS: the library's default, and its answer to latency.
@@ -296,16 +304,22 @@ function _build_case(
         permutedims(O),
         permutedims(C),
         dt,
+        u0fn,
     )
 end
 
 # A fixed step: OrdinaryDiffEq's `adaptive = false` with `dt`, under the same `maxiters`.
 step_kwargs(c::BenchCase) = iszero(c.dt) ? (;) : (; adaptive = false, dt = c.dt)
 
+# The start from the parameters where it depends on them: `solve`'s `u0` keyword, which
+# SciMLSensitivity differentiates as it does `p`; the problem's own `u0` otherwise.
+start_kwargs(c::BenchCase, p) = c.u0fn === nothing ? (;) : (; u0 = c.u0fn(p))
+
 function _solve(c::BenchCase, p; kwargs...)
     return SciMLBase.solve(
         c.prob,
         c.alg;
+        start_kwargs(c, p)...,
         p = p,
         saveat = c.tsave,
         reltol = c.rtol,

@@ -273,17 +273,24 @@ def loss_function(F: Any, y0: Any, n_params: int, loss_arrays: Any, method: str)
     with, per save time, ``Y`` then each ``S^k``), so ``Y`` and every ``S^k`` come from one
     pass; ``F.forward(n)`` itself calls it but keeps only the ``S^k``, so ``jtimes`` would
     integrate ``Y`` again in ``F``. ``adjoint``: reverse mode, ``gradient(L, p)``, on the MX
-    graph of ``F``'s output."""
+    graph of ``F``'s output.
+
+    ``y0`` is the initial state, or the generated ``y0(p)`` where it depends on the
+    parameters (:mod:`sciml_bench.problem.initial`): then ``x0`` is that expression of the
+    symbols, the forward directions start at its Jacobian ``∂y0/∂p`` (not 0), and the
+    reverse mode runs through it."""
     import casadi as ca
 
     P = ca.MX.sym("p", n_params)
     W, O, C = (ca.DM(np.asarray(a).T) for a in loss_arrays)  # n_state x n_save, as F's xf
+    X0 = y0(P) if callable(y0) else ca.DM(y0)
     if method != "forward":
-        Y = F(x0=ca.DM(y0), p=P)["xf"]
+        Y = F(x0=X0, p=P)["xf"]
         L = ca.sum1(ca.sum2(W * (Y - O) ** 2)) + ca.sum1(ca.sum2(C * Y))
         return ca.Function("G", [P], [L, ca.gradient(L, P)])
     n_save, k = W.size2(), 1 + n_params  # xf's columns: per save time, Y then each S^k
-    x0 = ca.horzcat(ca.DM(y0), ca.DM.zeros(len(y0), n_params))  # dy0/dp = 0
+    # the directions' starts: dy0/dp, 0 for a fixed start
+    x0 = ca.horzcat(X0, ca.jacobian(X0, P) if callable(y0) else ca.DM.zeros(X0.size1(), n_params))
     name = f"fsens{n_params}_{F.name()}"
     sens = next((f for f in F.forward(n_params).find_functions() if f.name() == name), None)
     if sens is None:
@@ -341,11 +348,19 @@ class CvodesCase(CompiledCase):
     def __init__(self, problem: CompiledProblem, options: CaseOptions):
         import casadi as ca
 
+        from sciml_bench.problem.generated import load_python
+
         self.F, kind = build_integrator(problem, options)
-        self.G = loss_function(self.F, problem.y0, problem.n_params,
+        start = load_python(problem.source["casadi"]).get("y0", problem.y0)
+        self.G = loss_function(self.F, start, problem.n_params,
                                (problem.loss_W, problem.loss_O, problem.loss_C),
                                options.gradient_method)  # fmt: skip
         self.x0 = ca.DM(problem.y0)
+        #: the start at the model's parameters, where it depends on them (else None)
+        self.X0: Any = None
+        if callable(start):
+            P = ca.SX.sym("p", problem.n_params)
+            self.X0 = ca.Function("X0", [P], [start(P)])
         self.max_steps = options.max_steps
         self.log_scaled = log_scaled(problem)
         self._ca = ca
@@ -372,7 +387,8 @@ class CvodesCase(CompiledCase):
             return None
 
     def timed_solve(self, params: Any) -> Any:
-        return self._call(self.F, x0=self.x0, p=params)
+        x0 = self.x0 if self.X0 is None else self.X0(params)
+        return self._call(self.F, x0=x0, p=params)
 
     def check_solve(self, raw: Any) -> Solution:
         st = self._stats() or {}

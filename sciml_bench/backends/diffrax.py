@@ -138,7 +138,8 @@ def diffeqsolve_arguments(
 ) -> dict[str, Any]:
     """``diffeqsolve``'s arguments for one case, all but the parameters (``args``): the
     generated ``rhs(t, y, args)`` as the term, the solver, the step-size control, the
-    adjoint, the step bound, and the times and ``y0`` in the case's dtype."""
+    adjoint, the step bound, and the times and ``y0`` in the case's dtype (``y0`` left out
+    where it is a function of the parameters: the solve computes it from ``args``)."""
     import diffrax
     import jax.numpy as jnp
 
@@ -153,7 +154,7 @@ def diffeqsolve_arguments(
         "t0": t0,
         "t1": t1,
         "dt0": None if settings["dt0"] is None else jnp.asarray(settings["dt0"], dtype=dtype),
-        "y0": jnp.asarray(y0, dtype=dtype),
+        **({} if callable(y0) else {"y0": jnp.asarray(y0, dtype=dtype)}),
         "saveat": diffrax.SaveAt(ts=jnp.asarray(t_save, dtype=dtype)),
         "stepsize_controller": diffrax.ConstantStepSize() if ctrl is None
         else diffrax.PIDController(**ctrl),
@@ -176,7 +177,9 @@ def compiled_calls(
     - ``value_and_grad(theta)``: ``jax.grad`` of ``loss`` with its auxiliary output.
 
     ``rhs(t, y, args)`` is the generated vector field, the parameters Diffrax's ``args``
-    (the other arguments: :func:`diffeqsolve_arguments`).
+    (the other arguments: :func:`diffeqsolve_arguments`). ``y0`` is the initial state, or
+    the generated ``y0(theta)`` where it depends on the parameters: then it is computed
+    inside every call, so ``jax.grad`` runs through it.
     """
     import diffrax
     import jax
@@ -187,7 +190,8 @@ def compiled_calls(
     W, O, C = (jnp.asarray(a, dtype=dtype) for a in loss_arrays)
 
     def _solve(theta: Any) -> Any:
-        sol = diffrax.diffeqsolve(**solve_args, args=theta, throw=False)
+        start = {"y0": jnp.asarray(y0(theta), dtype=dtype)} if callable(y0) else {}
+        sol = diffrax.diffeqsolve(**solve_args, **start, args=theta, throw=False)
         # [result code, accepted, rejected steps] in one small array: each extra output
         # of a compiled call costs microseconds of dispatch
         status = jnp.stack(
@@ -257,12 +261,13 @@ class DiffraxCase(Case):
         from sciml_bench.problem.generated import load_python
 
         jax.config.update("jax_enable_x64", True)
-        rhs = load_python(problem.source["jax"])["rhs"]
+        ns = load_python(problem.source["jax"])
+        rhs = ns["rhs"]
         #: the case's floating-point type (--dtype): every array of the solve is made in it
         self.dtype = jnp.dtype(options.dtype)
         settings = case_settings(problem, options)
         fns = compiled_calls(
-            rhs, problem.y0, problem.t_span, problem.t_save,
+            rhs, ns.get("y0", problem.y0), problem.t_span, problem.t_save,
             (problem.loss_W, problem.loss_O, problem.loss_C), settings,
         )  # fmt: skip
         self._solve_full = fns["solve_full"]

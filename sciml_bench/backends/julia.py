@@ -749,6 +749,8 @@ class JuliaBackend(Backend):
                 options.dtype,
                 float(step or 0.0),  # 0: adaptive
                 *sparsity_args(problem, options),
+                # the generated y0(p): a start that moves with the parameters
+                **({"moving_start": True} if problem.y0_depends else {}),
             )
         except self._julia_error as e:
             raise RuntimeError(f"building the Julia case failed: {e}") from None

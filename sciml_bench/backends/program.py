@@ -383,6 +383,10 @@ def program(problem: CompiledProblem, backend: str, options: CaseOptions, comman
     if recipe is None:
         return (f"{NOT_YET} {backend} yet: this is its vector field alone, as the worker "
                 f"loads it ({command})\n{rhs}")  # fmt: skip
+    if problem.y0_depends:  # the recipes bind one fixed Y0
+        return (f"{NOT_YET} a problem whose initial state depends on its parameters yet "
+                f"({problem.name}): this is {backend}'s vector field and start (y0(p)) alone, "
+                f"as the worker loads them ({command})\n{rhs}")  # fmt: skip
     doc = [
         f'"""{problem.name} as sciml-bench\'s {backend} worker runs it: {options.solver}, '
         f"gradient {options.gradient_method},",

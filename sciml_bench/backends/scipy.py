@@ -139,6 +139,8 @@ class ScipyCase(Case):
 
         ns = load_python(problem.source["numpy"])
         self.rhs = ns["rhs"]
+        #: the initial state at θ, where it depends on θ (problem/initial.py)
+        self.y0_of: Callable[..., Any] | None = ns.get("y0")
         self.settings = case_settings(problem, options)
         #: the Jacobian the implicit methods get (``jac(t, y, p)``), chosen once, here
         self.jac: Callable[..., Any] | None = ns["jac"] if self.settings["exact_jacobian"] else None
@@ -155,10 +157,13 @@ class ScipyCase(Case):
         self.t_eval = np.asarray(problem.t_save, dtype=np.float64)
 
     def timed_solve(self, params: np.ndarray, y0: np.ndarray | None = None) -> ScipyRun:
-        """Solve from ``y0`` (default: the problem's initial state) at ``params``."""
+        """Solve from ``y0`` (default: the problem's initial state, at ``params`` where it
+        depends on them) at ``params``."""
         # the parameters bound once per solve, in C (functools.partial), not per call
         jac = None if self.jac is None else partial(self.jac, p=params)
-        return self.integrate(partial(self.rhs, p=params), jac, self.p.y0 if y0 is None else y0)
+        if y0 is None:
+            y0 = self.p.y0 if self.y0_of is None else self.y0_of(params)
+        return self.integrate(partial(self.rhs, p=params), jac, y0)
 
     def integrate(
         self, f: Callable[..., Any], jac: Callable[..., Any] | None, y0: np.ndarray

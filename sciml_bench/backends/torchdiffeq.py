@@ -231,6 +231,9 @@ class TorchdiffeqCase(TorchPlaced, Case):
             self.info["linear_solver"] = f"none ({options.solver} is explicit)"
         #: the device torch reports for the last solution (the read-back)
         self.last_device: Any = self.y0.device
+        #: the start depends on the parameters: each solve computes it from the module's
+        #: parameter tensors (RHS.initial), so autograd runs through it (problem/initial.py)
+        self.moving_start = problem.y0_depends
 
     def _odeint(self) -> Any:
         return self.integrate(self.module)
@@ -239,8 +242,9 @@ class TorchdiffeqCase(TorchPlaced, Case):
         """``odeint`` of ``func`` (its step callbacks attached) from ``y0`` over the save
         grid, under the shared step bound; a failure is a :class:`SolverFailure`."""
         self.steps.reset()
+        y0 = func.initial() if self.moving_start else self.y0
         try:
-            ys = self.odeint(func, self.y0, self.t, **self.kw, **extra)
+            ys = self.odeint(func, y0, self.t, **self.kw, **extra)
         except AssertionError as e:
             raise SolverFailure(
                 classify_message(str(e)), f"torchdiffeq: {e}", self.steps.reached()

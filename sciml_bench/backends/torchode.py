@@ -101,12 +101,14 @@ class TorchodeEnsembleCase(TorchMembers, TorchPlaced, EnsembleCase):
             self.solve_fn = torch.compile(self.adjoint.solve)
         t0, t1 = problem.t_span
         ts = torch.as_tensor(problem.t_save, dtype=dt, device=dev)
-        self.ivp = torchode.InitialValueProblem(
-            y0=y0,
-            t_start=torch.full((n,), t0, dtype=dt, device=dev),
-            t_end=torch.full((n,), t1, dtype=dt, device=dev),
-            t_eval=ts.expand(n, -1),
-        )
+        self._times = {"t_start": torch.full((n,), t0, dtype=dt, device=dev),
+                       "t_end": torch.full((n,), t1, dtype=dt, device=dev),
+                       "t_eval": ts.expand(n, -1)}  # fmt: skip
+        self._ivp_type = torchode.InitialValueProblem
+        self.ivp = torchode.InitialValueProblem(y0=y0, **self._times)
+        #: the start as a function of the parameters, where it depends on them (a single
+        #: trajectory's case sets it: problem/initial.py); None: the batch's fixed y0
+        self.y0_of: Any = None
 
         def on(a: np.ndarray) -> Any:
             return torch.as_tensor(a, dtype=dt, device=dev)
@@ -122,7 +124,10 @@ class TorchodeEnsembleCase(TorchMembers, TorchPlaced, EnsembleCase):
             self.info["fixed_step"] = f"FixedStepController(), dt0={step!r} for every member"
 
     def _solve(self, th: Any) -> Any:
-        return self.solve_fn(self.ivp, args=self._params(th), dt0=self.dt0)
+        ivp = self.ivp
+        if self.y0_of is not None:  # the start from the parameters, inside autograd's graph
+            ivp = self._ivp_type(y0=self.y0_of(th)[None, :], **self._times)
+        return self.solve_fn(ivp, args=self._params(th), dt0=self.dt0)
 
     def _check(self, status: Any) -> None:
         code = status.cpu().numpy()
@@ -169,6 +174,10 @@ class TorchodeCase(Case):
         one = Batch(problem.y0[None, :], np.ones((1, problem.n_params)),
                     np.zeros((1, problem.n_params)))  # fmt: skip
         self.ens = TorchodeEnsembleCase(problem, options, one)
+        if problem.y0_depends:
+            from sciml_bench.problem.generated import load_python
+
+            self.ens.y0_of = load_python(problem.source["torch"])["y0"]
         if problem.size is not None:
             self.info = {"linear_solver": f"none ({options.solver} is explicit)"}
 

@@ -20,9 +20,17 @@ from sciml_bench.cli.options import UserError, load_problem, sized
 @click.option("--full", is_flag=True,
               help="Build the full reference (the gradient too, cached for `run`) instead of "
                    "one solve.")
+@click.option("--sbml", "sbml_file", type=click.Path(dir_okay=False), default=None,
+              help="An SBML model, imported as `sciml-bench import` does; checked against the "
+              "file itself (each parameter changed in the SBML, re-imported and solved) at "
+              "any size, with its full reference.")
+@click.option("--t-end", type=click.FloatRange(0, None, min_open=True), default=None,
+              help="--sbml: the end of the time span [10].")
+@click.option("--parameters", default=None, metavar="A,B",
+              help="--sbml: the parameters to differentiate (SBML ids) [import's default].")
 def check_cmd(
     problem: str | None, problem_file: str | None, size: int | None, no_reference: bool,
-    full: bool,
+    full: bool, sbml_file: str | None, t_end: float | None, parameters: str | None,
 ) -> None:  # fmt: skip
     """Check a problem before a long run: validate it, print its equations as parsed, the
     backends that can run it, and run the reference solve once, with its time.
@@ -36,10 +44,16 @@ def check_cmd(
       sciml-bench check --problem-file my-model.toml
       sciml-bench check stiff-robertson
       sciml-bench check --problem-file my-model.toml --full   # the gradient too, cached
+      sciml-bench check --sbml model.xml --t-end 100    # an SBML import against its file
     """
     from sciml_bench.backends.support import support
     from sciml_bench.problem import check
 
+    if sbml_file is not None:
+        _check_sbml(sbml_file, t_end, parameters, check)
+        return
+    if t_end is not None or parameters is not None:
+        raise UserError("--t-end and --parameters apply to --sbml models")
     p = sized(load_problem(problem, problem_file), size)
     click.echo(f"{p.name} ({p.source}): valid" + (f": {p.description}" if p.description else ""))
     for line in check.summary(p):
@@ -50,6 +64,28 @@ def check_cmd(
         _print_reference(p, full)
     target = f"--problem-file {problem_file}" if problem_file else p.name
     click.echo(f"next: sciml-bench run {target} --quick   (then without --quick)")
+
+
+def _check_sbml(path: str, t_end: float | None, parameters: str | None, check: Any) -> None:
+    """``check --sbml``: the import, its equations and backends, its full reference and the
+    semantic check against the file (always, at any size); exit 2 where they disagree."""
+    from sciml_bench.backends.support import support
+    from sciml_bench.problem import spec
+    from sciml_bench.problem.sbml import read, semantic
+
+    names = [x.strip() for x in parameters.split(",") if x.strip()] if parameters else None
+    imported = read.read(path, parameters=names, **({} if t_end is None else {"t_end": t_end}))
+    p = spec.from_dict(imported.data, source=path)
+    click.echo(f"{p.name} ({path}): imported: {p.n_state} states, {p.n_params} differentiated "
+               f"parameters, {sum(1 for e in p.initial if e.free_symbols)} states starting at an "
+               f"expression of them, {len(p.derived)} derived parameters")  # fmt: skip
+    for line in check.summary(p):
+        click.echo(f"  {line}")
+    _print_equations(p, check)
+    _print_support(support(p, check.expressible(p)))
+    semantic.run_check(imported, p, click.echo, force=True)
+    option = f" --t-end {t_end:g}" if t_end is not None else ""
+    click.echo(f"next: sciml-bench run --sbml {path}{option} --quick")
 
 
 def _print_equations(p: Any, check: Any) -> None:

@@ -62,6 +62,10 @@ def _dask_options(f: Any) -> Any:
 @click.option("--t-end", "sbml_t_end", type=click.FloatRange(0, None, min_open=True),
               default=None, help="--sbml models: the end of the time span, as `sciml-bench "
               "import --t-end` [10]; e.g. the last measurement time of the model's data.")
+@click.option("--sbml-check/--no-sbml-check", "sbml_check", default=True, show_default=True,
+              help="--sbml models: check each import against its file before anything runs "
+              "(each differentiated parameter changed in the SBML, re-imported, solved; where "
+              "states x parameters <= 1,000); a disagreement refuses the model.")
 @click.option("-b", "--backend", "backend_names", multiple=True, callback=comma_list,
               help="Backend(s) to run, repeated or comma-separated (default: all of "
               f"{', '.join(BACKEND_NAMES)}). See `sciml-bench list`.")

@@ -54,6 +54,9 @@ def _execute_on(plan: RunPlan, o: RunOptions, executor: Any) -> tuple[list[dict[
     from sciml_bench.run import runner, signals
 
     writer = _writer(o, plan.label)
+    if plan.model_checks:  # each --sbml import's check against its file, on the file
+        writer.environment["model_checks"] = plan.model_checks
+        writer.flush()
     try:
         with signals.stop_signals():  # SIGTERM and SIGHUP end the run as Ctrl-C does
             records = _measure(plan, o, writer, executor)

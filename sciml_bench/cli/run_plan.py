@@ -4,7 +4,7 @@ what exists and what the named problems use, before anything runs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -60,6 +60,8 @@ class RunOptions:
     train: bool = False
     #: --sbml: SBML models, each imported with the defaults of `sciml-bench import`
     sbml_files: tuple[str, ...] = ()
+    #: --sbml-check/--no-sbml-check: check each --sbml import against its file where cheap
+    sbml_check: bool = True
     #: --t-end: the --sbml models' time span's end (None: import's default)
     sbml_t_end: float | None = None
     dtype: str | None = None
@@ -102,14 +104,26 @@ class RunPlan:
     devices: list[str]
     #: --sizes: ensemble member counts, array problems' size values (None: each ladder)
     sizes: list[int] | None = None
+    #: per --sbml model (by problem name), its import's semantic check against the file
+    model_checks: dict[str, Any] = field(default_factory=dict)
 
 
-def _sbml_problem(path: str, t_end: float | None) -> Any:
-    """An SBML model as the problem ``sciml-bench import [--t-end T]`` writes (its refusals
-    are ProblemErrors: one line, exit 2)."""
+def _sbml_problem(path: str, t_end: float | None, semantic: bool = False,
+                  checks: dict[str, Any] | None = None) -> Any:  # fmt: skip
+    """An SBML model as the problem ``sciml-bench import [--t-end T]`` writes, checked
+    against its file where cheap (``semantic``; the result goes into ``checks``). Its
+    refusals are ProblemErrors: one line, exit 2, before anything runs."""
+    from sciml_bench.problem import spec
     from sciml_bench.problem.sbml import read
+    from sciml_bench.problem.sbml import semantic as sem
 
-    return read.load(path) if t_end is None else read.load(path, t_end=t_end)
+    imported = read.read(path) if t_end is None else read.read(path, t_end=t_end)
+    problem = spec.from_dict(imported.data, source=path)
+    if semantic:
+        result = sem.run_check(imported, problem, lambda line: click.echo(line, err=True))
+        if checks is not None:
+            checks[problem.name] = result.to_json()
+    return problem
 
 
 def plan_run(o: RunOptions) -> RunPlan:
@@ -143,9 +157,10 @@ def plan_run(o: RunOptions) -> RunPlan:
     check_offered(names, o.solvers, o.gradients)
     devices = (_ode_devices(ode_requests, names) if problems + o.problem_files + o.sbml_files
                else ["cpu"])  # fmt: skip
+    checks: dict[str, Any] = {}
     loaded = [load_problem(None, f) for f in o.problem_files] + [
         load_problem(p, None) for p in problems
-    ] + [_sbml_problem(f, o.sbml_t_end) for f in o.sbml_files]
+    ] + [_sbml_problem(f, o.sbml_t_end, o.sbml_check, checks) for f in o.sbml_files]
     rtols = _rtols(o.tolerances, o.sweep)
     _check_applies(o, loaded, with_cnn)
     if o.sbml_t_end is not None and not o.sbml_files:
@@ -159,7 +174,7 @@ def plan_run(o: RunOptions) -> RunPlan:
     label = "run" if len(loaded) + with_cnn > 1 else (loaded[0].name if loaded else "cnn")
     label += "-train" if o.train else ""
     return RunPlan(
-        loaded, names, rtols, cnn_jobs, _settings(o, rtols), label, devices, sizes_given
+        loaded, names, rtols, cnn_jobs, _settings(o, rtols), label, devices, sizes_given, checks
     )
 
 

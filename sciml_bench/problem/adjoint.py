@@ -1,7 +1,7 @@
 """The reference gradient by a quadrature adjoint, solved by SciPy: for problems whose
 forward sensitivities (``n × P`` unknowns) would not fit.
 
-For ``y' = f(t, y, θ)``, ``y(t0) = y0`` independent of θ, and the loss
+For ``y' = f(t, y, θ)``, ``y(t0) = y0(θ)``, and the loss
 ``L = Σ_i W_i·(y_i − O_i)² + C_i·y_i`` over the save points ``t_1 < … < t_N`` with
 ``d_i = ∂L/∂y_i = 2 W_i ⊙ (y_i − O_i) + C_i``, the adjoint ``λ(t)`` solves, backward,
 
@@ -9,7 +9,10 @@ For ``y' = f(t, y, θ)``, ``y(t0) = y0`` independent of θ, and the loss
 
 and the gradient is the integral
 
-    ∂L/∂θ = ∫_{t0}^{t_N} F(t, y(t))ᵀ λ(t) dt,    F = ∂f/∂θ,
+    ∂L/∂θ = ∫_{t0}^{t_N} F(t, y(t))ᵀ λ(t) dt + λ(t0)ᵀ ∂y0/∂θ,    F = ∂f/∂θ,
+
+(the last term where the start depends on the parameters, :mod:`sciml_bench.problem.initial`;
+``λ(t0)`` includes the jump of a save point at ``t0``),
 
 SciMLSensitivity's ``QuadratureAdjoint``. ``y(t)`` is the forward solve's dense output, ``λ``
 the backward solve's; the integral is Gauss–Legendre with :data:`GAUSS_NODES` nodes on
@@ -50,6 +53,9 @@ class _Model:
     rhs: Callable[..., Any]
     jac: Callable[..., Any]
     jac_p: Callable[..., Any]
+    #: ``y0(θ)`` and ``∂y0/∂θ`` where the start depends on θ, else None
+    y0: Callable[..., Any] | None = None
+    y0_jac: Callable[..., Any] | None = None
 
     @classmethod
     def of(cls, problem: Problem) -> _Model:
@@ -57,7 +63,11 @@ class _Model:
         if problem.array is not None:
             return cls(ns["rhs"], ns["jac_sparse"], ns["jac_p_sparse"])
         jp = codegen.load_python(codegen.param_jacobian_source(problem))["jac_p"]
-        return cls(ns["rhs"], ns["jac"], jp)
+        return cls(ns["rhs"], ns["jac"], jp, ns.get("y0"), ns.get("y0_jac"))
+
+    def start(self, problem: Problem, theta: np.ndarray) -> np.ndarray:
+        """The initial state at ``theta``."""
+        return np.asarray(problem.y0, float) if self.y0 is None else self.y0(theta)
 
 
 def adjoint_gradient(
@@ -76,7 +86,7 @@ def adjoint_gradient(
     if method != "DOP853":
         kw["jac"] = lambda t, y: model.jac(t, y, theta)
     fwd = solve_ivp(lambda t, y: model.rhs(t, y, theta), problem.t_span,
-                    np.asarray(problem.y0, float), t_eval=t_save, dense_output=True,
+                    model.start(problem, theta), t_eval=t_save, dense_output=True,
                     atol=atol, **kw)  # fmt: skip
     if not fwd.success:
         raise AdjointError(f"adjoint reference, forward solve ({method}): {fwd.message}")
@@ -86,17 +96,19 @@ def adjoint_gradient(
     value = float(np.sum(W * (y - O) ** 2) + np.sum(C * y))
     lam_atol = max(float(np.max(np.abs(d))), 1e-300) * atol / max(
         1.0, float(np.max(np.abs(problem.y0))))
-    grad = _backward(model, theta, fwd.sol, d, t_save, problem.t_span[0], method, rtol,
-                     lam_atol)  # fmt: skip
+    grad, lam0 = _backward(model, theta, fwd.sol, d, t_save, problem.t_span[0], method, rtol,
+                           lam_atol)  # fmt: skip
+    if model.y0_jac is not None:
+        grad = grad + model.y0_jac(theta).T @ lam0
     return value, grad
 
 
 def _backward(
     model: _Model, theta: np.ndarray, ysol: Callable[[float], np.ndarray], d: np.ndarray,
     t_save: np.ndarray, t0: float, method: str, rtol: float, atol: float,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """``∫ Fᵀλ dt`` from ``t_N`` back to ``t0``, one backward solve per interval between
-    save points, ``λ`` jumping by ``d_i`` at each.
+    save points, ``λ`` jumping by ``d_i`` at each; and ``λ(t0)``.
 
     Each interval ``[lo, hi]`` is solved in its own reversed clock ``s = hi − t`` (``dλ/ds =
     Jᵀλ``, from ``s = 0``): a jump starts a fast transient in ``λ`` (ROBER's ``y2`` relaxes
@@ -121,7 +133,7 @@ def _backward(
         lsol = seg.sol
         grad += _quadrature(model, theta, ysol, lambda t, f=lsol, h=hi: f(h - t), hi - seg.t)
         lam = seg.y[:, -1]
-    return grad
+    return grad, lam
 
 
 def _reversed(

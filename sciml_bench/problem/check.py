@@ -82,7 +82,30 @@ def summary(problem: Problem) -> list[str]:
     if problem.training is not None:
         lines.append(f"[training]: Adam, {problem.training.iterations} iterations "
                      "(sciml-bench run --train)")  # fmt: skip
+    return lines + _start_lines(problem)
+
+
+def _start_lines(problem: Problem) -> list[str]:
+    """The initial values that move with the parameters, and the derived parameters: what
+    every gradient carries through y0 (problem/initial.py)."""
+    lines = []
+    moving = [(n, e) for n, e in zip(problem.state_names, problem.initial, strict=False)
+              if e.free_symbols]  # fmt: skip
+    if moving:
+        shown = "; ".join(f"{n}(t0) = {_short(e)}" for n, e in moving[:4])
+        more = f" (and {len(moving) - 4} more)" if len(moving) > 4 else ""
+        lines.append(f"{len(moving)} initial values depend on the parameters (the gradient "
+                     f"runs through them): {shown}{more}")  # fmt: skip
+    if problem.derived:
+        shown = "; ".join(f"{n} = {_short(e)}" for n, e in problem.derived[:4])
+        lines.append(f"{len(problem.derived)} derived parameters (evaluated once, not "
+                     f"differentiated themselves): {shown}")  # fmt: skip
     return lines
+
+
+def _short(e: object, limit: int = 60) -> str:
+    text = str(e).replace("**", "^")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _loss_line(problem: Problem) -> str:

@@ -93,6 +93,10 @@ class CompiledProblem(Dimensions):
     #: an array problem's ``[S, n]`` (states, grid elements): DiffSL stores its state state
     #: by state and the diffsol backend reorders by it; None for a scalar problem
     layout: list[int] | None = None
+    #: the initial state depends on the parameters (:mod:`sciml_bench.problem.initial`):
+    #: every generated source defines it from them (``y0(p)``; DiffSL's ``u_i`` reads the
+    #: inputs; the SBML has initial assignments), and ``y0`` is its value at ``theta0``
+    y0_depends: bool = False
 
     def loss_numpy(self, y: np.ndarray) -> float:
         """The loss above, in NumPy (also valid for complex ``y``)."""

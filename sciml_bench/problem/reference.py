@@ -175,6 +175,10 @@ def _key(problem: Problem) -> str:
     return f"{problem.name}-{problem.content_hash}-v{REFERENCE_VERSION}"
 
 
+#: SciPy's explicit methods, which take no Jacobian
+EXPLICIT = ("RK23", "RK45", "DOP853")
+
+
 class _Solver:
     """The problem's NumPy RHS and Jacobian behind ``solve_ivp``."""
 
@@ -184,6 +188,8 @@ class _Solver:
         # an array problem's exact Jacobian is sparse (scipy.sparse CSC): BDF and Radau
         # factorise it with SuperLU; scalar problems keep their dense one
         self.jac: Callable = ns["jac_sparse"] if "jac_sparse" in ns else ns["jac"]
+        #: the initial state at θ where it depends on θ (problem/initial.py), else None
+        self.y0_of: Callable | None = ns.get("y0")
         self.problem = problem
         self.method = method
         self.rtol = rtol
@@ -199,6 +205,8 @@ class _Solver:
         from scipy.integrate import solve_ivp
 
         p = self.problem
+        if y0 is None and self.y0_of is not None:
+            y0 = self.y0_of(theta)
         y0 = np.asarray(p.y0 if y0 is None else y0, dtype=np.result_type(theta, float))
         name = method or self.method
         watch = _Watch(y0, deadline)
@@ -211,7 +219,8 @@ class _Solver:
                 t_eval=np.asarray(p.t_save),
                 rtol=self.rtol,
                 atol=self.atol,
-                jac=lambda t, y: self.jac(t, y, theta),
+                # an explicit method takes no Jacobian (SciPy warns when given one)
+                **({} if name in EXPLICIT else {"jac": lambda t, y: self.jac(t, y, theta)}),
             )
         # an overflow the RHS raises; a NaN Jacobian, which the LU refuses with ValueError
         # (sqrt of a state gone negative); too long
@@ -230,6 +239,16 @@ class _Solver:
             err.runaway = True
             raise err
         return sol.y.T
+
+
+def solve_at(
+    problem: Problem, theta: np.ndarray, method: str, rtol: float, atol: float
+) -> np.ndarray:
+    """The states at the save points at ``theta`` by the reference's own solver (its
+    generated NumPy RHS and exact Jacobian) with the settings given: what a check that
+    compares a reference with another route to the same numbers solves with
+    (:mod:`sciml_bench.problem.sbml.semantic`). A failure is a :class:`ReferenceError`."""
+    return _Solver(problem, method, rtol, atol).solve(np.asarray(theta, dtype=float))
 
 
 class _Overtime(Exception):
@@ -986,6 +1005,7 @@ def compile_problem(
         loss_C=C,
         source=source,
         content_hash=problem.content_hash,
+        y0_depends=bool(problem.initial),
         **_array_facts(problem, source["numpy"]),
     )
 

@@ -6,10 +6,13 @@ per solve.
 Forward sensitivities give the whole gradient from one solve, with no truncation error of
 a difference quotient (:mod:`sciml_bench.problem.reference_gradient` picks them while their
 system is small, else the adjoint of :mod:`.adjoint`). For ``y' = f(t, y, θ)`` with
-``y(t0) = y0`` independent of θ, the sensitivities ``S = ∂y/∂θ`` (``n × P``) obey
+``y(t0) = y0(θ)``, the sensitivities ``S = ∂y/∂θ`` (``n × P``) obey
 
-    S' = J S + F,   S(t0) = 0,   J = ∂f/∂y (exact, generated),  F = ∂f/∂θ (exact, generated:
-    :func:`~sciml_bench.problem.codegen.param_jacobian_source`)
+    S' = J S + F,   S(t0) = ∂y0/∂θ,   J = ∂f/∂y (exact, generated),  F = ∂f/∂θ (exact,
+    generated: :func:`~sciml_bench.problem.codegen.param_jacobian_source`)
+
+(``S(t0) = 0`` where the start is a number; the generated ``y0_jac`` where it is an
+expression of the parameters, :mod:`sciml_bench.problem.initial`)
 
 and the loss ``L = Σ_i W_i·(y_i − O_i)² + C_i·y_i`` over the save points has
 
@@ -64,6 +67,9 @@ class Sensitivities:
         self.rhs: Callable[..., Any] = ns["rhs"]
         self.jac: Callable[..., Any] = ns["jac"]
         self.jac_p: Callable[..., Any] = codegen.load_python(codegen.param_jacobian_source(p))["jac_p"]
+        #: y0(θ) and ∂y0/∂θ where the start depends on θ (problem/initial.py), else None
+        self.y0_of: Callable[..., Any] | None = ns.get("y0")
+        self.y0_jac: Callable[..., Any] | None = ns.get("y0_jac")
         self.method = "DOP853" if not p.stiff else str(p.reference.get("method", "BDF"))
         scale = max(1.0, float(np.max(np.abs(p.y0))))
         self.atol = float(p.reference.get("atol", min(p.atol, self.rtol) * 1e-4 * scale))
@@ -99,6 +105,8 @@ class Sensitivities:
             return np.concatenate([rhs(t, y, theta), dS.ravel()])
 
         z0 = np.concatenate([cp.y0, np.zeros(n * P)])
+        if self.y0_of is not None and self.y0_jac is not None:
+            z0 = np.concatenate([self.y0_of(theta), (self.y0_jac(theta) * scale).ravel()])
         kw: dict[str, Any] = {}
         if self.method != "DOP853":
             kw["jac"] = lambda t, z: self._augmented_jacobian(t, z, theta, scale)

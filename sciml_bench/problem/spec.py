@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from sciml_bench.problem import arrays, expr, hints, network_width
+from sciml_bench.problem import arrays, expr, hints, initial, network_width
 from sciml_bench.problem.compiled import Dimensions
 from sciml_bench.problem.ensemble import (
     APPLY,
@@ -176,6 +176,13 @@ class Problem(Dimensions):
     #: a scalar problem whose network width is a size (``layers = [2, "width", 2]``), at one
     #: value of it (:mod:`sciml_bench.problem.network_width`)
     network_width: network_width.NetworkWidth | None = None
+    #: every initial value as an expression of the mechanistic parameters, when any depends
+    #: on them (``y0`` holds their values at ``theta0``); ``()`` when all are numbers
+    #: (:mod:`sciml_bench.problem.initial`)
+    initial: tuple[sympy.Expr, ...] = ()
+    #: derived parameters (``k2 = "2*k"``) as expressions of the differentiated ones, already
+    #: substituted into ``rhs`` and ``initial``: kept to be shown and exported
+    derived: tuple[tuple[str, sympy.Expr], ...] = ()
 
     @property
     def laddered(self) -> arrays.ArrayModel | network_width.NetworkWidth | None:
@@ -430,16 +437,17 @@ def from_dict(
                        content=_canonical(arrays.at_sizes(data, dict(width.sizes))))  # fmt: skip
     if "sizes" in data or sizes:
         return _array_problem(r, data, (name, description, stiff), sizes)
-    states, y0 = _state(r)
+    states = _state_names(r)
     for key in ("state.shape", "definitions"):
         if r.get(key, None) is not None:
             raise r.fail(key, "only array problems have this; declare their sizes in [sizes]")
     params, theta0, log_params = _parameters(r, data, states)
+    derived, y0, initial_exprs = _starts(r, data, states, params, theta0)
     eqs = _equation_table(r, states)
-    symbols = expr.symbols([*states, *params, "t"])
+    symbols = expr.symbols([*states, *params, *(n for n, _ in derived), "t"])
     networks = _attach_networks(r, symbols, params, theta0, log_params)
     n_mech = len(params) - sum(n.n_params for n in networks)
-    rhs = _equations(r, eqs, states, symbols)
+    rhs = [e.xreplace(initial.substitution(derived)) for e in _equations(r, eqs, states, symbols)]
     t_span, t_save = _time(r)
     rtol = r.number("tolerances.rtol", 1e-6, positive=True)
     atol = r.number("tolerances.atol", 1e-10, positive=True)
@@ -468,6 +476,8 @@ def from_dict(
         source=source,
         content=_canonical(data),
         training=_training(r),
+        initial=initial_exprs,
+        derived=tuple(derived),
     )
 
 
@@ -559,31 +569,71 @@ def _header(r: _Reader) -> tuple[str, str, bool]:
     return name, r.string("description", ""), r.boolean("stiff")
 
 
-def _state(r: _Reader) -> tuple[list[str], list[float]]:
+def _state_names(r: _Reader) -> list[str]:
     state_list = r.get("state.names")
     if not isinstance(state_list, list) or not state_list:
         raise r.fail("state.names", "expected a non-empty array of names")
     if len(state_list) > MAX_STATES:
         raise r.fail("state.names", f"more than {MAX_STATES} states")
-    states = _names(r, "state.names", state_list)
-    initial = r.get("state.initial")
-    if isinstance(initial, list) and len(initial) == len(states):
-        for i, (name, v) in enumerate(zip(states, initial, strict=True)):
+    return _names(r, "state.names", state_list)
+
+
+def _starts(
+    r: _Reader, data: Mapping[str, Any], states: list[str], params: list[str],
+    theta0: list[float],
+) -> tuple[list[tuple[str, sympy.Expr]], list[float], tuple[sympy.Expr, ...]]:  # fmt: skip
+    """The derived parameters, the initial values at ``theta0`` and, where any depends on
+    the parameters, their expressions (:mod:`sciml_bench.problem.initial`)."""
+    derived = initial.derived_parameters(r, r.table("parameters", {}), params, states)
+    y0, initial_exprs = _initial_values(r, states, params, derived, theta0)
+    _refuse_moving_start(r, initial_exprs, data)
+    return derived, y0, initial_exprs
+
+
+def _initial_values(
+    r: _Reader, states: list[str], params: list[str], derived: list[tuple[str, sympy.Expr]],
+    theta0: list[float],
+) -> tuple[list[float], tuple[sympy.Expr, ...]]:  # fmt: skip
+    """``[state] initial``: numbers, or expressions of the parameters
+    (:mod:`sciml_bench.problem.initial`); the values at ``theta0`` and the expressions."""
+    raw = r.get("state.initial")
+    if isinstance(raw, list) and any(isinstance(v, str) for v in raw):
+        return initial.initial_values(r, raw, states, params, derived, theta0)
+    if isinstance(raw, list) and len(raw) == len(states):
+        for i, (name, v) in enumerate(zip(states, raw, strict=True)):
             if isinstance(v, float) and not math.isfinite(v):
                 raise r.fail(f"state.initial[{i}]",
                              f"the initial value of state {name!r} is {v}, not a finite number; "
                              f"write the value {name} starts from at t0, e.g. 0.0")  # fmt: skip
-    return states, r.numbers("state.initial", length=len(states))
+    return r.numbers("state.initial", length=len(states)), ()
+
+
+def _refuse_moving_start(r: _Reader, initial_exprs: tuple[sympy.Expr, ...],
+                         data: Mapping[str, Any]) -> None:  # fmt: skip
+    """An ensemble or a training run with a start that moves with the parameters: not
+    supported (their members and trained weights assume a fixed start), refused by name."""
+    if not initial_exprs:
+        return
+    for section in ("ensemble", "training"):
+        if section in data:
+            raise r.fail(section, f"a [{section}] section needs initial values that are "
+                         "numbers; this problem's depend on the parameters (state.initial)")  # fmt: skip
 
 
 def _parameters(
     r: _Reader, data: Mapping[str, Any], states: list[str]
 ) -> tuple[list[str], list[float], list[bool]]:
-    """Named parameters, their values and whether they are differentiated in log space."""
+    """Named parameters, their values and whether they are differentiated in log space. A
+    string is a derived parameter (:func:`~sciml_bench.problem.initial.derived_parameters`
+    reads those), unless it is a number in quotes, which is refused with the fix."""
     params_table = r.table("parameters", {})
-    if not params_table and "networks" not in data:
-        raise r.fail("parameters", "declare at least one parameter to differentiate")
-    params = _names(r, "parameters", list(params_table))
+    names = _names(r, "parameters", list(params_table))
+    params = [p for p in names
+              if not initial.is_derived(params_table[p]) or _unquote(params_table[p])]  # fmt: skip
+    if not params and "networks" not in data:
+        raise r.fail("parameters", "declare at least one parameter to differentiate"
+                     + (" (a number: the strings here are derived parameters, expressions of "
+                        "the differentiated ones)" if names else ""))  # fmt: skip
     theta0: list[float] = []
     log_params: list[bool] = []
     for p in params:
@@ -602,7 +652,7 @@ def _parameters(
             raise r.fail(key, "log = true needs a positive value")
         theta0.append(value)
         log_params.append(log)
-    clash = set(states) & set(params)
+    clash = set(states) & set(names)
     if clash:
         raise r.fail("parameters", f"names used for both states and parameters: {sorted(clash)}; "
                      "rename the parameter (a name means one thing in the equations)")

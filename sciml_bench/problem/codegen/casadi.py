@@ -253,5 +253,28 @@ def casadi_source(problem: Problem) -> str:
             preamble, body = ["import casadi as ca"], _scalar_body(problem)
     except NotExpressible as e:
         return "\n".join([*head, f"# {NOT_EXPRESSIBLE} in CasADi: {e}"]) + "\n"
+    try:
+        start = _initial(problem)
+    except NotExpressible as e:
+        return "\n".join([*head, f"# {NOT_EXPRESSIBLE} in CasADi: an initial value: {e}"]) + "\n"
     lines = [*head, *preamble, "", "", "def rhs(t, y, p):", *_DOC[array]]
-    return "\n".join([*lines, *["    " + ln for ln in body]]) + "\n"
+    return "\n".join([*lines, *["    " + ln for ln in body], *start]) + "\n"
+
+
+def _initial(problem: Problem) -> list[str]:
+    """``y0(p)``, the initial state as a CasADi column of the parameter symbols ``p`` (held
+    as logs where :func:`log_scaled`), where it depends on them
+    (:mod:`sciml_bench.problem.initial`): CVODES' forward sensitivities start at its
+    Jacobian and CasADi's reverse mode runs through it."""
+    if not problem.initial:
+        return []
+    printer = _Printer(_names(problem))
+    log = log_scaled(problem)
+    used = set().union(*(e.free_symbols for e in problem.initial))
+    body = [f"p_{s.name} = {_param(f'p[{i}]', bool(log[i]))}"
+            for i, s in enumerate(problem.param_symbols) if s in used]  # fmt: skip
+    # a constant component is a symbol of p's type, so that vertcat stacks it
+    comps = [printer.doprint(e) if e.free_symbols else f"{printer.doprint(e)} + 0 * p[0]"
+             for e in problem.initial]  # fmt: skip
+    return ["", "", "def y0(p):", '    """The initial state as a CasADi column of p."""',
+            *["    " + ln for ln in [*body, f"return ca.vertcat({', '.join(comps)})"]]]

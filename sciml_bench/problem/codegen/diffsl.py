@@ -106,8 +106,12 @@ def _scalar_model(problem: Problem) -> list[str]:
     printer = DiffSLPrinter(names)
     lines = _inputs(problem)
     lines.append("u_i {")
-    lines += [f"  x{i} = {number(v)},  // {n}"
-              for i, (n, v) in enumerate(zip(problem.state_names, problem.y0, strict=True))]  # fmt: skip
+    # a start that depends on the parameters reads the inputs (their p{i} tensors): diffsol
+    # then starts its sensitivities at du0/dp (problem/initial.py)
+    starts = ([printer.doprint(e) for e in problem.initial] if problem.initial
+              else [number(v) for v in problem.y0])  # fmt: skip
+    lines += [f"  x{i} = {v},  // {n}"
+              for i, (n, v) in enumerate(zip(problem.state_names, starts, strict=True))]  # fmt: skip
     lines.append("}")
     first_weight = len(problem.param_symbols)
     for m, net in enumerate(problem.networks):

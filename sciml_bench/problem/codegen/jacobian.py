@@ -171,3 +171,26 @@ def _param_backprop(net: Network, printer: NativePrinter, col: int, n_named: int
     if n_named:  # named parameters read by the network's inputs
         lines.append(f"F[:, 0:{n_named}] += {jn} @ (G @ W_{name}_1) @ DX_{name}")
     return lines
+
+
+def initial_jacobian_lines(problem: Problem) -> list[str]:
+    """The body of ``y0_jac(p)``: ``∂y0/∂θ`` (``n_state × n_params``) by sympy, for an
+    initial state that depends on the parameters (:mod:`sciml_bench.problem.initial`);
+    network weights' columns are zero (no initial value reads them). Complex-safe."""
+    params = problem.param_symbols
+    names = native.names(problem)
+    m = sympy.Matrix(problem.initial).jacobian(params)
+    entries = [(i, j, m[i, j]) for i in range(m.rows) for j in range(m.cols) if m[i, j] != 0]
+    repl, reduced = cse([e for *_, e in entries])
+    for sym, _ in repl:
+        names[sym] = sym.name
+    printer = native.printer(_NUMPY, names)
+    used = set().union(*(e.free_symbols for _, e in repl), *(e.free_symbols for e in reduced))
+    body = [f"p_{s.name} = p[{i}]" for i, s in enumerate(params) if s in used]
+    body += [f"{names[s]} = {printer.doprint(e)}" for s, e in repl]
+    body.append(f"D = np.zeros(({problem.n_state}, {problem.n_params}), "
+                "dtype=np.result_type(p, float))")  # fmt: skip
+    body += [f"D[{i}, {j}] = {printer.doprint(e)}"
+             for (i, j, _), e in zip(entries, reduced, strict=True)]  # fmt: skip
+    body.append("return D")
+    return body

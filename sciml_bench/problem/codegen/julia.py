@@ -88,8 +88,20 @@ def julia_source(problem: Problem, log: Sequence[bool] | None = None) -> str:
         "    end",
         "    return nothing",
         "end",
+        *_initial(problem, log),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _initial(problem: Problem, log: Sequence[bool]) -> list[str]:
+    """``y0(p)``, the initial state from ``p`` (logs where ``log``), where it depends on the
+    parameters (:mod:`sciml_bench.problem.initial`): a vector literal (``Base.vect``, which
+    promotes to ForwardDiff's duals and which Zygote differentiates), so that the gradient
+    runs through it."""
+    if not problem.initial:
+        return []
+    body = native.initial_lines(problem, native.TARGETS["julia"], "p", log=log)
+    return ["", "function y0(p)", *["    " + ln for ln in body], "end"]
 
 
 def _array_body(m: ArrayModel, log: np.ndarray) -> list[str]:

@@ -215,3 +215,35 @@ def network_forward(
         for k, out in enumerate(net.outputs):
             lines.append(f"n_{out.name} = {net.output_scale[k]!r} * {h}[{at}{k + b}]")
     return lines, acts
+
+
+def initial_lines(problem: Problem, target: Target, p: str, form: Form = "functional",
+                  log: Sequence[bool] | None = None) -> list[str]:  # fmt: skip
+    """The body of ``y0(p)``, a state that depends on the parameters
+    (:mod:`sciml_bench.problem.initial`): the parameters it reads bound as :func:`bindings`
+    binds them (``self.p_k`` in torch's module form; ``exp(p[i])`` where ``log[i]``), then
+    the components. NumPy's array takes ``p``'s type (complex-safe, for complex step);
+    torch's components are tensors of ``p``'s type (the module's, in its form), so that the
+    graph runs from the parameters through ``y0``."""
+    b = target.index_base
+    used = set().union(*(e.free_symbols for e in problem.initial))
+    lines = []
+    for i, s in enumerate(problem.param_symbols):
+        if s not in used:
+            continue
+        read = f"{p}[{i + b}]"
+        if log is not None and log[i]:
+            read = f"{target.module}exp({read})"
+        lines.append(f"p_{s.name} = self.p_{s.name}" if form == "module" else f"p_{s.name} = {read}")
+    pr = printer(target, names(problem))
+    comps = [pr.doprint(e) for e in problem.initial]
+    if target.module == "torch.":
+        like = "self.p_" + problem.param_symbols[0].name if form == "module" else f"{p}[0]"
+        comps = [f"torch.as_tensor({c}, dtype={like}.dtype, device={like}.device)"
+                 for c in comps]  # fmt: skip
+        return [*lines, f"return torch.stack([{', '.join(comps)}])"]
+    if target.module == "np.":
+        return [*lines, f"return np.array([{', '.join(comps)}], dtype=np.result_type({p}, float))"]
+    if target.pow_op == "^":  # Julia: a literal vector promotes to ForwardDiff's duals
+        return [*lines, f"return [{', '.join(comps)}]"]
+    return [*lines, f"return {target.stack.format(', '.join(comps))}"]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import sympy
 
 import sciml_bench.problem.codegen.native as native
-from sciml_bench.problem.codegen.jacobian import jac_lines
+from sciml_bench.problem.codegen.jacobian import initial_jacobian_lines, jac_lines
 from sciml_bench.problem.codegen.printing import NativePrinter, cse, drop_unused
 from sciml_bench.problem.spec import Problem
 
@@ -47,11 +47,29 @@ def python_source(problem: Problem, target: str) -> str:
     if target == "torch":
         functional = _rhs_body(problem, target, "functional")
         batched = _rhs_body(problem, target, "batched")
-        return "\n".join(lines + _torch_module(problem, body, functional, batched)) + "\n"
+        return "\n".join(lines + _torch_module(problem, body, functional, batched)
+                         + _initial(problem, target)) + "\n"  # fmt: skip
     lines += ["def rhs(t, y, p):", *["    " + ln for ln in body]]
     if target == "numpy":
         lines += ["", "", "def jac(t, y, p):", *jac_lines(problem)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _initial(problem, target)) + "\n"
+
+
+def _initial(problem: Problem, target: str) -> list[str]:
+    """``y0(p)``, the initial state from the parameter vector, where it depends on it
+    (:mod:`sciml_bench.problem.initial`); NumPy's ``y0_jac(p)`` too, ``∂y0/∂θ``
+    (``n_state × n_params``), where forward sensitivities start. Nothing otherwise: the
+    backends then start from the bundle's ``y0``."""
+    if not problem.initial:
+        return []
+    tg = native.TARGETS[target]
+    out = ["", "", "def y0(p):",
+           '    """The initial state at the parameters p."""',
+           *["    " + ln for ln in native.initial_lines(problem, tg, "p")]]  # fmt: skip
+    if target == "numpy":
+        out += ["", "", "def y0_jac(p):", '    """d y0 / d theta (n_state x n_params)."""',
+                *["    " + ln for ln in initial_jacobian_lines(problem)]]  # fmt: skip
+    return out
 
 
 def _components(
@@ -93,6 +111,16 @@ def _rhs_body(problem: Problem, target: str, form: native.Form = "module") -> li
     return drop_unused(body) if target != "numpy" else body
 
 
+def _torch_initial_method(problem: Problem) -> list[str]:
+    """``RHS.initial()``: the initial state from the module's own parameter tensors, so that
+    a gradient taken on them runs through ``y0`` (nothing when the start is fixed)."""
+    if not problem.initial:
+        return []
+    body = native.initial_lines(problem, native.TARGETS["torch"], "p", "module")
+    return ["", "    def initial(self):", '        """The initial state at these parameters."""',
+            *["        " + ln for ln in body]]  # fmt: skip
+
+
 def _torch_module(
     problem: Problem, body: list[str], functional: list[str], batched: list[str]
 ) -> list[str]:
@@ -120,6 +148,7 @@ def _torch_module(
         "",
         "    def forward(self, t, y):",
         *["        " + ln for ln in body],
+        *_torch_initial_method(problem),
         "",
         "",
         "def rhs(t, y, p):",

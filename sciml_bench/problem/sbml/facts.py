@@ -34,6 +34,15 @@ class Quantity:
     boundary: bool = False
     #: the id of the species' conversion factor ("" none)
     conversion: str = ""
+    #: a promoted local parameter's ``(reaction id, local id)`` in the document; () else
+    origin: tuple[str, str] = ()
+
+    @property
+    def element(self) -> str:
+        """The SBML element this quantity is, as an error message names it."""
+        if self.origin:
+            return f"local parameter '{self.origin[1]}' of reaction '{self.origin[0]}'"
+        return f"{self.kind} '{self.id}'"
 
 
 @dataclass
@@ -113,7 +122,8 @@ def _reaction(r: Any, conv: Converter, facts: Facts, source: str) -> Reaction:
     for p in locals_.values():
         name = _free_name(f"{r.getId()}_{p.getId()}", facts)
         value = sympy.Float(p.getValue()) if p.isSetValue() else None
-        facts.quantities[name] = Quantity(name, "local", value, True)
+        facts.quantities[name] = Quantity(name, "local", value, True,
+                                          origin=(r.getId(), p.getId()))  # fmt: skip
         local[p.getId()] = sym(name)
     rate = conv.convert(law.getMath(), f"reaction '{r.getId()}'", local)
     terms = []

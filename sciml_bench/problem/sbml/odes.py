@@ -16,7 +16,12 @@ The maths, for a species S in compartment C of size V:
 Compartments and parameters are states when a rate rule sets them, substituted when an
 assignment rule does, and constants otherwise, except the parameters chosen to be
 differentiated, which stay symbols. Initial values come from initial assignments, then
-assignment rules, then declared values, evaluated at t = 0 in dependency order.
+assignment rules, then declared values, evaluated at t = 0 in dependency order, as
+expressions of the chosen parameters: a state whose initial assignment reads one
+(``STAT5 = init_STAT5``) starts at that expression, and a constant whose initial assignment
+reads one (``k2 = 2*k``) is a *derived* parameter, a symbol of its own whose expression the
+problem file states (:mod:`sciml_bench.problem.initial`), never a number frozen at the
+import's parameter values (which would drop its path to the gradient).
 """
 
 from __future__ import annotations
@@ -65,14 +70,27 @@ class System:
     amounts: dict[str, sympy.Expr] = field(default_factory=dict)
     #: what each state is, for the problem file's comments
     notes: dict[sympy.Symbol, str] = field(default_factory=dict)
+    #: each state's initial value as an expression of the chosen parameters (a number
+    #: where it reads none); ``y0`` holds their values at ``theta0``
+    starts: list[sympy.Expr] = field(default_factory=list)
+    #: derived parameters: constants whose value at t = 0 reads chosen parameters, kept as
+    #: their own symbols in ``rhs``, each an expression of the chosen parameters
+    derived: dict[sympy.Symbol, sympy.Expr] = field(default_factory=dict)
+
+    def expanded(self, e: sympy.Expr) -> sympy.Expr:
+        """``e`` with every derived parameter replaced by its expression."""
+        return e.xreplace(self.derived) if self.derived else e
 
 
 def candidates(facts: Facts) -> list[str]:
-    """The parameters that may be differentiated: global ones declared constant and local
-    ones, neither set by a rule nor by an initial assignment (they would be derived)."""
+    """The parameters that may be differentiated: global and local ones with a declared
+    value, set neither by a rule nor by an initial assignment (they would be derived). A
+    global one declared ``constant="false"`` counts where nothing changes it (no rule;
+    events are refused before this), as the collection's Alkan_SciSignal2018 declares all
+    of its 52: its value is then as constant as a constant's."""
     ruled = {*facts.rate_rules, *facts.assignment_rules, *facts.initial_assignments}
     return [q.id for q in facts.quantities.values()
-            if q.kind in ("parameter", "local") and q.constant and q.id not in ruled
+            if q.kind in ("parameter", "local") and q.id not in ruled
             and q.declared is not None]  # fmt: skip
 
 
@@ -103,6 +121,36 @@ def _resolver(table: Mapping[sympy.Symbol, sympy.Expr], source: str) -> Callable
 def initial_values(facts: Facts, source: str) -> dict[str, float]:
     """Every quantity's value at t = 0 (initial assignment, else assignment rule, else
     its declared value); reactions' ids mean their rates."""
+    exprs = initial_expressions(facts, source, {})
+    return {q: _number(e, source, f"{facts.quantities[q].kind} '{q}'") for q, e in exprs.items()}
+
+
+def initial_expressions(
+    facts: Facts, source: str, chosen: Mapping[str, float]
+) -> dict[str, sympy.Expr]:
+    """Every quantity's value at t = 0 (:func:`initial_values`) as an expression of the
+    ``chosen`` parameters (their symbols kept), each checked to be a finite number at their
+    values; a number where it reads none of them."""
+    table = _initial_table(facts, source)
+    for p in chosen:
+        table.pop(sym(p), None)
+    resolve = _resolver(table, source)
+    at = {sym(p): sympy.Float(v) for p, v in chosen.items()}
+    out: dict[str, sympy.Expr] = {}
+    for q in facts.quantities.values():
+        key = sym(q.id)
+        if key not in table and q.id not in chosen:
+            raise SBMLError(source, f"{q.kind} '{q.id}'", "no value: neither declared, nor "
+                            "set by an initial assignment or a rule")  # fmt: skip
+        e = key if q.id in chosen else resolve(key)
+        value = _number(e.xreplace(at), source, f"{q.kind} '{q.id}'")
+        out[q.id] = e if e.free_symbols else sympy.Float(value)
+    return out
+
+
+def _initial_table(facts: Facts, source: str) -> dict[sympy.Symbol, sympy.Expr]:
+    """What each id is at t = 0, before resolving: initial assignment, else assignment
+    rule, else the declared value; reactions' ids their rates, time 0."""
     table: dict[sympy.Symbol, sympy.Expr] = {TIME: sympy.Integer(0)}
     for r in facts.reactions:
         table[sym(r.id)] = r.rate
@@ -112,15 +160,7 @@ def initial_values(facts: Facts, source: str) -> dict[str, float]:
             e = sympy.Float(1.0)  # SBML Level 2's size of a compartment that declares none
         if e is not None:
             table[sym(q.id)] = e
-    resolve = _resolver(table, source)
-    out: dict[str, float] = {}
-    for q in facts.quantities.values():
-        key = sym(q.id)
-        if key not in table:
-            raise SBMLError(source, f"{q.kind} '{q.id}'", "no value: neither declared, nor "
-                            "set by an initial assignment or a rule")  # fmt: skip
-        out[q.id] = _number(resolve(key), source, f"{q.kind} '{q.id}'")
-    return out
+    return table
 
 
 def number(v: float) -> sympy.Expr:
@@ -144,27 +184,43 @@ def _number(e: sympy.Expr, source: str, where: str) -> float:
 
 
 def build(facts: Facts, chosen: Iterable[str], source: str) -> System:
-    """The ODE system with the ``chosen`` parameters kept as symbols."""
+    """The ODE system with the ``chosen`` parameters kept as symbols, the initial values
+    and derived parameters as expressions of them."""
     init = initial_values(facts, source)
     chosen = list(chosen)
+    starts = initial_expressions(facts, source, {p: init[p] for p in chosen})
     kinds = _classify(facts, source)
-    table = _meaning(facts, init, kinds, set(chosen))
-    resolve = _resolver(table, source)
     system = System([], [], [], chosen, [init[p] for p in chosen])
+    system.derived = _derived(facts, starts, kinds, set(chosen))
+    table = _meaning(facts, init, starts, kinds, set(chosen), system.derived)
+    resolve = _resolver(table, source)
+    for d, e in system.derived.items():
+        _check(e, source, f"initial assignment to '{d.name}'", chosen)
     for r in facts.reactions:
-        _check(resolve(r.rate), source, f"reaction '{r.id}'", chosen)
+        _check(system.expanded(resolve(r.rate)), source, f"reaction '{r.id}'", chosen)
     for qid, kind in kinds.items():
-        _add_state(facts, qid, kind, init, resolve, system, source)
+        _add_state(facts, qid, kind, (init, starts), resolve, system, source)
     for q in facts.quantities.values():
         if q.kind != "stoichiometry":
-            system.values[q.id] = resolve(sym(q.id))
+            system.values[q.id] = system.expanded(resolve(sym(q.id)))
         if q.kind == "species":
-            comp = resolve(sym(q.compartment))
+            comp = system.expanded(resolve(sym(q.compartment)))
             system.amounts[q.id] = system.values[q.id] * (1 if q.amount_valued else comp)
     if not system.states:
         raise SBMLError(source, "model", "no state: every quantity is constant or set by an "
                         "assignment rule, so there is nothing to integrate")  # fmt: skip
     return system
+
+
+def _derived(
+    facts: Facts, starts: Mapping[str, sympy.Expr], kinds: Mapping[str, str], chosen: set[str]
+) -> dict[sympy.Symbol, sympy.Expr]:
+    """The derived parameters: quantities that are no state, no chosen parameter and set by
+    no assignment rule (so constant in time), whose value at t = 0 reads a chosen one."""
+    return {sym(q.id): starts[q.id] for q in facts.quantities.values()
+            if q.id not in kinds and q.id not in chosen and q.kind != "stoichiometry"
+            and q.id not in facts.assignment_rules and q.id not in facts.rate_rules
+            and starts[q.id].free_symbols}  # fmt: skip
 
 
 def _classify(facts: Facts, source: str) -> dict[str, str]:
@@ -190,10 +246,12 @@ def _classify(facts: Facts, source: str) -> dict[str, str]:
 
 
 def _meaning(
-    facts: Facts, init: Mapping[str, float], kinds: Mapping[str, str], chosen: set[str]
-) -> dict[sympy.Symbol, sympy.Expr]:
-    """What each id stands for in time, where it is not a state's or a chosen parameter's
-    own symbol: an assignment rule, a constant, ``amount / size``, a reaction's rate."""
+    facts: Facts, init: Mapping[str, float], starts: Mapping[str, sympy.Expr],
+    kinds: Mapping[str, str], chosen: set[str], derived: Mapping[sympy.Symbol, sympy.Expr],
+) -> dict[sympy.Symbol, sympy.Expr]:  # fmt: skip
+    """What each id stands for in time, where it is not a state's, a chosen parameter's or
+    a derived parameter's own symbol: an assignment rule, a constant, ``amount / size``, a
+    reaction's rate."""
     varying = {*facts.rate_rules, *facts.assignment_rules}
     table: dict[sympy.Symbol, sympy.Expr] = {}
     for r in facts.reactions:
@@ -204,28 +262,36 @@ def _meaning(
             table[key] = sympy.Symbol(f"amount:{q.id}", real=True) / sym(q.compartment)
         elif q.id in facts.assignment_rules:
             table[key] = facts.assignment_rules[q.id]
-        elif kind is None and q.id not in chosen:
+        elif kind is None and q.id not in chosen and key not in derived:
             if q.kind == "species" and q.compartment in varying and not q.amount_valued:
                 # a species no rule or reaction moves keeps its amount; its concentration
                 # follows its compartment's size
-                table[key] = number(init[q.id] * init[q.compartment]) / sym(q.compartment)
+                amount = starts[q.id] * starts[q.compartment]
+                table[key] = (amount if amount.free_symbols else number(float(amount))) / sym(q.compartment)
             else:
                 table[key] = number(init[q.id])
     return table
 
 
 def _add_state(
-    facts: Facts, qid: str, kind: str, init: Mapping[str, float],
+    facts: Facts, qid: str, kind: str, init: tuple[Mapping[str, float], Mapping[str, sympy.Expr]],
     resolve: Callable[[sympy.Expr], sympy.Expr], system: System, source: str,
 ) -> None:  # fmt: skip
-    """One state: its symbol, initial value, right-hand side and note."""
+    """One state: its symbol, initial value (a number and an expression of the chosen
+    parameters, ``init``), right-hand side and note."""
     q = facts.quantities[qid]
+    values, starts = init
+    start = starts[qid] if kind != "amount" else starts[qid] * starts[q.compartment]
+    _check(start, source, f"initial value of '{qid}'", system.params)
+    system.starts.append(start)
+    moving = "; it starts at an expression of the parameters (an initial assignment)" if (
+        start.free_symbols) else ""
     if kind == "rate":
         rhs = resolve(facts.rate_rules[qid])
-        _check(rhs, source, f"rate rule for '{qid}'", system.params)
+        _check(system.expanded(rhs), source, f"rate rule for '{qid}'", system.params)
         system.states.append(sym(qid))
-        system.y0.append(init[qid])
-        system.notes[sym(qid)] = f"{q.kind} {qid}, set by a rate rule"
+        system.y0.append(values[qid])
+        system.notes[sym(qid)] = f"{q.kind} {qid}, set by a rate rule{moving}"
         system.rhs.append(rhs)
         return
     flux = sympy.Integer(0)
@@ -235,22 +301,24 @@ def _add_state(
                 stoich = resolve(n)
                 if stoich.free_symbols:
                     err = variable_stoichiometry(source, f"reaction '{r.id}'")
-                    raise _blamed(err, stoich, system.params)
+                    raise _blamed(err, system.expanded(stoich), system.params)
                 flux += stoich * resolve(sym(r.id))
     if q.conversion:
         flux *= resolve(sym(q.conversion))
-    size = init[q.compartment]
+    size = values[q.compartment]
     if kind == "amount":
         state = sympy.Symbol(f"amount:{qid}", real=True)
-        system.y0.append(init[qid] * size)
-        system.notes[state] = f"the amount of species {qid} (its compartment {q.compartment} changes)"
+        system.y0.append(values[qid] * size)
+        system.notes[state] = (f"the amount of species {qid} (its compartment {q.compartment} "
+                               f"changes){moving}")  # fmt: skip
     else:
         state = sym(qid)
-        system.y0.append(init[qid])
+        system.y0.append(values[qid])
         unit = "amount" if q.amount_valued else f"concentration in {q.compartment} (size {size:g})"
-        system.notes[state] = f"species {qid}, {unit}"
+        system.notes[state] = f"species {qid}, {unit}{moving}"
         if not q.amount_valued:
-            flux = flux / number(size)
+            # a derived compartment size stays its symbol; a constant one is its number
+            flux = flux / resolve(sym(q.compartment))
     system.states.append(state)
     system.rhs.append(flux)
 
@@ -262,14 +330,21 @@ def _check(e: sympy.Expr, source: str, where: str, chosen: Iterable[str]) -> Non
 
 
 def prune(system: System) -> System:
-    """Drops the differentiated parameters no right-hand side uses (their gradient is
-    zero), putting their values in."""
-    used = set().union(*(e.free_symbols for e in system.rhs)) if system.rhs else set()
+    """Drops the differentiated parameters that neither a right-hand side nor an initial
+    value reads (their gradient is zero), putting their values in (a derived parameter
+    left reading none becomes its number)."""
+    exprs = [*map(system.expanded, system.rhs), *system.starts]
+    used = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
     keep = [i for i, p in enumerate(system.params) if sym(p) in used]
     drop = {sym(p): number(v) for p, v in zip(system.params, system.theta0, strict=True)
             if sym(p) not in used}  # fmt: skip
     system.values = {k: v.xreplace(drop) for k, v in system.values.items()}
     system.amounts = {k: v.xreplace(drop) for k, v in system.amounts.items()}
+    system.starts = [e.xreplace(drop) for e in system.starts]
+    derived = {d: e.xreplace(drop) for d, e in system.derived.items()}
+    constant = {d: number(float(e)) for d, e in derived.items() if not e.free_symbols}
+    system.derived = {d: e for d, e in derived.items() if d not in constant}
+    system.rhs = [e.xreplace(constant) for e in system.rhs]
     system.params = [system.params[i] for i in keep]
     system.theta0 = [system.theta0[i] for i in keep]
     return system

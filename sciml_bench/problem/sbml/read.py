@@ -22,7 +22,7 @@ from typing import Any
 
 import sympy
 
-from sciml_bench.problem import expr
+from sciml_bench.problem import expr, hints
 from sciml_bench.problem.codegen.printing import NamedPrinter
 from sciml_bench.problem.sbml import odes, refuse
 from sciml_bench.problem.sbml.facts import Facts, read_facts
@@ -52,6 +52,8 @@ class Imported:
     names: dict[sympy.Symbol, str]
     source: str
     facts: Facts
+    #: the checked libsbml document it was read from (:mod:`.semantic` changes copies)
+    document: Any = None
 
     def text(self, name: sympy.Expr) -> str:
         """An expression as the problem file writes it."""
@@ -86,14 +88,23 @@ def read(
     saves: int = DEFAULT_SAVES, save_points: Sequence[float] | None = None,
 ) -> Imported:  # fmt: skip
     """The problem of the SBML model at ``path`` (options: the module's docstring)."""
-    source = str(path)
-    facts = read_facts(parse_file(path), source)
+    return read_document(parse_file(path), str(path), parameters, (t_end, saves, save_points))
+
+
+def read_document(
+    doc: Any, source: str, parameters: Sequence[str] | None = None,
+    time: tuple[float, int, Sequence[float] | None] = (DEFAULT_T_END, DEFAULT_SAVES, None),
+) -> Imported:  # fmt: skip
+    """:func:`read` of a checked libsbml document (:func:`parse_text`): what
+    :mod:`.semantic` re-imports after changing one parameter's value in it. ``time`` is
+    ``(t_end, saves, save_points)``."""
+    facts = read_facts(doc, source)
     system = _system(facts, _chosen(facts, parameters, source), parameters is None, source)
-    names = _names([*system.states, *map(sym, system.params)])
-    data, comments = _table(facts, system, names, Path(path).stem, (t_end, saves, save_points))
-    data["description"] = (f"Imported from {Path(path).name} (SBML Level {facts.level[0]} "
+    names = _names([*system.states, *map(sym, system.params), *used_derived(system)])
+    data, comments = _table(facts, system, names, Path(source).stem, time)
+    data["description"] = (f"Imported from {Path(source).name} (SBML Level {facts.level[0]} "
                            f"Version {facts.level[1]}) by sciml-bench import")  # fmt: skip
-    return Imported(data, comments, system, names, source, facts)
+    return Imported(data, comments, system, names, source, facts, doc)
 
 
 def load(path: str | Path, **options: Any) -> Problem:
@@ -115,7 +126,8 @@ def _system(facts: Facts, chosen: list[str], default: bool, source: str) -> odes
                 raise
             chosen = [p for p in chosen if p not in e.blame]
             continue
-        exponents = _in_exponents(system.rhs, chosen) if default else set()
+        exponents = _in_exponents([*map(system.expanded, system.rhs), *system.starts],
+                                  chosen) if default else set()  # fmt: skip
         if not exponents:
             break
         chosen = [p for p in chosen if p not in exponents]
@@ -131,6 +143,12 @@ def _system(facts: Facts, chosen: list[str], default: bool, source: str) -> odes
         system.params, system.theta0 = [name], [1.0]
         system.notes[sym(name)] = TIME_SCALE_NOTE
     return system
+
+
+def used_derived(system: odes.System) -> list[sympy.Symbol]:
+    """The derived parameters the right-hand sides read, in model order."""
+    used = set().union(*(e.free_symbols for e in system.rhs)) if system.rhs else set()
+    return [d for d in system.derived if d in used]
 
 
 def _in_exponents(rhs: list[sympy.Expr], chosen: list[str]) -> set[str]:
@@ -151,9 +169,28 @@ def _chosen(facts: Facts, parameters: Sequence[str] | None, source: str) -> list
         return [p for p in allowed if not _is_zero(facts.quantities[p].declared)]
     unknown = [p for p in parameters if p not in allowed]
     if unknown:
-        raise refuse.SBMLError(source, "parameters", f"cannot differentiate {unknown}: choose "
-                               f"from the constant parameters {allowed}")  # fmt: skip
+        shown = ", ".join(allowed[:12]) + (f" and {len(allowed) - 12} more" if len(allowed) > 12 else "")
+        raise refuse.SBMLError(source, "parameters", f"cannot differentiate {unknown[0]!r}: "
+                               f"{_not_a_candidate(facts, unknown[0])}; the model's parameters "
+                               f"that can be: {shown or 'none'}")  # fmt: skip
     return list(dict.fromkeys(parameters))
+
+
+def _not_a_candidate(facts: Facts, name: str) -> str:
+    """Why ``name`` is not among :func:`odes.candidates`, and what to do instead."""
+    q = facts.quantities.get(name)
+    if q is None:
+        return "the model has no parameter of that id" + hints.did_you_mean(
+            name, [k for k, v in facts.quantities.items() if v.kind in ("parameter", "local")])
+    if q.kind not in ("parameter", "local"):
+        return (f"it is a {q.kind}, not a parameter (to differentiate its value, make it a "
+                f"parameter in the SBML and set the {q.kind} from it by an initial assignment)")
+    if name in facts.rate_rules or name in facts.assignment_rules:
+        return "a rule sets it, so it is no constant to differentiate: differentiate what its rule reads"
+    if name in facts.initial_assignments:
+        return ("an initial assignment sets it from other values (a derived parameter): "
+                "differentiate the parameters its assignment reads; its path is in their gradient")
+    return "it declares no value"
 
 
 def _is_zero(value: sympy.Expr | None) -> bool:
@@ -189,6 +226,9 @@ def _table(
     params: dict[str, Any] = {}
     for p, v in zip(system.params, system.theta0, strict=True):
         params[names[sym(p)]] = v if v > 0 else {"value": v, "log": False}
+    derived = used_derived(system)
+    for d in derived:  # an expression string: evaluated once from the numbers above
+        params[names[d]] = _text(printer, system.derived[d], f"parameters.{names[d]}")
     truth = {names[sym(p)]: float(f"{v * TRUTH_FACTOR:.12g}") for p, v in zip(system.params, system.theta0, strict=True)}
     t_end, saves, points = time
     save = {"points": list(points)} if points is not None else {"linspace": [0.0, t_end, saves]}
@@ -196,7 +236,7 @@ def _table(
         "name": re.sub(r"[^A-Za-z0-9_.-]", "-", facts.name or stem)[:100].lstrip("-_.") or "sbml",
         "description": "",
         "stiff": True,
-        "state": {"names": [names[s] for s in system.states], "initial": system.y0},
+        "state": {"names": [names[s] for s in system.states], "initial": _starts(printer, system, names)},
         "parameters": params,
         "equations": {names[s]: _text(printer, e, names[s]) for s, e in zip(system.states, system.rhs, strict=True)},
         "time": {"span": [0.0, float(points[-1]) if points is not None else t_end], "save": save},
@@ -205,7 +245,18 @@ def _table(
     }  # fmt: skip
     comments = {f"{'state' if s in system.states else 'parameters'}.{names[s]}": note
                 for s, note in system.notes.items()}  # fmt: skip
+    for d in derived:
+        comments[f"parameters.{names[d]}"] = (
+            f"derived: {d.name}'s initial assignment, an expression of the differentiated "
+            "parameters evaluated once (its path to the gradient kept)")  # fmt: skip
     return data, comments
+
+
+def _starts(printer: _Printer, system: odes.System, names: dict[sympy.Symbol, str]) -> list[Any]:
+    """Each state's initial value: its number, or (an initial assignment that reads a
+    differentiated parameter) the expression, so that the start moves with them."""
+    return [_text(printer, e, f"state.initial.{names[s]}") if e.free_symbols else v
+            for s, e, v in zip(system.states, system.starts, system.y0, strict=True)]  # fmt: skip
 
 
 def _text(printer: _Printer, e: sympy.Expr, where: str) -> str:

@@ -1,6 +1,8 @@
 """A scalar problem as an SBML Level 3 Version 2 model: each state a non-constant
 parameter with a rate rule ``dy/dt = f(y, θ, t)``, each named parameter a constant
-parameter, time the ``csymbol`` time. The math is built node by node from the sympy
+parameter, time the ``csymbol`` time; a state whose initial value is an expression of the
+parameters gets an initial assignment (its declared value is the one at the parameters'
+values). The math is built node by node from the sympy
 expressions (no formula text is parsed), so ``log`` is ``ln`` and nothing else
 changes meaning. What SBML has no place for (the save points, tolerances and loss) is
 the importer's to choose again (:mod:`.read`). An array problem is written one rate rule per
@@ -96,6 +98,11 @@ def document(problem: Problem) -> Any:
         rule = model.createRateRule()
         rule.setVariable(name)
         rule.setMath(ast(rhs, f"equations.{name}"))
+    for name, start in zip(problem.state_names, problem.initial, strict=False):
+        if start.free_symbols:  # a start that moves with the parameters (problem/initial.py)
+            assignment = model.createInitialAssignment()
+            assignment.setSymbol(name)
+            assignment.setMath(ast(start, f"state.initial.{name}"))
     return doc
 
 
