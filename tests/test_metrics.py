@@ -19,10 +19,29 @@ def test_solution_error_scales_each_state() -> None:
     # that could pass for one (nan != x is always true, so test isnan itself)
     bad = y.copy()
     bad[1, 0] = np.nan
-    assert all(np.isnan(v) for v in metrics.solution_error(bad, ref).values())
-    assert all(np.isnan(v) for v in metrics.solution_error(y[:1], ref).values())  # shape
+    nan = {k: v for k, v in metrics.solution_error(bad, ref).items() if k != "worst_state"}
+    assert all(np.isnan(v) for v in nan.values())
+    assert metrics.solution_error(bad, ref)["worst_state"] == -1
+    shape = {k: v for k, v in metrics.solution_error(y[:1], ref).items() if k != "worst_state"}
+    assert all(np.isnan(v) for v in shape.values())
     assert metrics.solution_error(ref, ref) == {"rel_l2": 0.0, "rel_final": 0.0, "final": 0.0,
-                                                "l2": 0.0}
+                                                "l2": 0.0, "worst_state": 0}
+    assert err["worst_state"] == 1  # the tiny species carries the error
+
+
+def test_a_state_that_is_round_off_in_the_reference_cannot_dominate() -> None:
+    """Isensee_JCB2018's AC_Fsk starts at 0 and stays at round-off (1e-40) in the reference:
+    without a floor its scale is 1e-40 and a library's 1e-12 there is an error of 1e10.
+    With the problem's atol/rtol as the floor (1e-10 / 1e-6), the error is the other
+    states', and the tiny ROBER-like species above the floor still counts in full."""
+    ref = np.array([[1.0, 1e-40, 2e-3], [0.5, -3e-41, 3e-3]])
+    y = ref.copy()
+    y[:, 1] = 1e-12  # round-off of another library, far below atol
+    y[:, 2] *= 1 + 1e-6
+    bare = metrics.solution_error(y, ref)
+    floored = metrics.solution_error(y, ref, floor=1e-10 / 1e-6)
+    assert bare["rel_l2"] > 1e9 and bare["worst_state"] == 1
+    assert floored["rel_l2"] < 2e-6 and floored["worst_state"] == 2
 
 
 def test_gradient_error_in_log_space_and_tiers() -> None:

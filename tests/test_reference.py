@@ -244,8 +244,10 @@ def test_the_lapack_direct_solvers_are_scipys_bit_for_bit(method: str, dtype: ty
 
     def solve(m: object, jac: object = None) -> object:
         jac = jac or (lambda t, y: s.jac(t, y, theta))
+        # the reference's first step (FIRST_STEP of the span), given to both alike
         return solve_ivp(lambda t, y: s.rhs(t, y, theta), p.t_span, y0, method=m,
-                         t_eval=p.t_save, rtol=1e-10, atol=1e-16, jac=jac)  # fmt: skip
+                         t_eval=p.t_save, rtol=1e-10, atol=1e-16, jac=jac,
+                         first_step=reference_solvers.FIRST_STEP * 40.0)  # fmt: skip
 
     ours, scipys = solve(reference_solvers.ode_solver(method)), solve(method)
     assert ours.success and (ours.nfev, ours.njev, ours.nlu) == (scipys.nfev, scipys.njev, scipys.nlu)
@@ -295,6 +297,115 @@ def test_an_array_problem_reference_is_full_and_agrees_with_complex_step() -> No
     assert ref.complex_step_agreement is not None and ref.complex_step_agreement < 1e-6
 
 
+def _first_step_only(method: str) -> object:
+    """SciPy's ``method`` with the reference's first step and nothing else of it."""
+    from scipy import integrate
+
+    base = getattr(integrate, method)
+
+    def init(self: object, fun: object, t0: float, y0: object, t_bound: float, **kw: object) -> None:
+        kw.setdefault("first_step", reference_solvers.FIRST_STEP * abs(t_bound - t0))
+        base.__init__(self, fun, t0, y0, t_bound, **kw)
+
+    return type(method, (base,), {"__init__": init})
+
+
+def test_a_start_at_rest_with_an_input_switching_on_is_followed() -> None:
+    """A pair of states at their steady state (f(t0) is round-off) whose input switches on
+    at t0, Fiedler_BMCSystBiol2016's RAF/pRAF in two states: SciPy's BDF at rtol 1e-12,
+    choosing its first step from f(t0), takes one step over the whole pulse (4 RHS
+    evaluations); the reference's first step (FIRST_STEP of the span) follows it, as
+    LSODA does."""
+    from scipy.integrate import solve_ivp
+
+    text = """
+name = "pulse"
+stiff = true
+[state]
+names = ["a", "b"]
+initial = ["k2/(k0 + k2)", "k0/(k0 + k2)"]
+[parameters]
+k0 = 0.0233
+k2 = 1.225
+[equations]
+a = "-(k0 - 149.6*(exp(-t/0.2517) - 1)*exp(-t/0.02107))*a + k2*b"
+b = "(k0 - 149.6*(exp(-t/0.2517) - 1)*exp(-t/0.02107))*a - k2*b"
+[time]
+span = [0.0, 1.0]
+save = [1.0]
+[loss]
+kind = "final"
+weights = [1.0, 0.0]
+"""
+    p = spec.loads(text)
+    th = np.asarray(p.theta0)
+    ours = reference.solve_at(p, th, "BDF", 1e-12, 1e-16)[-1, 0]
+    s = reference._Solver(p, "BDF", 1e-12, 1e-16)
+    kw = {"t_eval": [1.0], "rtol": 1e-12, "atol": 1e-16}
+    y0 = np.asarray(p.y0)
+    plain = solve_ivp(lambda t, y: s.rhs(t, y, th), (0.0, 1.0), y0, method="BDF",
+                      jac=lambda t, y: s.jac(t, y, th), **kw)  # fmt: skip
+    lsoda = solve_ivp(lambda t, y: s.rhs(t, y, th), (0.0, 1.0), y0, method="LSODA",
+                      jac=lambda t, y: s.jac(t, y, th), **kw).y[0, -1]  # fmt: skip
+    assert ours == pytest.approx(lsoda, rel=1e-8) and lsoda < 0.93
+    assert plain.nfev < 10 and plain.y[0, -1] > 0.98  # SciPy's own first step: missed
+
+
+def test_the_reference_checks_its_solution_by_a_second_method() -> None:
+    """ROBER's BDF solution against Radau at rtol 1e-10, on the rows' measure."""
+    p = spec.load("stiff-robertson")
+    y = reference.solve_at(p, np.asarray(p.theta0), "BDF", 1e-12, 1e-16)
+    check = reference.solution_check(p, "BDF", 1e-12, 1e-16, y)
+    assert check.kind == "Radau at rtol 1e-10" and not check.unjudged
+    assert check.agreement is not None and check.agreement < 1e-9
+
+
+LORENZ = """
+name = "lorenz-25"
+stiff = true
+[state]
+names = ["x", "y", "z"]
+initial = [1.0, 1.0, 1.0]
+[parameters]
+sigma = 10.0
+rho = 28.0
+beta = 2.6666666666666665
+[equations]
+x = "sigma*(y - x)"
+y = "x*(rho - z) - y"
+z = "x*y - beta*z"
+[time]
+span = [0.0, 25.0]
+save = { linspace = [0.0, 25.0, 11] }
+[loss]
+kind = "fit"
+truth = { rho = 28.5 }
+"""
+
+
+@pytest.mark.slow
+def test_a_reference_that_cannot_tell_solutions_apart_leaves_them_unjudged() -> None:
+    """Lorenz to t = 25: BDF at rtol 1e-12 and Radau at 1e-10 part ways (chaos amplifies
+    their round-off past 1e-6), so a row's solution error cannot be told from the
+    reference's: unjudged, saying so and that no tighter or other setting agrees."""
+    from sciml_bench.run.ode import solution_scores
+
+    p = spec.loads(LORENZ)
+    y = reference.solve_at(p, np.asarray(p.theta0), "BDF", 1e-12, 1e-14)
+    check = reference.solution_check(p, "BDF", 1e-12, 1e-14, y)
+    assert check.agreement is not None and check.agreement > reference.SOLUTION_CHECK_BOUND
+    assert "cannot tell the rows' solutions apart" in check.unjudged
+    assert "chaotic" in check.unjudged
+    ref = reference.Reference(
+        problem=p.name, content_hash="", method="", rtol=1e-12, atol=1e-14, t=list(p.t_save),
+        y=y.tolist(), observations=None, loss=0.0, gradient=[], gradient_method="none",
+        fd_step=1e-4, complex_step_agreement=None, build_s=0.0,
+        solution_unjudged=check.unjudged)  # fmt: skip
+    row = solution_scores(p, ref, y * (1 + 1e-3))
+    assert row["solution_unjudged"] == check.unjudged
+    assert row["solution_error"] == pytest.approx(1e-3, rel=1e-6)
+
+
 def test_the_sensitivity_solve_takes_the_reference_lu_bit_for_bit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -317,8 +428,30 @@ def test_the_sensitivity_solve_takes_the_reference_lu_bit_for_bit(
 
     monkeypatch.setattr(sensitivity, "ode_solver", spy)
     ours = sensitivity.scalar_gradient(p, loss, 1e-9, 1e-14, "Radau")
-    monkeypatch.setattr(sensitivity, "ode_solver", lambda m: m)  # SciPy's own Radau
+    # SciPy's own Radau (its wrapped LU), started from the reference's first step
+    monkeypatch.setattr(sensitivity, "ode_solver", lambda m: _first_step_only(m))
     scipys = sensitivity.scalar_gradient(p, loss, 1e-9, 1e-14, "Radau")
     assert used and used[0] is reference_solvers.ode_solver("Radau") and used[0] != "Radau"
+    assert used[0].__mro__[1].__name__ == "Radau"
     assert ours[0] == scipys[0] and np.array_equal(ours[1], scipys[1])
     assert np.all(np.isfinite(ours[1])) and np.any(ours[1] != 0)
+
+
+#: the fields a reference of each version holds (sha256 of their names, in order): a change
+#: to what a reference contains must bump REFERENCE_VERSION, or cached references of the old
+#: version would be read as if they held the new fields (issue 53: the cross-check above
+#: 1,000 states was added without a bump, and publication read references that lacked it)
+FIELDS_OF_VERSION = {8: "fbce6797c73d"}
+
+
+def test_the_reference_version_moves_with_its_fields() -> None:
+    import dataclasses
+    import hashlib
+
+    names = ",".join(f.name for f in dataclasses.fields(reference.Reference))
+    digest = hashlib.sha256(names.encode()).hexdigest()[:12]
+    known = FIELDS_OF_VERSION.get(reference.REFERENCE_VERSION)
+    assert known == digest, (
+        f"the Reference's fields changed (now {digest}) but REFERENCE_VERSION is still "
+        f"{reference.REFERENCE_VERSION}: bump it and add {{version: {digest!r}}} here"
+        if known else f"add {{{reference.REFERENCE_VERSION}: {digest!r}}} to FIELDS_OF_VERSION")

@@ -144,22 +144,41 @@ def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, A
     """The plain settings of one case (``sciml-bench codegen`` prints them): solver, linear
     solver, tolerances (sensitivities', backward problem's and quadratures' too), step
     bound, gradient method, the observed states, each parameter's AMICI scale and which
-    parameters the model takes as logs (:func:`~sciml_bench.problem.compiled.log_scaled`)."""
+    parameters the model takes as logs (:func:`~sciml_bench.problem.compiled.log_scaled`).
+
+    A ``run --sbml`` problem runs the modeller's own file (``problem.sbml_map``): its
+    observables are the observed states' SBML formulas (``X * C`` for an amount), and the
+    states that are no AMICI state id of their own (those amounts) are observables too,
+    unmeasured, so that the solution reads every problem state (:func:`state_columns`)."""
     from sciml_bench.problem.sbml.write_arrays import sbml_id
 
     log = log_scaled(problem)
     observed = observed_states(problem.loss_W)
     kind = options.extra.get("jacobian", "sparse" if problem.size else "dense")
     linear = str(options.extra.get("linear_solver", LINEAR_SOLVERS.get(kind, "dense")))
+    own = problem.sbml_map
+    if own is None:
+        formulas = [sbml_id(n) for n in problem.state_names]
+        params, extra = [sbml_id(n) for n in problem.param_names], []
+    else:
+        formulas, params = list(own["states"]), list(own["parameters"])
+        extra = [j for j, f in enumerate(formulas) if j not in observed and not _is_id(f)]
     return {"solver": options.solver, "linear_solver": linear, "rtol": options.rtol,
             "atol": options.atol, "max_steps": options.max_steps,
             "gradient": options.gradient_method, "t0": float(problem.t_span[0]),
-            "observed": observed,
-            "observables": [sbml_id(problem.state_names[j]) for j in observed],
-            "param_names": [sbml_id(n) for n in problem.param_names],
+            "observed": observed, "unmeasured": extra,
+            "observables": [formulas[j] for j in [*observed, *extra]],
+            "state_formulas": formulas, "param_names": params,
+            "locals": None if own is None else own["locals"],
+            "sbml": "the modeller's own file" if own else "the suite's rate-rule export",
             "parameter_scale": ["ln" if v else "none" for v in log],
             "compute_conservation_laws": CONSERVATION_LAWS, "dtype": options.dtype,
             "log_scaled": log.tolist()}  # fmt: skip
+
+
+def _is_id(formula: str) -> bool:
+    """Whether an SBML formula is a bare id (a state AMICI holds itself), not an expression."""
+    return formula.replace("_", "a").isalnum()
 
 
 def model_key(sbml: str, settings: Mapping[str, Any]) -> str:
@@ -188,16 +207,17 @@ def import_model(
     """``SbmlImporter(sbml).sbml2amici(name, outdir, ...)`` in its two halves, timed: the
     symbolic import and C++ code generation (``compile=False``), then the C++ compile of
     the generated package (AMICI's own ``build_model_extension``, what ``compile=True``
-    runs). The observables are the observed states, ``o_<state> = state``; their noise
-    comes with the measurements (:func:`exp_data`)."""
+    runs). The observables are ``o_<k> = formula`` (the observed states' values, then the
+    unmeasured ones :func:`case_settings` adds); their noise comes with the measurements
+    (:func:`exp_data`)."""
     import amici
     from amici.exporters.sundials.compile import build_model_extension
 
     t0 = time.perf_counter()
     importer = amici.SbmlImporter(sbml, from_file=False)
     t1 = time.perf_counter()
-    channels = [amici.MeasurementChannel(f"o_{state}", formula=state)
-                for state in settings["observables"]]  # fmt: skip
+    channels = [amici.MeasurementChannel(f"o_{k}", formula=formula)
+                for k, formula in enumerate(settings["observables"])]  # fmt: skip
     importer.sbml2amici(
         name, outdir, observation_model=channels, verbose=False, compile=False,
         compute_conservation_laws=settings["compute_conservation_laws"],
@@ -216,19 +236,65 @@ def load_model(name: str, outdir: str) -> Any:
     return amici.import_model_module(name, outdir).get_model()
 
 
-def configure_model(model: Any, settings: Mapping[str, Any], t_save: Any) -> None:
+def parameter_indices(model: Any, settings: Mapping[str, Any]) -> list[int]:
+    """Where each of the problem's parameters is among AMICI's free parameters: the rate-rule
+    export has exactly the problem's, in its order; the modeller's own file has all of its
+    parameters (a reaction's local one promoted by libsbml as ``<reaction>_<id>``)."""
+    ids = [str(i) for i in model.get_free_parameter_ids()]
+    wanted = list(settings["param_names"])
+    if settings.get("locals") is None:
+        if ids != wanted:
+            raise RuntimeError(f"AMICI's free parameters {ids} are not the problem's "
+                               f"{wanted}: the SBML export changed")  # fmt: skip
+        return list(range(len(ids)))
+    out = []
+    for name, local in zip(wanted, settings["locals"], strict=True):
+        names = [name] if not local else [f"{local[0]}_{local[1]}", f"_{local[0]}_{local[1]}"]
+        found = [ids.index(n) for n in names if n in ids]
+        if not found:
+            raise RuntimeError(f"AMICI has no free parameter for the problem's {name!r} "
+                               f"(looked for {', '.join(names)} among {len(ids)})")  # fmt: skip
+        out.append(found[0])
+    return out
+
+
+def configure_model(model: Any, settings: Mapping[str, Any], t_save: Any) -> list[int]:
     """Save points, start time and each parameter's scale (``ln`` or ``none``) on the
-    model; AMICI's free parameters must be the problem's, in its order."""
+    model; with the modeller's own file, sensitivities for the problem's parameters only
+    (AMICI's parameter list). Returns where the problem's parameters are among AMICI's
+    free ones (:func:`parameter_indices`)."""
     import amici.sim.sundials as S
 
-    ids = [str(i) for i in model.get_free_parameter_ids()]
-    if ids != list(settings["param_names"]):
-        raise RuntimeError(f"AMICI's free parameters {ids} are not the problem's "
-                           f"{settings['param_names']}: the SBML export changed")  # fmt: skip
+    index = parameter_indices(model, settings)
     model.set_timepoints([float(t) for t in t_save])
     model.set_t0(float(settings["t0"]))
-    model.set_parameter_scale([getattr(S.ParameterScaling, s)
-                               for s in settings["parameter_scale"]])  # fmt: skip
+    scales = ["none"] * len(model.get_free_parameter_ids())
+    for i, s in zip(index, settings["parameter_scale"], strict=True):
+        scales[i] = s
+    model.set_parameter_scale([getattr(S.ParameterScaling, s) for s in scales])
+    if settings.get("locals") is not None:
+        model.set_parameter_list(index)
+    return index
+
+
+def state_columns(model: Any, settings: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """Per problem state, where a solve's return data holds it: ``("x", i)``, AMICI's state
+    of that id, or ``("y", k)``, observable ``o_k`` (a formula, e.g. an amount ``X * C``).
+    The export's states are AMICI's, in order."""
+    if settings.get("locals") is None:
+        return [("x", j) for j in range(len(settings["state_formulas"]))]
+    xid = [str(i) for i in model.get_state_ids()]
+    observables = list(settings["observables"])
+    out = []
+    for f in settings["state_formulas"]:
+        if f in xid:
+            out.append(("x", xid.index(f)))
+        elif f in observables:
+            out.append(("y", observables.index(f)))
+        else:
+            raise RuntimeError(f"AMICI holds no state {f!r} and no observable of it: the "
+                               "model's states are {', '.join(xid[:8])}")  # fmt: skip
+    return out
 
 
 def make_solver(model: Any, settings: Mapping[str, Any], gradient: bool) -> Any:
@@ -277,6 +343,10 @@ def exp_data(model: Any, settings: Mapping[str, Any], loss_W: Any, loss_O: Any) 
     sigma = noise(loss_W, observed)
     measured = np.where(np.isfinite(sigma), np.asarray(loss_O, dtype=np.float64)[:, observed],
                         np.nan)  # fmt: skip
+    unmeasured = len(settings.get("unmeasured", ()))  # observables read, never measured
+    if unmeasured:
+        measured = np.hstack([measured, np.full((len(measured), unmeasured), np.nan)])
+        sigma = np.hstack([sigma, np.full((len(sigma), unmeasured), np.inf)])
     edata = S.ExpData(model)
     edata.t_start = float(settings["t0"])  # the ExpData's start time wins over the model's
     edata.set_measurements(measured.ravel().tolist())  # row-major: n_save x n_observed
@@ -330,7 +400,8 @@ def built_model(
     import amici
     import amici.sim.sundials  # noqa: F401  (a model module reads amici.sim at import)
 
-    sbml = expressible_source("amici", problem, "sbml")
+    sbml = (problem.source["sbml_model"] if problem.sbml_map is not None
+            else expressible_source("amici", problem, "sbml"))
     key = model_key(sbml, settings)
     name, root = f"sciml_bench_{key}", cache_root()
     final = None if root is None else root / amici.__version__ / key
@@ -383,7 +454,10 @@ class AmiciCase(CompiledCase):
 
         st = case_settings(problem, options)
         self.model, made = built_model(problem, st)
-        configure_model(self.model, st, problem.t_save)
+        self.index = configure_model(self.model, st, problem.t_save)
+        self.columns = state_columns(self.model, st)
+        #: every free parameter's value on its scale; the problem's are set into it
+        self.base = np.asarray(self.model.get_free_parameters(), dtype=np.float64)
         self.solver = make_solver(self.model, st, gradient=False)
         self.grad_solver = make_solver(self.model, st, gradient=True)
         self.edata = exp_data(self.model, st, problem.loss_W, problem.loss_O)
@@ -398,7 +472,7 @@ class AmiciCase(CompiledCase):
             "parameter_scale": amici_scales(self.log_scaled),
             "conservation_laws": (f"reduction {'on' if CONSERVATION_LAWS else 'off'} (AMICI's "
                                   f"default); {int(self.model.ncl())} found"),
-            "observables": st["observables"],
+            "observables": st["observables"], "sbml": st["sbml"],
             "loss_constant": self.constant,
             "internal_sensitivity_method": _ISM.get(
                 int(self.grad_solver.get_internal_sensitivity_method()), "?"),
@@ -406,7 +480,11 @@ class AmiciCase(CompiledCase):
         }  # fmt: skip
 
     def library_parameters(self, u: np.ndarray) -> Any:
-        return [float(v) for v in u]  # AMICI takes a sequence of floats, set on the model
+        # AMICI takes a sequence of floats, every free parameter's, set on the model: the
+        # problem's at their places, the file's others at their own values
+        full = self.base.copy()
+        full[self.index] = u
+        return [float(v) for v in full]
 
     def failure(self, e: RuntimeError) -> SolverFailure:
         return library_failure("amici", " ".join(str(e).split()))
@@ -422,7 +500,9 @@ class AmiciCase(CompiledCase):
         rejected = int(raw.num_err_test_fails[-1]) + int(raw.num_non_lin_solv_conv_fails[-1])
         check_steps("amici", self.max_steps, steps, rejected,
                     note="AMICI's own bound counts accepted steps, whole solve")  # fmt: skip
-        y = finite_solution("amici", np.array(raw.x, dtype=np.float64))
+        x, obs = np.array(raw.x, dtype=np.float64), np.array(raw.y, dtype=np.float64)
+        y = finite_solution("amici", np.column_stack(
+            [x[:, i] if where == "x" else obs[:, i] for where, i in self.columns]))
         return Solution(y, {"steps": steps, "rejected_steps": rejected,
                             "rhs_evals": int(raw.num_rhs_evals[-1])})  # fmt: skip
 
@@ -435,7 +515,9 @@ class AmiciCase(CompiledCase):
         if int(rdata.status) != 0:
             raise amici_failure(rdata)
         value, grad_u = loss_and_gradient(rdata, self.constant)
-        return super().check_grad((value, grad_u, np.asarray(params)))
+        # sllh is over AMICI's parameter list: the problem's parameters, in its order
+        u = np.asarray(params)[self.index] if len(params) != len(grad_u) else np.asarray(params)
+        return super().check_grad((value, grad_u, u))
 
 
 class AmiciBackend(CompiledBackend):

@@ -165,16 +165,18 @@ def _columns(r: dict[str, Any], p: Any, ref: Any, g: Any) -> dict[str, Any]:
     gradient's in the judged space, the solution's and the gradient's scores."""
     import numpy as np
 
-    from sciml_bench.measure import metrics
-    from sciml_bench.run.ode import gradient_scores, judged_space, reference_columns
+    from sciml_bench.run.ode import (
+        gradient_scores,
+        judged_space,
+        reference_columns,
+        solution_scores,
+    )
 
     cols = {**reference_columns(ref, str(r.get("gradient_method", ""))),
             **judged_space(g, p.theta0, p.log_params)}  # fmt: skip
     y = r.get("y")
     if y is not None and not ref.missing:
-        err = metrics.solution_error(np.asarray(y, dtype=float), np.asarray(ref.y))
-        cols["solution_error"] = err["rel_l2"]
-        cols.update({f"solution_error_{k}": v for k, v in err.items() if k != "rel_l2"})
+        cols.update(solution_scores(p, ref, np.asarray(y, dtype=float)))
     else:  # no solution stored: its scores, if any, stay as they were
         cols.update({k: v for k, v in r.items() if k.startswith("solution_error")})
     if ref.gradient_missing:  # reference_columns' gradient_error_note says why

@@ -113,12 +113,11 @@ def _sbml_problem(path: str, t_end: float | None, semantic: bool = False,
     """An SBML model as the problem ``sciml-bench import [--t-end T]`` writes, checked
     against its file where cheap (``semantic``; the result goes into ``checks``). Its
     refusals are ProblemErrors: one line, exit 2, before anything runs."""
-    from sciml_bench.problem import spec
     from sciml_bench.problem.sbml import read
     from sciml_bench.problem.sbml import semantic as sem
 
     imported = read.read(path) if t_end is None else read.read(path, t_end=t_end)
-    problem = spec.from_dict(imported.data, source=path)
+    problem = imported.problem()
     if semantic:
         result = sem.run_check(imported, problem, lambda line: click.echo(line, err=True))
         if checks is not None:

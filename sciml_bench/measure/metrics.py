@@ -1,8 +1,10 @@
 """Accuracy metrics: solution error and gradient agreement against the reference.
 
 Solution error, for ``Y`` and reference ``R`` at the save points (shape
-``(n_save, n_state)``), with per-state scale ``s_j = max_i |R_ij|`` so that
-small species count:
+``(n_save, n_state)``), with per-state scale ``s_j = max(max_i |R_ij|, atol / rtol)`` so
+that small species count and round-off does not (the problem's tolerances; the measure
+lives in :mod:`sciml_bench.problem.solution_measures`, which the reference's own
+cross-check uses too), the worst state named:
 
 - ``rel_l2``    = ‖(Y − R)/s‖_F / ‖R/s‖_F            (over all save points)
 - ``rel_final`` = ‖(Y_N − R_N)/s‖_2 / ‖R_N/s‖_2      (at t_end)
@@ -38,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from sciml_bench.problem import solution_measures
 from sciml_bench.problem.gradient_measures import (
     judged_scale,
     norm_error,
@@ -54,22 +57,10 @@ UNJUDGED = "unjudged"
 SUSPECT = 0.1
 
 
-def solution_error(y: np.ndarray, ref: np.ndarray) -> dict[str, float]:
-    y = np.asarray(y, dtype=float)
-    ref = np.asarray(ref, dtype=float)
-    if y.shape != ref.shape or not np.all(np.isfinite(y)):
-        nan = float("nan")
-        return {"rel_l2": nan, "rel_final": nan, "final": nan, "l2": nan}
-    s = np.max(np.abs(ref), axis=0)
-    s[s == 0] = 1.0
-    d = (y - ref) / s
-    r = ref / s
-    return {
-        "rel_l2": float(np.linalg.norm(d) / np.linalg.norm(r)),
-        "rel_final": float(np.linalg.norm(d[-1]) / np.linalg.norm(r[-1])),
-        "final": float(np.mean(np.abs(y[-1] - ref[-1]))),
-        "l2": float(np.sqrt(np.mean((y - ref) ** 2))),
-    }
+def solution_error(y: np.ndarray, ref: np.ndarray, floor: float = 0.0) -> dict[str, float]:
+    """The module's solution measures of ``y`` against ``ref``, each state's scale at least
+    ``floor`` (a problem's ``atol / rtol``: :func:`~.solution_measures.floor_of`)."""
+    return solution_measures.solution_error(y, ref, floor)
 
 
 def gradient_error(

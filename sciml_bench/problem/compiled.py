@@ -97,6 +97,11 @@ class CompiledProblem(Dimensions):
     #: every generated source defines it from them (``y0(p)``; DiffSL's ``u_i`` reads the
     #: inputs; the SBML has initial assignments), and ``y0`` is its value at ``theta0``
     y0_depends: bool = False
+    #: the modeller's own SBML a ``run --sbml`` problem came from, for AMICI and
+    #: libRoadRunner: ``{"path", "states", "parameters", "locals"}`` (each state's SBML
+    #: formula, each parameter's id; :class:`~sciml_bench.problem.spec.SBMLModel`), its text
+    #: in ``source["sbml_model"]``; None for a problem file (they run the rate-rule export)
+    sbml_map: dict[str, Any] | None = None
 
     def loss_numpy(self, y: np.ndarray) -> float:
         """The loss above, in NumPy (also valid for complex ``y``)."""

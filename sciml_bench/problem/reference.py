@@ -72,6 +72,7 @@ from sciml_bench.problem.sensitivity import (
     array_directional,
     array_gradient,
 )
+from sciml_bench.problem.solution_measures import floor_of, solution_error
 from sciml_bench.problem.spec import Problem
 
 #: bump when the reference algorithm changes, so old cache entries are not reused
@@ -83,8 +84,10 @@ from sciml_bench.problem.spec import Problem
 #: problem's FD cross-check at h alone, not h and h/2, left v7 entries valid: no bump; nor
 #: did the quadrature-adjoint cross-check above CS_MAX_STATES states, which changes no
 #: gradient: a cached v7 reference of a large array problem simply has no cross-check and
-#: its estimate is the tolerance pair's until rebuilt with ``--refresh``)
-REFERENCE_VERSION = 7
+#: its estimate is the tolerance pair's until rebuilt with ``--refresh``; 8: BDF and Radau
+#: start from a small first step, and the solution is cross-checked by a second method,
+#: ``solution_check``; a test now fails when the fields change and this does not)
+REFERENCE_VERSION = 8
 DEFAULT_RTOL = 1e-12
 DEFAULT_FD_STEP = 1e-4
 CS_STEP = 1e-30
@@ -100,6 +103,12 @@ N_DIRECTIONS = 8
 SIZED_RTOL = ((100, DEFAULT_RTOL), (1_000, 1e-10), (10_000, 1e-9), (math.inf, 1e-8))
 #: the complex-step cross-check (3 complex solves) is skipped above this many states
 CS_MAX_STATES = 1_000
+#: the solution's cross-check (a second method) disagreeing past this leaves the rows'
+#: solution errors unjudged: a reference off by more cannot tell a row's 1e-6 from 0
+SOLUTION_CHECK_BOUND = 1e-6
+#: the second method's rtol: the reference's times this, at most 1e-10 (its error stays
+#: a hundredth of the bound; at 1e-12 Radau costs 3-30x BDF)
+SOLUTION_CHECK_LOOSEN = 100.0
 
 
 class ReferenceError(RuntimeError):
@@ -155,6 +164,13 @@ class Reference:
     #: ..."; "" none) and its agreement with the gradient (norm-wise relative)
     cross_check: str = ""
     cross_check_agreement: float | None = None
+    #: the solution's cross-check: a second method's solve ("Radau at rtol 1e-10"; "" none)
+    #: and its disagreement with ``y`` on the rows' measure (:func:`solution_agreement`)
+    solution_check: str = ""
+    solution_check_agreement: float | None = None
+    #: why the rows' solution errors are not judged against ``y`` ("" when they are): the
+    #: second method disagrees past :data:`SOLUTION_CHECK_BOUND`, with what fixes it
+    solution_unjudged: str = ""
 
     def gradient_by_name(self, names: list[str] | tuple[str, ...]) -> dict[str, float]:
         return dict(zip(names, self.gradient, strict=True)) if self.gradient else {}
@@ -798,6 +814,7 @@ def build(problem: Problem) -> Reference:
     fd = _full(problem, cfg, (W, O, C), loss, theta0)
     check = _cross_check(problem, loss, fd, theta0, cfg, (W, O, C))
     error = _combined_error(fd, check)
+    solution = solution_check(problem, cfg.method, cfg.rtol, cfg.atol, y)
     return Reference(
         problem=problem.name,
         content_hash=problem.content_hash,
@@ -824,7 +841,89 @@ def build(problem: Problem) -> Reference:
         tolerance_error=fd.error,
         cross_check=check.kind,
         cross_check_agreement=check.agreement,
+        solution_check=solution.kind,
+        solution_check_agreement=solution.agreement,
+        solution_unjudged=solution.unjudged,
     )
+
+
+@dataclass
+class SolutionCheck:
+    """The reference solution's cross-check: what ran (``kind``; "" none), its
+    disagreement on the rows' measure, and why the rows' solution errors are unjudged
+    ("" when they are judged)."""
+
+    kind: str = ""
+    agreement: float | None = None
+    unjudged: str = ""
+
+
+def _second(method: str) -> str:
+    """The other implicit method: Radau for BDF, BDF for Radau or a fallback's LSODA."""
+    return "Radau" if method == "BDF" else "BDF"
+
+
+def solution_check(
+    problem: Problem, method: str, rtol: float, atol: float, y: np.ndarray
+) -> SolutionCheck:
+    """``y`` (the reference's solution by ``method`` at ``rtol``) against a second method's
+    at ``max(rtol, min(100 rtol, 1e-10))``, on the rows' measure
+    (:func:`~.solution_measures.solution_error`, the problem's ``atol / rtol`` floor).
+    Past :data:`SOLUTION_CHECK_BOUND` the rows' solution errors are unjudged, and the
+    reason names what agrees instead (:func:`_measured_fix`). Not run above
+    :data:`CS_MAX_STATES` states (a second implicit solve costs too much there)."""
+    if problem.n_state > CS_MAX_STATES:
+        return SolutionCheck(f"not run ({problem.n_state} states > {CS_MAX_STATES})")
+    other = _second(method)
+    rtol2 = max(rtol, min(SOLUTION_CHECK_LOOSEN * rtol, 1e-10))
+    kind = f"{other} at rtol {rtol2:g}"
+    floor = floor_of(problem.atol, problem.rtol)
+    theta0 = np.asarray(problem.theta0)
+    try:
+        y2 = solve_at(problem, theta0, other, rtol2, atol * rtol2 / rtol)
+    except ReferenceError as e:
+        return SolutionCheck(f"{kind}: failed ({' '.join(str(e).split())[:160]})")
+    agreement = solution_error(y2, y, floor)["rel_l2"]
+    if agreement <= SOLUTION_CHECK_BOUND:
+        return SolutionCheck(kind, agreement)
+    worst = problem.state_names[solution_error(y2, y, floor)["worst_state"]]
+    why = (f"the reference's {method} at rtol {rtol:g} and {kind} disagree by {agreement:.2g} "
+           f"(worst state {worst}) > {SOLUTION_CHECK_BOUND:g}: the reference cannot tell the "
+           f"rows' solutions apart; {_measured_fix(problem, method, rtol, atol, y2, floor)}")
+    return SolutionCheck(kind, agreement, why)
+
+
+def _measured_fix(
+    problem: Problem, method: str, rtol: float, atol: float, y2: np.ndarray, floor: float
+) -> str:
+    """What makes a reference right, measured: the second method at the reference's own rtol
+    and the reference's method 10,000x looser (a tight rtol can make an implicit method's
+    first steps step over a fast start); where these two, a different method and a
+    different tolerance, agree with each other, either is the advice (never "tighter":
+    that is what failed). ``y2`` is the check's own solve."""
+    other = _second(method)
+    theta0 = np.asarray(problem.theta0)
+    tries = ((other, rtol, f'[reference] method = "{other}"'),
+             (method, rtol * 1e4, f"[reference] rtol = {rtol * 1e4:g}"))  # fmt: skip
+    ys = []
+    for m, r, _ in tries:
+        try:
+            ys.append(solve_at(problem, theta0, m, r, atol * r / rtol))
+        except ReferenceError:
+            return _NO_FIX
+    agree = solution_error(ys[0], ys[1], floor)["rel_l2"]
+    if agree > SOLUTION_CHECK_BOUND:
+        return _NO_FIX
+    (m1, r1, k1), (m2, r2, k2) = tries
+    return (f"{m1} at rtol {r1:g} and {m2} at rtol {r2:g} agree with each other to "
+            f"{agree:.1g}: set {k1} (or {k2}) in the problem file")
+
+
+#: the advice where no measured setting agrees (:func:`_measured_fix`)
+_NO_FIX = ("neither the second method at the reference's rtol nor the reference's method "
+           "10,000x looser gives a solution the other agrees with: the model may be chaotic "
+           "over this span (no tolerance gives one trajectory: shorten [time] span) or have a "
+           "switch or pulse the solvers step over (set [reference] method, rtol and atol)")
 
 
 def _full(
@@ -987,6 +1086,9 @@ def compile_problem(
     obs = observations
     W, O, C = loss_arrays(problem, obs)
     source = {t: codegen.generate(problem, t) for t in source_targets(problem, sbml)}
+    model = problem.sbml_model if sbml else None
+    if model is not None:  # the modeller's own file, for the backends that run SBML
+        source["sbml_model"] = model.text
     return CompiledProblem(
         name=problem.name,
         stiff=problem.stiff,
@@ -1006,6 +1108,7 @@ def compile_problem(
         source=source,
         content_hash=problem.content_hash,
         y0_depends=bool(problem.initial),
+        sbml_map=None if model is None else model.to_json(),
         **_array_facts(problem, source["numpy"]),
     )
 

@@ -143,6 +143,28 @@ class Network:
 
 
 @dataclass(frozen=True)
+class SBMLModel:
+    """The SBML file a problem was imported from, for the backends that run SBML itself
+    (AMICI, libRoadRunner) as modellers do, instead of the suite's rate-rule export: its
+    text, and per problem state the SBML formula of its value (a species', compartment's or
+    parameter's id; ``X * C`` for an amount held where the id means a concentration), per
+    problem parameter its SBML id (a reaction's local parameter: ``(reaction, local id)``
+    in ``locals``). Not part of the problem's content: the import is checked against the
+    same file (:mod:`sciml_bench.problem.sbml.semantic`)."""
+
+    path: str
+    text: str
+    states: tuple[str, ...]
+    parameters: tuple[str, ...]
+    locals: tuple[tuple[str, str] | None, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "states": list(self.states),
+                "parameters": list(self.parameters),
+                "locals": [list(x) if x else None for x in self.locals]}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Problem(Dimensions):
     name: str
     description: str
@@ -183,6 +205,9 @@ class Problem(Dimensions):
     #: derived parameters (``k2 = "2*k"``) as expressions of the differentiated ones, already
     #: substituted into ``rhs`` and ``initial``: kept to be shown and exported
     derived: tuple[tuple[str, sympy.Expr], ...] = ()
+    #: the modeller's own SBML file a ``run --sbml`` problem was imported from, and how its
+    #: states and parameters read there (:class:`SBMLModel`); None for a problem file
+    sbml_model: SBMLModel | None = None
 
     @property
     def laddered(self) -> arrays.ArrayModel | network_width.NetworkWidth | None:

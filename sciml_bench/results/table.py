@@ -45,6 +45,8 @@ CLAIM_JSON_KEYS = (
     "failed_phase_s", "failed_phase_s_estimated", "reference_method", "complex_step_agreement",
     "complex_step_skipped", "reference_unverified", "reference_source", "reference_path",
     "solution_error_note", "gradient_error_note",
+    # the solution error's scale floor, worst state, and why it is unjudged (issues 50, 53)
+    "solution_error_floor", "solution_error_worst_state", "solution_unjudged",
     # which check scored the gradient, the reference's own error, why a row is unjudged
     "gradient_check", "reference_error", "gradient_tier_note",
     # the measure, the worst component and its name, a suspect component; the gradient as
@@ -278,9 +280,12 @@ def error_cells(r: dict[str, Any], sol: str, grad: str) -> tuple[str, str]:
     """The solution- and gradient-error cells (formatted by the caller) with what they
     claim: ``no ref`` where there was nothing to score against, ``*`` after a gradient
     error scored against an unverified reference, ``†`` after a ladder rung's scored
-    against a reference that was never cross-checked (notes: :func:`reference_notes`)."""
+    against a reference that was never cross-checked, ``?`` after a solution error the
+    reference's own cross-check could not judge (notes: :func:`reference_notes`)."""
     if r.get("solution_error_note"):
         sol = "no ref"
+    elif r.get("solution_unjudged") and r.get("solution_error") is not None:
+        sol += "?"
     if r.get("gradient_error_note"):
         grad = "no ref"
     elif r.get("reference_unverified") and r.get("gradient_error") is not None:
@@ -361,6 +366,8 @@ def reference_notes(records: Sequence[dict[str, Any]]) -> list[str]:
                 f"{PASS_TOL / 100:g} (PASS_TOL/100)"
             )
             break
+    out += [f"? solution error unjudged: {note}" for note in
+            dict.fromkeys(str(r["solution_unjudged"]) for r in records if r.get("solution_unjudged"))]
     out += _unchecked_notes(records)
     out += _suspect_notes(records)
     solve = sorted({str(r.get("backend")) for r in records

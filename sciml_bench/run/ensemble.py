@@ -301,7 +301,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         spread = ev.get(key)
         if spread:
             rec.update({f"{key}_{s}": v for s, v in spread.items()})
-    rec.update(_solution_columns(ev.get("y"), ref))
+    rec.update(_solution_columns(ev.get("y"), ref, problem))
     if ev.get("gradient") is not None and status == Status.OK.value:
         rec.update(_gradient_columns(ev, ref, problem))
     rec = with_device_note(rec, job.get("device", "cpu"))
@@ -321,8 +321,9 @@ def _phases(events: Sequence[dict[str, Any]]) -> tuple[Any, dict[str, float]]:
     return phases, detail
 
 
-def _solution_columns(y: Any, ref: dict[str, Any]) -> dict[str, Any]:
-    """The solution error of the checked members against the reference sample's."""
+def _solution_columns(y: Any, ref: dict[str, Any], problem: Any) -> dict[str, Any]:
+    """The solution error of the checked members against the reference sample's, each
+    state's scale at least the problem's ``atol / rtol`` (the ODE rows' measure)."""
     import numpy as np
 
     from sciml_bench.measure import metrics
@@ -334,11 +335,12 @@ def _solution_columns(y: Any, ref: dict[str, Any]) -> dict[str, Any]:
     ry = np.asarray(ref["y"], dtype=float)[:k]
     # rel l2 over every checked member's save points; rel_final over their final states
     ns = y.shape[-1]
-    err = metrics.solution_error(y.reshape(-1, ns), ry.reshape(-1, ns))
+    floor = float(problem.atol) / float(problem.rtol)  # the rows' per-state floor, as ODE rows
+    err = metrics.solution_error(y.reshape(-1, ns), ry.reshape(-1, ns), floor)
     return {
         "solution_error": err["rel_l2"],
-        "solution_error_rel_final": metrics.solution_error(y[:, -1], ry[:, -1])["rel_l2"],
-        "solution_members_checked": k,
+        "solution_error_rel_final": metrics.solution_error(y[:, -1], ry[:, -1], floor)["rel_l2"],
+        "solution_members_checked": k, "solution_error_floor": floor,
     }
 
 

@@ -544,16 +544,13 @@ def _scores(problem: Any, ref: Any, ev: dict[str, Any], ok: bool) -> dict[str, A
     (nothing scored where it has no solution or no gradient)."""
     import numpy as np
 
-    from sciml_bench.measure import metrics
 
     out: dict[str, Any] = {}
     y = ev.get("y")
     if y is not None:
         out["y"] = y
         if not ref.missing:
-            err = metrics.solution_error(np.asarray(y), np.asarray(ref.y))
-            out["solution_error"] = err["rel_l2"]
-            out.update({f"solution_error_{k}": v for k, v in err.items() if k != "rel_l2"})
+            out.update(solution_scores(problem, ref, np.asarray(y)))
     grad = ev.get("gradient")
     if grad is None or not ok:
         return out
@@ -565,6 +562,27 @@ def _scores(problem: Any, ref: Any, ev: dict[str, Any], ok: bool) -> dict[str, A
         out["gradient_tier"] = "unjudged"
         return out
     out.update(gradient_scores(g, ref.gradient, problem, ref.reference_error))
+    return out
+
+
+def solution_scores(problem: Any, ref: Any, y: Any) -> dict[str, Any]:
+    """A solution scored against the reference's on the one measure (each state's scale at
+    least the problem's ``atol / rtol``), its worst state named; unjudged, with the
+    reason, where the reference's own cross-check could not tell (``solution_unjudged``)."""
+    import numpy as np
+
+    from sciml_bench.measure import metrics
+    from sciml_bench.problem.solution_measures import floor_of
+
+    floor = floor_of(problem.atol, problem.rtol)
+    err = metrics.solution_error(np.asarray(y), np.asarray(ref.y), floor)
+    out: dict[str, Any] = {"solution_error": err["rel_l2"], "solution_error_floor": floor}
+    out.update({f"solution_error_{k}": v for k, v in err.items()
+                if k not in ("rel_l2", "worst_state")})  # fmt: skip
+    if err["worst_state"] >= 0:
+        out["solution_error_worst_state"] = problem.state_names[err["worst_state"]]
+    if getattr(ref, "solution_unjudged", ""):
+        out["solution_unjudged"] = ref.solution_unjudged
     return out
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from sciml_bench.problem.codegen.printing import NamedPrinter
 from sciml_bench.problem.sbml import odes, refuse
 from sciml_bench.problem.sbml.facts import Facts, read_facts
 from sciml_bench.problem.sbml.mathml import TIME, sym
-from sciml_bench.problem.spec import NAME_RE, RESERVED, Problem, from_dict
+from sciml_bench.problem.spec import NAME_RE, RESERVED, Problem, SBMLModel, from_dict
 
 DEFAULT_T_END = 10.0
 DEFAULT_SAVES = 51
@@ -58,6 +58,24 @@ class Imported:
     def text(self, name: sympy.Expr) -> str:
         """An expression as the problem file writes it."""
         return _Printer(self.names).doprint(name)
+
+    def problem(self) -> Problem:
+        """The validated problem, holding its SBML file (:meth:`sbml_model`)."""
+        return replace(from_dict(self.data, source=self.source), sbml_model=self.sbml_model())
+
+    def sbml_model(self) -> SBMLModel | None:
+        """The file as AMICI and libRoadRunner run it, with each state's formula and each
+        parameter's id there; None where a parameter is no element of it (``time_scale``)
+        or the file cannot be read again."""
+        params = [self.facts.quantities.get(p) for p in self.system.params]
+        if any(q is None for q in params) or not Path(self.source).is_file():
+            return None
+        return SBMLModel(
+            path=self.source, text=Path(self.source).read_text(encoding="utf-8"),
+            states=tuple(_formula(s, self.facts) for s in self.system.states),
+            parameters=tuple(self.system.params),
+            locals=tuple(q.origin or None for q in params if q is not None),
+        )  # fmt: skip
 
 
 def parse_file(path: str | Path) -> Any:
@@ -108,9 +126,19 @@ def read_document(
 
 
 def load(path: str | Path, **options: Any) -> Problem:
-    """The validated :class:`Problem` of an SBML file (``run --sbml``)."""
-    imported = read(path, **options)
-    return from_dict(imported.data, source=str(path))
+    """The validated :class:`Problem` of an SBML file (``run --sbml``), holding the file
+    itself for the backends that run SBML (:meth:`Imported.problem`)."""
+    return read(path, **options).problem()
+
+
+def _formula(state: sympy.Symbol, facts: Facts) -> str:
+    """A state's value as an SBML formula: its id, or, for an amount held where the id means
+    a concentration (``amount:X``), ``X * C``, C its compartment (concentration times size)."""
+    name = state.name
+    if name.startswith("amount:"):
+        species = name.split(":", 1)[1]
+        return f"{species} * {facts.quantities[species].compartment}"
+    return name
 
 
 def _system(facts: Facts, chosen: list[str], default: bool, source: str) -> odes.System:
