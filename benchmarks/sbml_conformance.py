@@ -6,6 +6,11 @@ the case's span and steps, and its variables compared with the case's ``-results
 at the case's own tolerances: a point passes when ``|x - x_expected| <= absolute +
 relative * |x_expected|``.
 
+Every requested variable is compared (:mod:`sciml_bench.problem.sbml.variables`: a
+species as the amount or concentration the settings ask for, a compartment, a parameter,
+an assignment-rule variable); a model with no ODE state is evaluated as the functions of t
+its variables are, not refused.
+
 Each case is one of ``pass``, ``refused`` (the importer said why, in one line),
 ``wrong`` (a value outside the tolerances) or ``crash`` (anything else: a bug). The table
 gives the counts per tag (a case counts under each of its component and test tags), then
@@ -14,8 +19,18 @@ the totals over every case and over the *supported subset*: cases whose tags all
 rules, initial assignments, function definitions and the tests on them). ``--refusals``
 prints the most common refusal reasons.
 
+``--gradients`` adds what no SBML tool publishes: on every passing case with a
+differentiable parameter, the reference gradient of the import's default loss against the
+SBML document's own central differences (:mod:`sciml_bench.problem.sbml.semantic`: each
+parameter changed in the file, re-imported, solved), and each compiled backend's gradient
+(``--backends``, CVODES through CasADi and diffsol by default, AMICI on request: its C++
+compile is 10-20 s a case) against the reference at rtol 1e-8, norm-wise within 1e-4 (plus
+the reference's own error). A second table per tag: ``pass`` / ``wrong`` / ``refused`` (the
+library's row would be ``unavailable``, named) / ``failed`` (its solve or gradient failed,
+a status with a reason) for the semantic check and for each backend.
+
     python benchmarks/sbml_conformance.py CASES_DIR [--first N] [--cases 1-100,205]
-        [--timeout 20] [--refusals 10] [--wrong]
+        [--timeout 20] [--refusals 10] [--wrong] [--gradients] [--backends cvodes,diffsol]
 """
 
 from __future__ import annotations
@@ -87,70 +102,67 @@ def solve(problem: Any, atol: float) -> np.ndarray:
     raise RuntimeError(f"every solver failed: {last}")
 
 
-def outputs(imported: Any, variables: list[str], amounts: set[str]) -> list[Any]:
-    """Each variable as an expression of the states, parameters and t: a species as its
-    amount or concentration (as the settings list it), anything else its value."""
-    system = imported.system
-    out = []
-    for v in variables:
-        if v in system.amounts:
-            comp = _compartment_of(imported, v)
-            out.append(system.amounts[v] if v in amounts else system.amounts[v] / comp)
-        elif v in system.values:
-            out.append(system.values[v])
-        else:
-            raise KeyError(f"variable {v!r} is not a compartment, species or parameter")
-    return out
+def _model(case: Path) -> Path | None:
+    return next((case / f"{case.name}-sbml-{lv}.xml" for lv in LEVELS
+                 if (case / f"{case.name}-sbml-{lv}.xml").exists()), None)  # fmt: skip
 
 
-def _compartment_of(imported: Any, species: str) -> Any:
-    facts = imported.facts
-    return imported.system.values[facts.quantities[species].compartment]
-
-
-def run_case(case: Path, timeout: float) -> tuple[str, str]:
-    """``(outcome, detail)`` of one case."""
-    import sympy
-
-    from sciml_bench.problem import spec
-    from sciml_bench.problem.sbml import read
-    from sciml_bench.problem.sbml.mathml import TIME, sym
-
+def run_case(case: Path, timeout: float) -> tuple[str, str, Any]:
+    """``(outcome, detail, the import)`` of one case (the import None unless it passed)."""
     s = _settings(case)
-    model = next((case / f"{case.name}-sbml-{lv}.xml" for lv in LEVELS
-                  if (case / f"{case.name}-sbml-{lv}.xml").exists()), None)  # fmt: skip
+    model = _model(case)
     if model is None:
-        return "refused", "no SBML Level 2 or 3 file"
+        return "refused", "no SBML Level 2 or 3 file", None
     start, duration, steps = float(s["start"]), float(s["duration"]), int(s["steps"])
     if start != 0:
-        return "refused", "a start time other than 0"
+        return "refused", "a start time other than 0", None
     points = np.linspace(start, start + duration, steps + 1)
     signal.alarm(int(timeout))
     try:
-        try:
-            imported = read.read(model, save_points=[float(p) for p in points])
-            problem = spec.from_dict(imported.data, source=str(model))
-        except spec.ProblemError as e:
-            return "refused", e.reason
-        variables = _ids(s["variables"])
-        exprs = outputs(imported, variables, set(_ids(s.get("amount", ""))))
-        y = solve(problem, float(s["absolute"]) * 1e-3)
-        args = [TIME, *imported.system.states, *map(sym, imported.system.params)]
-        columns = [_evaluate(sympy, args, e, points, y, problem.theta0) for e in exprs]
+        got, imported = _values(model, s, points)
+    except _Refused as e:
+        return "refused", str(e), None
     except _Timeout:
-        return "crash", f"over {timeout:g} s"
+        return "crash", f"over {timeout:g} s", None
     except Exception as e:  # a bug, counted and shown, not a stop
-        return "crash", f"{type(e).__name__}: {e}"[:200]
+        return "crash", f"{type(e).__name__}: {e}"[:200], None
     finally:
         signal.alarm(0)
-    return _compare(case, variables, np.column_stack(columns), s)
+    outcome, detail = _compare(case, _ids(s["variables"]), got, s)
+    return outcome, detail, imported if outcome == "pass" else None
 
 
-def _evaluate(sympy: Any, args: list[Any], e: Any, t: np.ndarray, y: np.ndarray,
-              theta: Any) -> np.ndarray:  # fmt: skip
-    f = sympy.lambdify(args, e, modules="numpy")
-    values = f(t, *y.T, *theta)
-    return np.broadcast_to(np.asarray(values, dtype=float), t.shape)
+class _Refused(Exception):
+    """The importer refused the model (its one-line reason)."""
+
+
+def _values(model: Path, s: dict[str, str], points: np.ndarray) -> tuple[np.ndarray, Any]:
+    """Every requested variable at the points: the import solved by the reference's
+    solver, or, for a model with no ODE state, its variables as functions of t."""
+    from sciml_bench.problem import spec
+    from sciml_bench.problem.sbml import odes, read
+    from sciml_bench.problem.sbml import variables as sv
+
+    ids = _ids(s["variables"])
+    amounts = set(_ids(s.get("amount", "")))
+    try:
+        imported = read.read(model, save_points=[float(p) for p in points])
+        problem = imported.problem()
+    except odes.NoState as e:  # only rules and constants: nothing to integrate
+        asked = sv.resolve(_facts(model), e.system, ids, amounts, set(ids) - amounts)
+        return sv.evaluate(asked, e.system, points, np.zeros((len(points), 0)), e.system.theta0), None
+    except spec.ProblemError as e:
+        raise _Refused(e.reason) from None
+    asked = sv.resolve(imported.facts, imported.system, ids, amounts, set(ids) - amounts)
+    y = solve(problem, float(s["absolute"]) * 1e-3)
+    return sv.evaluate(asked, imported.system, points, y, problem.theta0), (imported, problem)
+
+
+def _facts(model: Path) -> Any:
+    from sciml_bench.problem.sbml import read
+    from sciml_bench.problem.sbml.facts import read_facts
+
+    return read_facts(read.parse_file(model), str(model))
 
 
 def _compare(case: Path, variables: list[str], got: np.ndarray, s: dict[str, str]) -> tuple[str, str]:
@@ -198,7 +210,80 @@ def _table(rows: list[tuple[str, set[str], str, str]]) -> None:
         print(f"{label:32} {len(subset):6d} " + " ".join(f"{c[k]:8d}" for k in kinds))
 
 
-def main(argv: list[str] | None = None) -> int:
+#: a backend's gradient passes within this of the reference's (norm-wise, on the judged
+#: scale), plus the reference's own error estimate: the suite's pass tier
+GRADIENT_BOUND = 1e-4
+#: the backends' tolerances in the gradient comparison (the reference's are 1e-12)
+GRADIENT_RTOL = 1e-8
+GRADE_KINDS = ("pass", "wrong", "refused", "failed")
+
+
+def grade_gradients(imported: Any, problem: Any, names: list[str]) -> dict[str, tuple[str, str]]:
+    """Per check, ``(outcome, detail)``: ``semantic`` (the reference gradient against the
+    document's own differences) and each backend in ``names`` (its gradient against the
+    reference)."""
+    from sciml_bench.problem import reference
+    from sciml_bench.problem.sbml import semantic
+
+    ref = reference.build(problem)
+    if ref.missing or ref.gradient_missing:
+        why = ref.missing or ref.gradient_missing
+        return {k: ("failed", f"no reference gradient: {why}"[:200]) for k in ["semantic", *names]}
+    check = semantic.check(imported, problem, ref)
+    out = {"semantic": ("refused", "; ".join(check.skipped)) if not check.ran else
+           ("pass", "") if check.ok else ("wrong", check.refusal()[:200])}  # fmt: skip
+    compiled = reference.compile_problem(problem, ref, sbml="amici" in names)
+    for name in names:
+        out[name] = _backend_grade(name, compiled, ref)
+    return out
+
+
+def _backend_grade(name: str, compiled: Any, ref: Any) -> tuple[str, str]:
+    """One backend's gradient at :data:`GRADIENT_RTOL` against the reference's."""
+    from sciml_bench import backends
+    from sciml_bench.backends.base import CaseOptions, ProblemNotExpressible
+    from sciml_bench.measure.status import SolverFailure
+    from sciml_bench.problem.gradient_measures import judged_scale, norm_error
+
+    backend = backends.get(name)
+    available = backend.availability()
+    if not available.ok:
+        return "refused", f"not installed: {available.reason}"
+    atol = compiled.atol * GRADIENT_RTOL / compiled.rtol
+    options = CaseOptions(backend.default_solver(True), "forward", GRADIENT_RTOL, atol,
+                          compiled.max_steps)  # fmt: skip
+    try:
+        case = backend.build(compiled, options)
+        _, g = case.loss_and_grad(compiled.theta0)
+    except ProblemNotExpressible as e:
+        return "refused", str(e)[:200]
+    except (SolverFailure, RuntimeError) as e:
+        return "failed", f"{type(e).__name__}: {e}"[:200]
+    scale = judged_scale(np.asarray(compiled.theta0), np.asarray(compiled.log_params))
+    err = norm_error(np.asarray(g) * scale, np.asarray(ref.gradient) * scale)
+    bound = GRADIENT_BOUND + (ref.reference_error or 0.0)
+    return ("pass", f"{err:.1e}") if err <= bound else ("wrong", f"{err:.2e} > {bound:.1e}")
+
+
+def _gradient_table(rows: list[tuple[str, set[str], dict[str, tuple[str, str]]]],
+                    checks: list[str]) -> None:  # fmt: skip
+    """Per tag, each check's pass/wrong/refused/failed counts."""
+    per_tag: dict[str, dict[str, collections.Counter[str]]] = collections.defaultdict(
+        lambda: collections.defaultdict(collections.Counter))
+    for _, tags, graded in rows:
+        for tag in [*tags, "total"]:
+            for check, (outcome, _) in graded.items():
+                per_tag[tag][check][outcome] += 1
+    head = " ".join(f"{c:>22}" for c in checks)
+    print(f"\ngradients ({'/'.join(GRADE_KINDS)}): {len(rows)} passing cases")
+    print(f"{'tag':32} {head}")
+    order = sorted((t for t in per_tag if t != "total"), key=lambda t: -sum(per_tag[t]["semantic"].values()))
+    for tag in [*order, "total"]:
+        cells = ["/".join(str(per_tag[tag][c][k]) for k in GRADE_KINDS) for c in checks]
+        print(f"{tag:32} " + " ".join(f"{x:>22}" for x in cells))
+
+
+def _options(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cases_dir", type=Path, help="the Test Suite's cases/semantic folder")
     ap.add_argument("--first", type=int, default=None, help="only the first N cases")
@@ -206,17 +291,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds per case")
     ap.add_argument("--refusals", type=int, default=10, help="how many refusal reasons to list")
     ap.add_argument("--wrong", action="store_true", help="list every wrong or crashed case")
-    a = ap.parse_args(argv)
+    ap.add_argument("--gradients", action="store_true",
+                    help="grade gradients on the passing cases (see the module doc)")
+    ap.add_argument("--backends", default="cvodes,diffsol",
+                    help="--gradients: the compiled backends graded (cvodes, diffsol, amici)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _options(argv)
     signal.signal(signal.SIGALRM, _alarm)
-    rows = []
+    names = [b.strip() for b in a.backends.split(",") if b.strip()]
+    rows, graded = [], []
     start = time.perf_counter()
     for case in _cases(a.cases_dir, a.first, a.cases):
         h = _header(case)
         if h.get("testType") != "TimeCourse":
             continue
         tags = set(_ids(h.get("componentTags", ""))) | set(_ids(h.get("testTags", "")))
-        outcome, detail = run_case(case, a.timeout)
+        outcome, detail, passed = run_case(case, a.timeout)
         rows.append((case.name, tags, outcome, detail))
+        if a.gradients and passed is not None:
+            graded.append((case.name, tags, grade_gradients(*passed, names)))
     _table(rows)
     print(f"\n{len(rows)} time-course cases in {time.perf_counter() - start:.0f} s")
     reasons = collections.Counter(re.sub(r"'[^']*'", "'…'", r[3]) for r in rows if r[2] == "refused")
@@ -225,7 +321,19 @@ def main(argv: list[str] | None = None) -> int:
     for name, tags, outcome, detail in rows:
         if outcome in ("wrong", "crash") and (a.wrong or tags <= SUPPORTED):
             print(f"  {outcome} {name}{'' if tags <= SUPPORTED else ' (outside the subset)'}: {detail}")
+    if a.gradients:
+        _report_gradients(graded, ["semantic", *names], a.wrong)
     return 0
+
+
+def _report_gradients(graded: list[tuple[str, set[str], dict[str, tuple[str, str]]]],
+                      checks: list[str], every: bool) -> None:  # fmt: skip
+    """The gradient table, then each wrong grade (and, with ``every``, each failed one)."""
+    _gradient_table(graded, checks)
+    for name, _, grades in graded:
+        for check, (outcome, detail) in grades.items():
+            if outcome == "wrong" or (every and outcome == "failed"):
+                print(f"  {outcome} gradient {name} {check}: {detail}")
 
 
 if __name__ == "__main__":

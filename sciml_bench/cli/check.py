@@ -25,12 +25,16 @@ from sciml_bench.cli.options import UserError, load_problem, sized
               "file itself (each parameter changed in the SBML, re-imported and solved) at "
               "any size, with its full reference.")
 @click.option("--t-end", type=click.FloatRange(0, None, min_open=True), default=None,
-              help="--sbml: the end of the time span [10].")
+              help="--sbml: the end of the time span [the last measurement time of a PEtab "
+              "problem beside the file, else 10].")
 @click.option("--parameters", default=None, metavar="A,B",
               help="--sbml: the parameters to differentiate (SBML ids) [import's default].")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="--sbml: a value set in the SBML before the import (as `import --set`).")
 def check_cmd(
     problem: str | None, problem_file: str | None, size: int | None, no_reference: bool,
     full: bool, sbml_file: str | None, t_end: float | None, parameters: str | None,
+    settings: tuple[str, ...],
 ) -> None:  # fmt: skip
     """Check a problem before a long run: validate it, print its equations as parsed, the
     backends that can run it, and run the reference solve once, with its time.
@@ -50,10 +54,10 @@ def check_cmd(
     from sciml_bench.problem import check
 
     if sbml_file is not None:
-        _check_sbml(sbml_file, t_end, parameters, check)
+        _check_sbml(sbml_file, (t_end, parameters, settings), check)
         return
-    if t_end is not None or parameters is not None:
-        raise UserError("--t-end and --parameters apply to --sbml models")
+    if t_end is not None or parameters is not None or settings:
+        raise UserError("--t-end, --parameters and --set apply to --sbml models")
     p = sized(load_problem(problem, problem_file), size)
     click.echo(f"{p.name} ({p.source}): valid" + (f": {p.description}" if p.description else ""))
     for line in check.summary(p):
@@ -66,16 +70,23 @@ def check_cmd(
     click.echo(f"next: sciml-bench run {target} --quick   (then without --quick)")
 
 
-def _check_sbml(path: str, t_end: float | None, parameters: str | None, check: Any) -> None:
-    """``check --sbml``: the import, its equations and backends, its full reference and the
-    semantic check against the file (always, at any size); exit 2 where they disagree."""
+def _check_sbml(path: str, options: tuple[Any, ...], check: Any) -> None:
+    """``check --sbml``: the import (``options``: --t-end, --parameters, --set), its
+    equations and backends, its full reference and the semantic check against the file
+    (always, at any size); exit 2 where they disagree."""
     from sciml_bench.backends.support import support
     from sciml_bench.problem import spec
     from sciml_bench.problem.sbml import read, semantic
 
+    t_end, parameters, settings = options
     names = [x.strip() for x in parameters.split(",") if x.strip()] if parameters else None
-    imported = read.read(path, parameters=names, **({} if t_end is None else {"t_end": t_end}))
+    imported = read.read(path, parameters=names, t_end=t_end,
+                         settings=read.parse_settings(settings))  # fmt: skip
     p = spec.from_dict(imported.data, source=path)
+    if imported.span_note:
+        click.echo(f"time span: {imported.span_note}")
+    if imported.condition_note:
+        click.echo(f"note: {imported.condition_note}")
     click.echo(f"{p.name} ({path}): imported: {p.n_state} states, {p.n_params} differentiated "
                f"parameters, {sum(1 for e in p.initial if e.free_symbols)} states starting at an "
                f"expression of them, {len(p.derived)} derived parameters")  # fmt: skip

@@ -25,17 +25,22 @@ def _write(text: str, output: str | None, what: str) -> None:
               help="The parameters to differentiate (SBML ids; a reaction's local parameter "
                    "as REACTION_PARAM) [default: every non-zero constant parameter the "
                    "equations use].")
-@click.option("--t-end", type=click.FloatRange(0, None, min_open=True), default=10.0,
-              show_default=True, help="The end of the time span, from t = 0.")
+@click.option("--t-end", type=click.FloatRange(0, None, min_open=True), default=None,
+              help="The end of the time span, from t = 0 [the last measurement time of a "
+              "PEtab problem beside the file, else 10].")
 @click.option("--saves", type=click.IntRange(2, 100_000), default=51, show_default=True,
               help="Evenly spaced save points over (0, T).")  # fmt: skip
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="Set a parameter's value, a compartment's size or a species' initial "
+              "value in the SBML before the import (a stimulus the file leaves at 0 for its "
+              "PEtab conditions to set, e.g. --set il13_level=20); repeatable.")
 @click.option("--check/--no-check", "semantic", default=True, show_default=True,
               help="Check the import against the file: each differentiated parameter changed "
               "in the SBML, re-imported and solved, its difference of the loss compared with "
               "the reference gradient (run where states x parameters <= 1,000; `sciml-bench "
               "check --sbml` runs it at any size).")
-def import_cmd(model: str, output: str | None, parameters: str | None, t_end: float,
-               saves: int, semantic: bool) -> None:  # fmt: skip
+def import_cmd(model: str, output: str | None, parameters: str | None, t_end: float | None,
+               saves: int, settings: tuple[str, ...], semantic: bool) -> None:  # fmt: skip
     """Write the problem file of an SBML MODEL (Levels 2 and 3 core): species,
     compartments, parameters, reactions, rate and assignment rules, initial assignments,
     function definitions. What a problem file cannot state (events, algebraic rules,
@@ -59,8 +64,13 @@ def import_cmd(model: str, output: str | None, parameters: str | None, t_end: fl
     from sciml_bench.problem.sbml import semantic as sem
 
     names = [p.strip() for p in parameters.split(",") if p.strip()] if parameters else None
-    imported = read.read(model, parameters=names, t_end=t_end, saves=saves)
+    imported = read.read(model, parameters=names, t_end=t_end, saves=saves,
+                         settings=read.parse_settings(settings))  # fmt: skip
     problem = spec.from_dict(imported.data, source=model)  # what it writes, validated first
+    if imported.span_note:
+        click.echo(f"time span: {imported.span_note}", err=True)
+    if imported.condition_note:
+        click.echo(f"note: {imported.condition_note}", err=True)
     if semantic:  # a disagreement with the file is a one-line refusal (exit 2): no file
         sem.run_check(imported, problem, lambda line: click.echo(line, err=True))
     command = shlex.join(["sciml-bench", "import", *sys.argv[2:]]) if sys.argv[1:2] == [

@@ -464,10 +464,36 @@ def _problem_lines(name: str, recs: list[dict[str, Any]], gradient_rtol: float |
     if not shown:  # every library unavailable: the problem's name still heads its lines
         out.append(f"\n{name}")
     out += [_wrapped(n) for n in _reason_notes(shown)]
+    out += [_wrapped(n) for n in method_notes(ode)]
     out += [_wrapped(n) for n in reference_notes(ode + sized)]
     out += [_wrapped(n) for n in unavailable_notes(recs)]
     out += [_wrapped(n) for n in load_notes(shown)]
     out += verdict_lines(recs, gradient_rtol)
+    return out
+
+
+#: the gradient methods whose name alone does not say what runs (each compiled library's
+#: "forward" and "adjoint"); the others are the libraries' own names (BacksolveAdjoint)
+GENERIC_METHODS = ("forward", "adjoint")
+
+
+def method_notes(recs: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per generic gradient method a row shows: what it is in each library that
+    ran it (the backend's own description)."""
+    from sciml_bench import backends
+
+    out = []
+    for method in GENERIC_METHODS:
+        libs = list(dict.fromkeys(str(r.get("backend")) for r in recs
+                                  if r.get("gradient_method") == method))  # fmt: skip
+        said = []
+        for lib in libs:
+            try:
+                said.append(f"{lib}: {backends.get(lib).gradient_methods[method]}")
+            except (KeyError, backends.UnknownBackend):
+                continue
+        if said:
+            out.append(f"gradient {method}: " + "; ".join(said))
     return out
 
 

@@ -36,6 +36,14 @@ from sciml_bench.problem.sbml.mathml import TIME, inexpressible, sym
 from sciml_bench.problem.sbml.refuse import SBMLError, variable_stoichiometry
 
 
+class NoState(SBMLError):
+    """A model with no ODE state: every quantity is constant or set by an assignment rule.
+    Nothing to integrate, so no problem; ``system`` holds its values in time (expressions of
+    t), which :mod:`.variables` evaluates directly."""
+
+    system: System
+
+
 class Pinned(SBMLError):
     """A refusal that keeping some differentiated parameters as numbers may lift (a
     stoichiometry, a switch or a function of them): ``blame`` names them."""
@@ -207,8 +215,12 @@ def build(facts: Facts, chosen: Iterable[str], source: str) -> System:
             comp = system.expanded(resolve(sym(q.compartment)))
             system.amounts[q.id] = system.values[q.id] * (1 if q.amount_valued else comp)
     if not system.states:
-        raise SBMLError(source, "model", "no state: every quantity is constant or set by an "
-                        "assignment rule, so there is nothing to integrate")  # fmt: skip
+        err = NoState(source, "model", "no state: every quantity is constant or set by an "
+                      "assignment rule, so there is nothing for a solver to integrate (its "
+                      "variables are functions of t: `sciml-bench reference --sbml FILE "
+                      "--variables all` evaluates them)")  # fmt: skip
+        err.system = system
+        raise err
     return system
 
 

@@ -43,6 +43,9 @@ def text(imported: Imported, command: str) -> str:
     lines = [
         f"# {d['description']}:", f"#   {command}",
         "# Every choice below that SBML does not make is a default; edit it here.",
+        *([f"# Set in the SBML before the import (--set): "
+           f"{', '.join(f'{k} = {v:g}' for k, v in imported.settings.items())}"]
+          if imported.settings else []),
         f"name = {_value(d['name'])}", f"description = {_value(d['description'])}",
         "stiff = true   # default: biochemical models are often stiff (the reference uses BDF)",
         "", "[state]", f"names = {_value(states)}", f"initial = {_value(d['state']['initial'])}",
@@ -55,8 +58,9 @@ def text(imported: Imported, command: str) -> str:
         *[f"{_key(k)} = {_value(v)}" for k, v in d["parameters"].items()],
         "", "# Reactions, rate rules and assignment rules, substituted.", "[equations]",
         *[f"{_key(k)} = {_value(v)}" for k, v in d["equations"].items()],
-        "", f"# t from 0 to {d['time']['span'][1]:g}, save points evenly spaced (the defaults: "
-        "10 and 51; --t-end T --saves N).", "[time]",
+        "", f"# t from 0 to {d['time']['span'][1]:g}, save points evenly spaced (51 by default; "
+        f"--t-end T --saves N){'; ' + imported.span_note if imported.span_note else ''}.",
+        "[time]",
         f"span = {_value(d['time']['span'])}", f"save = {_value(d['time']['save'])}",
         "", "[tolerances]      # the shipped stiff problems' defaults",
         f"rtol = {_value(RTOL)}", f"atol = {_value(ATOL)}",

@@ -5,7 +5,9 @@ that SBML does not hold, each a stated default the user can change.
   (global, or a reaction's local one promoted as ``reaction_param``), in log space where
   positive; ``parameters=[...]`` chooses them;
 * **time**: t in (0, ``t_end``), ``saves`` evenly spaced save points from 0
-  (:data:`DEFAULT_T_END`, :data:`DEFAULT_SAVES`), or the ``save_points`` given;
+  (:data:`DEFAULT_SAVES`), or the ``save_points`` given; ``t_end`` by default the model's
+  own span where one lies beside it (the last measurement time of a PEtab problem naming
+  the file: :func:`default_span`), else :data:`DEFAULT_T_END`, the reason stated;
 * **loss**: the fit to observations made at a perturbed truth that the shipped problems
   use, here every differentiated parameter times :data:`TRUTH_FACTOR`, scaled per state;
 * **tolerances**: rtol 1e-6, atol 1e-10, as the shipped stiff problems; ``stiff = true``.
@@ -15,8 +17,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,13 @@ class Imported:
     facts: Facts
     #: the checked libsbml document it was read from (:mod:`.semantic` changes copies)
     document: Any = None
+    #: how the time span's end was chosen when none was given (:func:`default_span`)
+    span_note: str = ""
+    #: the values set in the document before the import (``--set``)
+    settings: dict[str, float] = field(default_factory=dict)
+    #: a stimulus the PEtab conditions beside the file set and the file leaves at 0
+    #: (:func:`condition_hint`), or ""
+    condition_note: str = ""
 
     def text(self, name: sympy.Expr) -> str:
         """An expression as the problem file writes it."""
@@ -102,11 +111,162 @@ def parse_text(text: str, source: str) -> Any:
 
 
 def read(
-    path: str | Path, parameters: Sequence[str] | None = None, t_end: float = DEFAULT_T_END,
+    path: str | Path, parameters: Sequence[str] | None = None, t_end: float | None = None,
     saves: int = DEFAULT_SAVES, save_points: Sequence[float] | None = None,
+    settings: Mapping[str, float] | None = None,
 ) -> Imported:  # fmt: skip
-    """The problem of the SBML model at ``path`` (options: the module's docstring)."""
-    return read_document(parse_file(path), str(path), parameters, (t_end, saves, save_points))
+    """The problem of the SBML model at ``path`` (options: the module's docstring; no
+    ``t_end``: :func:`default_span`'s, its reason in ``Imported.span_note``). ``settings``
+    set values in the document first (:func:`apply_settings`: a stimulus the file leaves
+    at 0 for its conditions to set, ``import --set il13_level=20``)."""
+    note = ""
+    if t_end is None and save_points is None:
+        t_end, note = default_span(path)
+    doc = parse_file(path)
+    if settings:
+        apply_settings(doc, settings, str(path))
+    imported = read_document(doc, str(path), parameters,
+                             (t_end or DEFAULT_T_END, saves, save_points))  # fmt: skip
+    imported.span_note = note
+    imported.settings = dict(settings or {})
+    imported.condition_note = condition_hint(path, imported.facts, imported.settings)
+    return imported
+
+
+def condition_hint(path: str | Path, facts: Facts, settings: Mapping[str, float]) -> str:
+    """Where a PEtab problem beside the file sets, in its conditions, a quantity the SBML
+    leaves at 0 (a stimulus: Raia_CancerResearch2011's ``il13_level`` is 0 in the file, 0, 4,
+    20 and 80 in its conditions, and without it 12 of its 14 states never move), a note
+    naming it and the ``--set`` that runs one condition; "" otherwise."""
+    zero = {q.id for q in facts.quantities.values()
+            if q.declared is not None and _is_zero(q.declared) and q.id not in settings}  # fmt: skip
+    for table in _petab_files(path, "condition_files"):
+        lines = [ln.split("\t") for ln in _lines(table)]
+        for k, column in enumerate(lines[0] if lines else []):
+            values = sorted({float(v) for v in (row[k] for row in lines[1:] if k < len(row))
+                             if _number_text(v)})  # fmt: skip
+            others = [v for v in values if v != 0]
+            if column in zero and others:
+                shown = ", ".join(f"{v:g}" for v in values[:8])
+                return (f"the PEtab conditions beside the file ({table.name}) set {column}, 0 "
+                        f"in the SBML, to {shown}: as the file stands it runs {column} = 0 (at "
+                        f"rest, if {column} is a stimulus); --set {column}={others[0]:g} runs "
+                        "another")  # fmt: skip
+    return ""
+
+
+def _number_text(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def _petab_files(path: str | Path, key: str) -> list[Path]:
+    """The files a PEtab v1 YAML beside ``path`` (naming it among its ``sbml_files``) lists
+    under ``key``."""
+    folder, name = Path(path).parent, Path(path).name
+    out: list[Path] = []
+    for yaml in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+        text = "\n".join(_lines(yaml))
+        if re.search(rf"^\s*-\s*{re.escape(name)}\s*$", text, re.M):
+            out += [folder / m for m in _listed(text + "\n", key)]
+    return out
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+
+
+def apply_settings(doc: Any, settings: Mapping[str, float], source: str) -> None:
+    """Each ``id = value`` set in the document: a parameter's value, a compartment's size or
+    a species' initial amount or concentration (as it is declared); an initial assignment
+    of that id would override the value, so one there is an error naming it."""
+    model = doc.getModel()
+    for sid, value in settings.items():
+        if model.getInitialAssignmentBySymbol(sid) is not None:
+            raise refuse.SBMLError(source, f"--set {sid}", "an initial assignment sets it: "
+                                   "set the values its assignment reads instead")  # fmt: skip
+        element = (model.getParameter(sid) or model.getCompartment(sid)
+                   or model.getSpecies(sid))  # fmt: skip
+        if element is None:
+            known = [x.getId() for x in (*model.getListOfParameters(),
+                                         *model.getListOfCompartments(),
+                                         *model.getListOfSpecies())]  # fmt: skip
+            raise refuse.SBMLError(source, f"--set {sid}", "no parameter, compartment or "
+                                   f"species of that id{hints.did_you_mean(sid, known)}")  # fmt: skip
+        if element.getTypeCode() == libsbml_codes()["species"]:
+            rc = (element.setInitialAmount(value) if element.isSetInitialAmount()
+                  else element.setInitialConcentration(value))  # fmt: skip
+        elif element.getTypeCode() == libsbml_codes()["compartment"]:
+            rc = element.setSize(value)
+        else:
+            rc = element.setValue(value)
+        if rc != 0:
+            raise refuse.SBMLError(source, f"--set {sid}", f"libsbml could not set it ({rc})")
+
+
+def libsbml_codes() -> dict[str, int]:
+    """libsbml's type codes of the elements :func:`apply_settings` sets."""
+    import libsbml
+
+    return {"species": libsbml.SBML_SPECIES, "compartment": libsbml.SBML_COMPARTMENT}
+
+
+def parse_settings(pairs: Sequence[str]) -> dict[str, float]:
+    """``NAME=VALUE`` pairs (``--set``) as a mapping; a malformed one is an error saying how."""
+    out = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        try:
+            if not eq or not name.strip():
+                raise ValueError
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise refuse.SBMLError("--set", pair, "write NAME=VALUE, e.g. --set il13_level=20") from None
+        if not math.isfinite(out[name.strip()]):
+            raise refuse.SBMLError("--set", pair, "the value must be a finite number")
+    return out
+
+
+def default_span(path: str | Path) -> tuple[float, str]:
+    """The end of the time span an import takes when none is given, and why: the last
+    measurement time of a PEtab problem beside the file (a YAML in its folder naming it among
+    its ``sbml_files``, with its ``measurement_files``), else :data:`DEFAULT_T_END`. Read
+    without a YAML parser: PEtab v1's YAML lists files one per ``- name`` line."""
+    files = _petab_files(path, "measurement_files")
+    times = [t for f in files for t in _measurement_times(f)]
+    if times:
+        return max(times), (f"t_end {max(times):g}: the last measurement time of the PEtab "
+                            f"problem beside the file ({files[0].name}); --t-end changes it")  # fmt: skip
+    return DEFAULT_T_END, (f"t_end {DEFAULT_T_END:g}: a default (SBML states no time span and no "
+                           "PEtab problem lies beside the file); --t-end sets the model's own")  # fmt: skip
+
+
+def _listed(text: str, key: str) -> list[str]:
+    """The ``- item`` lines under ``key:`` in a PEtab v1 YAML."""
+    block = re.search(rf"^(\s*)(?:-\s*)?{key}:\s*\n((?:\1\s*-\s*.+\n?)+)", text, re.M)
+    return re.findall(r"-\s*(\S+)", block.group(2)) if block else []
+
+
+def _measurement_times(path: Path) -> list[float]:
+    """The ``time`` column of a PEtab measurement table (numbers only; none if unreadable)."""
+    lines = _lines(path)
+    head = lines[0].split("\t") if lines else []
+    if "time" not in head:
+        return []
+    k = head.index("time")
+    out = []
+    for row in lines[1:]:
+        cells = row.split("\t")
+        try:
+            out.append(float(cells[k]))
+        except (IndexError, ValueError):
+            continue
+    return [t for t in out if math.isfinite(t) and t > 0]
 
 
 def read_document(

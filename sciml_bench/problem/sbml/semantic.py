@@ -15,12 +15,15 @@ owes nothing to how the import treated ``θ_i``, only to SBML's meaning as the d
 states it. Component ``i`` disagrees with the reference gradient ``g`` (on the judged
 scale, :func:`~sciml_bench.problem.gradient_measures.judged_scale`) when
 
-    |d_i − g_i| > REL |g_i| + (FLOOR + e_ref) ‖g‖
+    |d_i − g_i| > REL |g_i| + (FLOOR + e_ref) ‖g‖ + |L₊ + L₋ − 2 L₀| / 2h
 
 with ``e_ref`` the reference's own error estimate: ``REL`` (1e-3) is far above a central
 difference's error at ``h = 1e-3`` (``O(h²)`` truncation, the solver's ``rtol / h``), and
 ``FLOOR`` (1e-5) is ten times below the pass tier (1e-4, norm-wise), so what the judge can
-see, the check sees. A disagreement refuses the model, naming the parameter and its SBML
+see, the check sees. The last term, ``h`` times the loss's curvature along ``θ_i``, bounds
+the difference's own asymmetry where the gradient is zero (a loss at its minimum, an SBML
+Test Suite model at equilibrium: ``L₊ ≈ L₋ ≈ c h²``, ``d_i ≈ c' h²``), where the other
+terms vanish with ``g``. A disagreement refuses the model, naming the parameter and its SBML
 element. Costs two imports and two tight solves per parameter (:data:`CHEAP` says when
 ``import`` and ``run --sbml`` run it by default; ``sciml-bench check --sbml`` always does).
 """
@@ -153,9 +156,12 @@ def check(imported: Any, problem: Any, reference: Any, step: float = STEP) -> Se
         up, down = _moved(theta[i], bool(log[i]), step)
         # per unit of log θ_i (the judged scale) or of θ_i
         width = 2 * step if log[i] else up - down
-        d[i] = (loss_at(_changed(imported, q, up)) - loss_at(_changed(imported, q, down))) / width
+        hi, lo = loss_at(_changed(imported, q, up)), loss_at(_changed(imported, q, down))
+        d[i] = (hi - lo) / width
+        curvature = abs(hi + lo - 2 * reference.loss) / width  # h L'' along θ_i
         out.components.append(Component(problem.param_names[i], q.element, float(g[i]),
-                                        float(d[i]), REL * abs(g[i]) + allowed_floor))  # fmt: skip
+                                         float(d[i]), REL * abs(g[i]) + allowed_floor
+                                         + curvature))  # fmt: skip
     done = ~np.isnan(d)
     out.error = norm_error(d[done], g[done]) if done.any() else None
     out.seconds = time.perf_counter() - start
