@@ -24,10 +24,12 @@ differentiable parameter, the reference gradient of the import's default loss ag
 SBML document's own central differences (:mod:`sciml_bench.problem.sbml.semantic`: each
 parameter changed in the file, re-imported, solved), and each compiled backend's gradient
 (``--backends``, CVODES through CasADi and diffsol by default, AMICI on request: its C++
-compile is 10-20 s a case) against the reference at rtol 1e-8, norm-wise within 1e-4 (plus
-the reference's own error). A second table per tag: ``pass`` / ``wrong`` / ``refused`` (the
-library's row would be ``unavailable``, named) / ``failed`` (its solve or gradient failed,
-a status with a reason) for the semantic check and for each backend.
+compile is 10-20 s a case) against the reference at rtol 1e-8 (atol: 1e-8 of the smallest
+state's scale), judged as rows are: norm-wise within 1e-4 where the reference's own error
+is at most 1e-5. A second table per tag: ``pass`` / ``wrong`` / ``unjudged`` (the reference
+cannot resolve the bound) / ``refused`` (the library's row would be ``unavailable``, named;
+for the semantic check: no parameter of the file to change) / ``failed`` (its solve or
+gradient failed, a status with a reason) for the semantic check and for each backend.
 
     python benchmarks/sbml_conformance.py CASES_DIR [--first N] [--cases 1-100,205]
         [--timeout 20] [--refusals 10] [--wrong] [--gradients] [--backends cvodes,diffsol]
@@ -166,20 +168,21 @@ def _facts(model: Path) -> Any:
 
 
 def _compare(case: Path, variables: list[str], got: np.ndarray, s: dict[str, str]) -> tuple[str, str]:
-    """``pass`` when every value lies within the case's tolerances of its results."""
-    raw = np.genfromtxt(case / f"{case.name}-results.csv", delimiter=",", names=True,
-                        deletechars="", dtype=float)  # fmt: skip
+    """``pass`` when every value lies within the case's tolerances of its results. The
+    columns are read by position: the first is time, the others are named by the header,
+    which may name a variable ``Time`` as well (cases 01820-01821)."""
+    path = case / f"{case.name}-results.csv"
+    header = [h.strip() for h in path.read_text().splitlines()[0].split(",")]
+    data = np.atleast_2d(np.genfromtxt(path, delimiter=",", skip_header=1, dtype=float))
     atol, rtol = float(s["absolute"]), float(s["relative"])
-    worst = ""
     for j, v in enumerate(variables):
-        want = np.asarray(raw[v], dtype=float)
+        want = data[:, 1 + header[1:].index(v)]
         have = got[: len(want), j]
         both_nan = np.isnan(want) & np.isnan(have)
         ok = both_nan | (np.abs(have - want) <= atol + rtol * np.abs(want)) | (have == want)
         if not np.all(ok):
             i = int(np.argmin(ok))
-            worst = f"{v} at t={raw['time'][i]:g}: {have[i]:.6g} vs {want[i]:.6g}"
-            return "wrong", worst
+            return "wrong", f"{v} at t={data[i, 0]:g}: {have[i]:.6g} vs {want[i]:.6g}"
     return "pass", ""
 
 
@@ -215,7 +218,7 @@ def _table(rows: list[tuple[str, set[str], str, str]]) -> None:
 GRADIENT_BOUND = 1e-4
 #: the backends' tolerances in the gradient comparison (the reference's are 1e-12)
 GRADIENT_RTOL = 1e-8
-GRADE_KINDS = ("pass", "wrong", "refused", "failed")
+GRADE_KINDS = ("pass", "wrong", "unjudged", "refused", "failed")
 
 
 def grade_gradients(imported: Any, problem: Any, names: list[str]) -> dict[str, tuple[str, str]]:
@@ -238,8 +241,22 @@ def grade_gradients(imported: Any, problem: Any, names: list[str]) -> dict[str, 
     return out
 
 
+def _atol(ref: Any) -> float:
+    """The backends' atol: :data:`GRADIENT_RTOL` times the smallest state's scale (its
+    largest magnitude in the reference), so that every state is resolved to that relative
+    accuracy: the Test Suite's amounts of 1e-6 mol under the import's default atol (1e-10)
+    left CVODES' forward gradient 1.6e-4 off at rtol 1e-8 and 2e-6 at 1e-10 (case 00062)."""
+    y = np.abs(np.asarray(ref.y, dtype=float))
+    scales = y.max(axis=0) if y.size else np.ones(1)
+    scales = scales[scales > 0]
+    return GRADIENT_RTOL * float(scales.min() if scales.size else 1.0)
+
+
 def _backend_grade(name: str, compiled: Any, ref: Any) -> tuple[str, str]:
-    """One backend's gradient at :data:`GRADIENT_RTOL` against the reference's."""
+    """One backend's gradient at :data:`GRADIENT_RTOL` against the reference's, judged as
+    the suite judges rows: within :data:`GRADIENT_BOUND`, where the reference's own error
+    is at most a tenth of it (else ``unjudged``: the reference cannot resolve the bound,
+    e.g. a loss at round-off whose gradient is noise)."""
     from sciml_bench import backends
     from sciml_bench.backends.base import CaseOptions, ProblemNotExpressible
     from sciml_bench.measure.status import SolverFailure
@@ -249,8 +266,7 @@ def _backend_grade(name: str, compiled: Any, ref: Any) -> tuple[str, str]:
     available = backend.availability()
     if not available.ok:
         return "refused", f"not installed: {available.reason}"
-    atol = compiled.atol * GRADIENT_RTOL / compiled.rtol
-    options = CaseOptions(backend.default_solver(True), "forward", GRADIENT_RTOL, atol,
+    options = CaseOptions(backend.default_solver(True), "forward", GRADIENT_RTOL, _atol(ref),
                           compiled.max_steps)  # fmt: skip
     try:
         case = backend.build(compiled, options)
@@ -261,8 +277,10 @@ def _backend_grade(name: str, compiled: Any, ref: Any) -> tuple[str, str]:
         return "failed", f"{type(e).__name__}: {e}"[:200]
     scale = judged_scale(np.asarray(compiled.theta0), np.asarray(compiled.log_params))
     err = norm_error(np.asarray(g) * scale, np.asarray(ref.gradient) * scale)
-    bound = GRADIENT_BOUND + (ref.reference_error or 0.0)
-    return ("pass", f"{err:.1e}") if err <= bound else ("wrong", f"{err:.2e} > {bound:.1e}")
+    if ref.reference_error is None or ref.reference_error > GRADIENT_BOUND / 10:
+        return "unjudged", f"{err:.2e}; the reference's own error {ref.reference_error}"
+    return ("pass", f"{err:.1e}") if err <= GRADIENT_BOUND else (
+        "wrong", f"{err:.2e} > {GRADIENT_BOUND:.0e}")
 
 
 def _gradient_table(rows: list[tuple[str, set[str], dict[str, tuple[str, str]]]],

@@ -568,10 +568,18 @@ def test_sbml_conformance_on_cases_written_here(tmp_path: Path) -> None:
         rows = "\n".join(f"{float(a)!r},{float(scale * np.exp(-0.5 * a))!r}" for a in t)
         (case / f"{number}-results.csv").write_text(f"time,y\n{rows}\n")
         (case / f"{number}-sbml-l3v2.xml").write_text(model)
-    out = _ok(bench("sbml_conformance.py", str(tmp_path), "--wrong"))
+    out = _ok(bench("sbml_conformance.py", str(tmp_path), "--wrong", "--gradients"))
     total = next(ln for ln in out.splitlines() if ln.startswith("total"))
     assert total.split()[1:] == ["2", "1", "0", "1", "0"], out
     assert "wrong 00002: y at t=0" in out
+    # the passing case's gradient: the reference against the document's own differences,
+    # CVODES' and diffsol's against the reference (pass/wrong/unjudged/refused/failed)
+    assert "gradients (pass/wrong/unjudged/refused/failed): 1 passing cases" in out
+    graded = out.split("gradients (", 1)[1]
+    last = next(ln for ln in graded.splitlines() if ln.startswith("total"))
+    installed = [m for m in ("casadi", "pydiffsol") if importlib.util.find_spec(m)]
+    assert last.split()[1:] == ["1/0/0/0/0"] + ["1/0/0/0/0" if m in installed
+                                               else "0/0/0/1/0" for m in ("casadi", "pydiffsol")], out
 
 
 @pytest.mark.slow

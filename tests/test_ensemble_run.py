@@ -206,7 +206,7 @@ def test_cli_sizes_are_checked_before_anything_runs() -> None:
     from click.testing import CliRunner
 
     from sciml_bench.cli.main import main
-    from sciml_bench.cli.run_plan import ensemble_sizes
+    from sciml_bench.run.sizes import ensemble_sizes
 
     bad = CliRunner().invoke(main, ["run", "ensemble-lorenz", "--sizes", "16,4"])
     assert bad.exit_code == 2 and "strictly increasing" in bad.output

@@ -473,21 +473,24 @@ def test_probe_without_julia(no_julia: Path):
 
 
 def test_availability_without_julia_in_a_fresh_process(no_julia: Path):
-    # As a runner asks: a new interpreter, the real backend class, a wall-clock budget.
+    # As a runner asks: a new interpreter, the real backend class, a wall-clock budget
+    # (the timeout: a hang fails). Cheap is asserted as what it does, not as a wall time
+    # (a fresh interpreter's start on a loaded machine is no property of the probe): it
+    # imports neither juliacall nor juliapkg, so it starts no Julia.
     code = (
-        "import json; from sciml_bench.backends.julia import JuliaBackend; "
-        "a = JuliaBackend().availability(); print(json.dumps([a.ok, a.reason, a.fix]))"
+        "import json, sys; from sciml_bench.backends.julia import JuliaBackend; "
+        "a = JuliaBackend().availability(); "
+        "print(json.dumps([a.ok, a.reason, a.fix, "
+        "sorted(m for m in ('juliacall', 'juliapkg') if m in sys.modules)]))"
     )
-    t0 = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=os.environ
     )
-    elapsed = time.perf_counter() - t0
     assert out.returncode == 0, out.stderr
-    ok, reason, fix = json.loads(out.stdout)
+    ok, reason, fix, imported = json.loads(out.stdout)
     assert not ok and reason and fix
     assert "julia" in reason.lower()
-    assert elapsed < 2, f"availability took {elapsed:.2f} s"
+    assert imported == []
 
 
 def test_probe_bad_explicit_exe(no_julia: Path, monkeypatch: pytest.MonkeyPatch):
@@ -500,7 +503,9 @@ def test_probe_hanging_julia_times_out(no_julia: Path):
     fake_julia(no_julia, "sleep 30\n")
     t0 = time.perf_counter()
     found = julia_env.probe(need_juliacall=False, timeout=0.5)
-    assert time.perf_counter() - t0 < 2
+    # stopped at its 0.5 s timeout, not after the script's 30 s (a loaded machine's
+    # process start and kill take their time: the bound is far from both)
+    assert time.perf_counter() - t0 < 10
     assert not found.ok and "did not answer" in found.reason
 
 

@@ -104,6 +104,66 @@ def test_nothing_below_run_imports_run(package: str) -> None:
     assert not offenders, offenders
 
 
+#: the modules of ``sciml_bench/cli/`` that import the problem or backend layers, and why:
+#: each presents what a problem or a backend is (or turns their errors into one line).
+#: The ``run`` command's modules are none of them: it asks ``run/`` for its plan and prints
+#: what comes back (issue 54)
+CLI_READS_TO_PRINT = {
+    "catalogue": "`list` prints the problems and the backends: availability, solvers, defaults",
+    "check": "`check` prints a problem's equations, the backends that run it, a timed solve",
+    "codegen": "`codegen` prints a problem's generated source and a backend's whole program",
+    "julia": "`julia setup`/`status` print where Julia is and what is set up (julia_env)",
+    "main": "turns the problem layer's errors (ProblemError, ReferenceError) into one line",
+    "options": "help texts' backend names; a problem by name or file, at a size, for check, "
+               "codegen, reference and import",
+    "reference": "`reference` builds and prints a problem's reference",
+    "rejudge": "`rejudge` rebuilds each row's problem and reference and prints what moved",
+    "sbml": "`import` and `export-sbml` write a problem file or an SBML document",
+}  # fmt: skip
+#: the ``run`` command's modules: they parse, call ``run/`` and print
+RUN_PATH = ("run", "run_plan")
+#: what the run path takes from ``cli/options.py``: errors, help texts, option decorators
+RUN_PATH_SHARED = {"UserError", "BACKEND_NAMES", "comma_list", "gradient_rtol_option",
+                   "load_limit_option"}  # fmt: skip
+
+
+def _reads_problems_or_backends(deps: set[str]) -> set[str]:
+    return {m for m in deps if m.startswith(("sciml_bench.problem", "sciml_bench.backends"))}
+
+
+def test_the_command_line_reads_problems_and_backends_only_to_print_them() -> None:
+    """No module of ``cli/`` imports ``problem/`` or ``backends/`` (at module level or in a
+    function) but the printing commands named, with their reasons, in
+    :data:`CLI_READS_TO_PRINT`; an entry whose module no longer imports them goes too."""
+    cli = {n.removeprefix("sciml_bench.cli."): deps for n, deps in _graph().items()
+           if n.startswith("sciml_bench.cli.")}  # fmt: skip
+    unexplained = [f"cli/{name}.py imports {', '.join(sorted(reads))}"
+                   for name, deps in sorted(cli.items())
+                   if (reads := _reads_problems_or_backends(deps))
+                   and name not in CLI_READS_TO_PRINT]  # fmt: skip
+    assert not unexplained, "\n".join(unexplained)
+    stale = [n for n in CLI_READS_TO_PRINT if not _reads_problems_or_backends(cli.get(n, set()))]
+    assert not stale, f"CLI_READS_TO_PRINT names modules that no longer need it: {stale}"
+
+
+def test_the_run_command_plans_and_loads_nothing_itself() -> None:
+    """``run``'s modules import neither ``problem/`` nor ``backends/``, reach ``cli/`` only
+    for the shared errors, help texts and option decorators, and so get their problems,
+    references and compiled programs only through ``run/`` (``run/plan.py``,
+    ``run/execute.py``): the data goes down and comes back only as what is printed."""
+    g = _graph()
+    assert not set(RUN_PATH) & set(CLI_READS_TO_PRINT)
+    for name in RUN_PATH:
+        module = f"sciml_bench.cli.{name}"
+        assert not _reads_problems_or_backends(g[module]), (module, g[module])
+        other_cli = {m for m in g[module] if m.startswith("sciml_bench.cli.")}
+        assert other_cli <= {f"sciml_bench.cli.{n}" for n in (*RUN_PATH, "options")}, other_cli
+        tree = ast.parse((PKG / "cli" / f"{name}.py").read_text())
+        shared = {a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                  and node.module == "sciml_bench.cli.options" for a in node.names}  # fmt: skip
+        assert shared <= RUN_PATH_SHARED, (module, shared - RUN_PATH_SHARED)
+
+
 def test_every_module_lives_in_a_layer() -> None:
     loose = [n for n in _graph() if n.count(".") == 1 and n.split(".")[1] not in LAYERS]
     assert not loose, f"modules outside the layered packages: {loose}"

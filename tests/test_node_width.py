@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sciml_bench.cli.options import UserError
-from sciml_bench.cli.sizes import parse_sizes
 from sciml_bench.problem import codegen, reference, spec
 from sciml_bench.results import growth, store
 from sciml_bench.run import forecast, runner
+from sciml_bench.run.options import RunError
+from sciml_bench.run.sizes import parse_sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDTH = ROOT / "problems" / "nonstiff-node-width.toml"
@@ -89,11 +89,11 @@ def test_a_malformed_width_names_the_key_and_the_fix(change: Any, key: str, word
 def test_sizes_typed_as_parameter_counts_get_the_width_that_gives_them() -> None:
     p = spec.load("nonstiff-node-width")
     assert parse_sizes("4,8", [p]) == [4, 8]
-    with pytest.raises(UserError) as e:
+    with pytest.raises(RunError) as e:
         parse_sizes("10,10002", [p])
     assert "--sizes 10002: width = 10002 gives networks.nn layers [2, 10002, 2]" in str(e.value)
     assert "did you mean width = 2000 (10,002 parameters)?" in str(e.value)
-    with pytest.raises(UserError) as e:
+    with pytest.raises(RunError) as e:
         parse_sizes("10,5", [p])
     assert "values of width (the hidden width of network nn (P = 5·width + 2" in str(e.value)
 

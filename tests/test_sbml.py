@@ -328,13 +328,13 @@ def test_export_refuses_networks_and_writes_array_problems() -> None:
 def test_run_sbml_loads_the_imported_problem(tmp_path: Path) -> None:
     """``run --sbml`` imports as ``import`` does; ``--t-end`` ends its time span (as the
     published real models' runs use it) and is refused without an SBML model."""
-    from sciml_bench.cli.run_plan import _sbml_problem
+    from sciml_bench.run.problems import sbml_problem
 
     path = str(handmade(tmp_path))
-    problem = _sbml_problem(path, None)
+    problem = sbml_problem(path, None)
     assert problem.state_names == ("A", "B", "C") and problem.n_params == 4
     assert problem.t_span[1] == read.DEFAULT_T_END
-    later = _sbml_problem(path, 240.0)
+    later = sbml_problem(path, 240.0)
     assert later.t_span[1] == 240.0 and later.t_save[-1] == 240.0
     assert len(later.t_save) == read.DEFAULT_SAVES
     r = CliRunner().invoke(main, ["run", "stiff-robertson", "--t-end", "5", "-b", "scipy"])

@@ -10,6 +10,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -328,23 +329,37 @@ def test_a_build_that_spent_the_budget_skips_the_backends_other_ladders_there(
     """AMICI compiles one C++ model for every Jacobian kind and gradient method: once a
     ladder's build was killed at the budget at size n, the backend's later ladders skip n
     and above, saying why, instead of each spending the budget compiling it again; a kill
-    after the build, another backend, or a larger size stops nothing."""
+    after the build, another backend, or a larger size stops nothing. What counts is the
+    row's ``failed_phase``, as the run records it, not the words of its reason."""
     from sciml_bench.run import endings
     from sciml_bench.run.executor import Outcome
+    from sciml_bench.run.ode import failure_timing
     from sciml_bench.run.sized_ladders import _build_over
 
     first = compiled_at(spec.load(heat), 4)
     dense, sparse = runner.plan_sized(first, ["scipy"], [4, 40])
-    building = [{"phase": "import", "s": 1.0}]  # killed before its build phase ended
-    status, reason, _ = endings._ending(Outcome(building, None, timed_out=True), 300.0)
-    killed = {"backend": "scipy", "gradient_method": "none", "jacobian": "dense", "size": 40,
-              "status": status, "reason": reason}  # fmt: skip
-    assert "during build" in reason
+
+    def killed_after(events: list[dict[str, Any]]) -> dict[str, Any]:
+        """The row of a rung the budget killed after ``events``, as the run makes it."""
+        proc = endings.ending(Outcome(events, None, timed_out=True), 300.0)
+        return {"backend": "scipy", "gradient_method": "none", "jacobian": "dense",
+                "size": 40, "status": proc.status, "reason": proc.reason,
+                **failure_timing(proc, np.full(4, np.nan))}  # fmt: skip
+
+    killed = killed_after([{"phase": "import", "s": 1.0}])  # before its build phase ended
+    assert killed["failed_phase"] == "build" and "during build" in killed["reason"]
     why = _build_over([killed], sparse, 40)
     assert why is not None and why.startswith("not run: the scipy none dense ladder's build")
     assert _build_over([killed], sparse, 400) == why
     assert _build_over([killed], sparse, 4) is None
-    later = [{"phase": "import", "s": 1.0}, {"phase": "build", "s": 2.0}]
-    _, after_build, _ = endings._ending(Outcome(later, None, timed_out=True), 300.0)
-    assert _build_over([{**killed, "reason": after_build}], sparse, 40) is None
+    after_build = killed_after([{"phase": "import", "s": 1.0}, {"phase": "build", "s": 2.0}])
+    assert after_build["failed_phase"] == "first_solve"
+    assert _build_over([after_build], sparse, 40) is None
     assert _build_over([{**killed, "backend": "diffsol"}], sparse, 40) is None
+    # the phase decides, not the reason's words: a reason naming the build (a library's
+    # own message) on a row killed in its first solve stops nothing, and a row killed in
+    # its build stops the later ladders whatever its reason says
+    worded = {**after_build, "reason": "killed after the 300 s budget during build"}
+    assert _build_over([worded], sparse, 40) is None
+    assert _build_over([{**killed, "reason": "killed after the 300 s budget"}], sparse, 40) == why
+    assert _build_over([{**killed, "status": "crashed"}], sparse, 40) is None

@@ -21,6 +21,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "cvodes": ("sciml_bench.backends.cvodes", "CvodesBackend"),
     "diffsol": ("sciml_bench.backends.diffsol", "DiffsolBackend"),
     "amici": ("sciml_bench.backends.amici", "AmiciBackend"),
+    "roadrunner": ("sciml_bench.backends.roadrunner", "RoadrunnerBackend"),
     "julia": ("sciml_bench.backends.julia", "JuliaBackend"),
 }
 

@@ -524,6 +524,8 @@ class AmiciBackend(CompiledBackend):
     name = "amici"
     packages = ("amici", "swig", "scipy-openblas64")
     extra = "amici"
+    #: the SBML model it imports (and a model's own SBML text, ``sbml_model``, with it)
+    sources = ("sbml",)
     modules = ("amici", "amici.sim.sundials")
     gradient_methods: Mapping[str, str] = _GRADIENTS
     solver_table = _SOLVERS

@@ -223,6 +223,13 @@ class Backend(ABC):
     #: floating-point types it computes in (:data:`DTYPES`); a ``float32`` request runs a
     #: float64-only backend in float64, and its row says so (as ``devices`` does)
     dtypes: tuple[str, ...] = ("float64",)
+    #: the generated sources its cases read from ``CompiledProblem.source`` (codegen
+    #: targets; ``sbml`` brings the modeller's own SBML text, ``sbml_model``, with it). A
+    #: run generates only what its planned backends declare, so that a target nobody reads
+    #: (the SBML model: seconds at 20,000 states) is not written at every run's start.
+    #: Empty: the one target :data:`~sciml_bench.backends.program.BACKEND_TARGET` names for
+    #: it (:func:`~sciml_bench.backends.program.sources_of`)
+    sources: tuple[str, ...] = ()
 
     #: whether array problems (``[sizes]``: vector states, array code) run here; a backend
     #: without array code says so in its row (status ``unavailable``), never crashes

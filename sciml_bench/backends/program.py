@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.backends.base import CaseOptions
+from sciml_bench.backends.base import Backend, CaseOptions
 from sciml_bench.problem.compiled import CompiledProblem
 
 #: the backend that runs each codegen target's code, by default
@@ -42,7 +42,19 @@ TARGET_BACKEND = {"jax": "diffrax", "torch": "torchdiffeq", "numpy": "scipy",
 #: the generated source each backend runs
 BACKEND_TARGET = {"diffrax": "jax", "torchdiffeq": "torch", "torchode": "torch",
                   "scipy": "numpy", "cvodes": "casadi", "diffsol": "diffsl",
-                  "amici": "sbml", "julia": "julia"}  # fmt: skip
+                  "amici": "sbml", "roadrunner": "sbml", "julia": "julia"}  # fmt: skip
+
+
+def sources_of(backend: Backend) -> tuple[str, ...] | None:
+    """The generated sources ``backend``'s cases read: what its class declares
+    (:attr:`~sciml_bench.backends.base.Backend.sources`), else its one target in
+    :data:`BACKEND_TARGET`; None for a backend that says neither (it gets every source)."""
+    if backend.sources:
+        return tuple(backend.sources)
+    target = BACKEND_TARGET.get(backend.name)
+    return None if target is None else (target,)
+
+
 #: the comment a program-less target's output starts with
 NOT_YET = "# sciml-bench: the whole program is not available for"
 
@@ -298,6 +310,7 @@ import numpy as np""",
         "swig_first_on_path",
         "import_model",
         "load_model",
+        "parameter_indices",
         "configure_model",
         "make_solver",
         "noise",

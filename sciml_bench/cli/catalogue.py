@@ -76,7 +76,7 @@ def list_(as_json: bool) -> None:
 def _ladder(p: Any) -> dict[str, Any]:
     """An array problem's size for ``list``: its name, what it is, the state count as a
     formula and at each ladder value (``--sizes`` takes the size, not the states)."""
-    from sciml_bench.cli.sizes import size_axis
+    from sciml_bench.run.sizes import size_axis
 
     a = size_axis(p)
     return {"size": a.name, "ladder": list(a.ladder),

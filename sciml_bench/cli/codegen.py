@@ -70,7 +70,7 @@ def _case_program(p: Any, named: list[str], target: str | None, backend_name: st
                   solver: str | None, gradient: str | None, jacobian: str | None) -> str:
     """The whole program of the case ``run`` would plan for these names (codegen)."""
     from sciml_bench import backends
-    from sciml_bench.backends.program import BACKEND_TARGET, TARGET_BACKEND, program
+    from sciml_bench.backends.program import BACKEND_TARGET, TARGET_BACKEND, program, sources_of
     from sciml_bench.problem import reference
     from sciml_bench.run import runner
     from sciml_bench.run.ode import case_options
@@ -88,7 +88,8 @@ def _case_program(p: Any, named: list[str], target: str | None, backend_name: st
     # the loss's observations come from the reference, as in `run`
     click.echo(f"reference for {p.name} (the loss's observations) ...", err=True)
     ref = reference.get_or_missing(p)
-    compiled = reference.compile_problem(p, ref, sbml=BACKEND_TARGET[name] == "sbml")
+    # the sources the backend declares it reads, as a run compiles them for it
+    compiled = reference.compile_problem(p, ref, sources=sources_of(backends.get(name)))
     spec = runner.plan(compiled, [name], [solver] if solver else (),
                        [gradient] if gradient else ())[0]  # fmt: skip
     if jacobian:

@@ -57,20 +57,15 @@ def comma_list(_ctx: click.Context, _param: click.Parameter, values: Sequence[st
 
 
 def check_offered(names: list[str], solvers: Sequence[str], gradients: Sequence[str]) -> None:
-    """Each --solver and --gradient must be offered by at least one chosen backend."""
-    from sciml_bench import backends
+    """Each --solver and --gradient must be offered by at least one chosen backend (the run
+    layer's check, :func:`sciml_bench.run.plan_checks.check_offered`, as a one-line error)."""
+    from sciml_bench.run.options import RunError
+    from sciml_bench.run.plan_checks import check_offered as offered_by
 
-    offered = {n: backends.get(n) for n in names}
-    for flag, wanted, pool in (
-        ("--solver", solvers, {s for b in offered.values() for s in b.solvers()}),
-        ("--gradient", gradients, {g for b in offered.values() for g in b.gradient_methods}),
-    ):
-        for w in wanted:
-            if w not in pool and not (flag == "--gradient" and w == "all"):
-                raise UserError(
-                    f"{flag} {w!r} is offered by none of {', '.join(names)}; "
-                    f"choose from {', '.join(sorted(pool))}"
-                )
+    try:
+        offered_by(names, solvers, gradients)
+    except RunError as e:
+        raise UserError(str(e)) from None
 
 
 def sized(problem: Any, size: int | None) -> Any:

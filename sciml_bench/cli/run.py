@@ -1,9 +1,16 @@
-"""The ``run`` command: its options and help; :mod:`~sciml_bench.cli.run_plan` checks
-them and :mod:`~sciml_bench.cli.run_execute` runs the plan."""
+"""The ``run`` command: its options and help, and what it prints.
+
+:mod:`~sciml_bench.cli.run_plan` checks the options and asks the run layer for the plan
+(:mod:`sciml_bench.run.plan`); :mod:`sciml_bench.run.execute` carries it out, its progress
+lines said here on stderr, and the records come back only to be printed (the table or
+JSON, an interrupted run's exit status)."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import signal
+import sys
+from typing import Any, NoReturn
 
 import click
 
@@ -14,8 +21,9 @@ from sciml_bench.cli.options import (
     gradient_rtol_option,
     load_limit_option,
 )
-from sciml_bench.cli.run_execute import execute, print_records
 from sciml_bench.cli.run_plan import RunOptions, plan_run
+from sciml_bench.run.options import RunError
+from sciml_bench.run.plan import RunPlan
 
 
 def _dask_options(f: Any) -> Any:
@@ -237,26 +245,54 @@ def run(**options: Any) -> None:
     _execute_and_print(*_planned(options))
 
 
-def _execute_and_print(opts: RunOptions, plan: Any) -> None:
+def _execute_and_print(opts: RunOptions, plan: RunPlan) -> None:
     """Run the plan, print its table and verdicts (an interrupted run's too) under
     ``--load-limit``, and say where the rows were saved."""
     from sciml_bench.measure.noise import using_load_limit
+    from sciml_bench.run.execute import Interrupted, execute
 
     with using_load_limit(opts.load_limit):
-        records, path = execute(plan, opts)
+        try:
+            records, path = execute(plan, lambda line: click.echo(line, err=True))
+        except Interrupted as e:
+            _interrupted(e.records, e.message, e.signum, opts.as_json, opts.gradient_rtol)
+        except RunError as e:  # an engine it cannot reach, an --out it cannot write
+            raise UserError(str(e)) from None
         print_records(records, opts.as_json, opts.gradient_rtol)
     click.echo(f"\nsaved {len(records)} case(s) to {path}", err=True)
 
 
-def _planned(options: dict[str, Any]) -> tuple[RunOptions, Any]:
-    """The options parsed and planned, with ``--interleave`` and ``--seed`` in the plan's
-    settings (they belong to the run layer's settings, not to what a run plans)."""
+def print_records(
+    records: list[dict[str, Any]], as_json: bool, gradient_rtol: float | None = None
+) -> None:
+    """The records as ``run`` prints them: the table, or JSON with ``--json``; the verdicts
+    judged against ``--gradient-rtol``."""
+    from sciml_bench.results.table import json_records, table
+
+    if as_json:
+        click.echo(json.dumps(json_records(records, gradient_rtol), indent=2, default=str))
+    else:
+        click.echo(table(records, gradient_rtol))
+
+
+def _interrupted(records: list[dict[str, Any]], message: str, signum: int, as_json: bool,
+                 gradient_rtol: float | None = None) -> NoReturn:  # fmt: skip
+    """Print what completed, as a finished run would (table or JSON); exit 128 + signal."""
+    from sciml_bench.run.signals import exit_status
+
+    if as_json or records:  # an interrupted run with no rows prints no empty table
+        print_records(records, as_json, gradient_rtol)
+    click.echo(message, err=True)
+    sys.exit(exit_status(signal.Signals(signum)))
+
+
+def _planned(options: dict[str, Any]) -> tuple[RunOptions, RunPlan]:
+    """The options parsed and planned, ``--interleave`` and ``--seed`` decided first (on
+    by default, off on Dask) and handed down with the rest."""
     interleave, seed = options.pop("interleave"), options.pop("seed")
     opts = RunOptions.from_click(options)
-    interleave, seed = _interleaving(interleave, seed, opts.executor)  # checked before planning
-    plan = plan_run(opts)
-    plan.settings.interleave, plan.settings.seed = interleave, seed
-    return opts, plan
+    opts.interleave, opts.seed = _interleaving(interleave, seed, opts.executor)
+    return opts, plan_run(opts)
 
 
 def _interleaving(asked: bool | None, seed: int | None, executor: str) -> tuple[bool, int | None]:

@@ -1,4 +1,5 @@
-"""Steady samples on one core: every thread of a worker pinned after its cold phases.
+"""Steady samples on one core: every thread of an ODE case's worker, or of a training
+worker, pinned after its cold phases (ensembles and ladder rungs keep every core, below).
 
 Measured (``benchmarks/process_split.py``, issue 43): the same compiled Diffrax gradient in
 fresh processes on a 2-core machine is bimodal with the libraries' defaults (1.46 ms in
@@ -14,12 +15,13 @@ the warm-ups and steady samples, every thread of the process is pinned to one co
 (:func:`pin_steady`): ``os.sched_setaffinity`` on each thread id in ``/proc/self/task``;
 threads made later inherit their creator's mask. The core is the one other processes used
 least over :data:`PROBE_S` (``/proc/stat``'s per-cpu lines, read outside every clock). The
-same for every library and every kind of worker that takes steady samples (ODE cases and
-ladder rungs, training iterations; a GPU case's host threads too): a stated, equal
-setting. Pinned, every BLAS and OpenMP pool the process loaded is limited to one thread
-(threadpoolctl), as anyone pinning a process to one core sets it: left at two threads on
-one core, OpenBLAS's workers contend for it, and a dense LU of 300 states took 69x its
-unpinned time (SciPy's BDF solve on the rates ladder, 11.1 s against 161 ms, 2026-11-28).
+same for every library in the workers that pin: an ODE case's processes (their steady
+solve and gradient samples; a GPU case's host threads too) and a training worker (its
+iterations after the first): a stated, equal setting. Pinned, every BLAS and OpenMP pool
+the process loaded is limited to one thread (threadpoolctl), as anyone pinning a process
+to one core sets it: left at two threads on one core, OpenBLAS's workers contend for it,
+and a dense LU of 300 states took 69x its unpinned time (SciPy's BDF solve on the rates
+ladder, 11.1 s against 161 ms, 2026-11-28).
 
 Ensembles are not pinned (:data:`ENSEMBLE_UNPINNED`): spreading members over the cores
 (XLA's batched kernels, Julia's ``EnsembleThreads``) is part of what they measure. Nor are

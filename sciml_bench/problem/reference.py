@@ -47,7 +47,7 @@ import os
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -1076,17 +1076,20 @@ def get_or_missing(
 
 def compile_problem(
     problem: Problem, ref: Reference | None, observations: np.ndarray | None = None,
-    sbml: bool = False,
+    sbml: bool = False, sources: Collection[str] | None = None,
 ) -> CompiledProblem:
     """The worker's view of ``problem``: arrays, loss and generated source. An ensemble
-    passes no single-trajectory reference but member 0's ``observations``. The SBML model
-    is made only when ``sbml`` (:func:`source_targets`)."""
+    passes no single-trajectory reference but member 0's ``observations``. The generated
+    source is :func:`source_targets`': a run passes ``sources``, what its planned backends
+    read; the SBML model (and the modeller's own SBML text) is made only when it is among
+    them, or with ``sbml``."""
     if ref is not None:
         observations = None if ref.observations is None else np.asarray(ref.observations)
     obs = observations
     W, O, C = loss_arrays(problem, obs)
-    source = {t: codegen.generate(problem, t) for t in source_targets(problem, sbml)}
-    model = problem.sbml_model if sbml else None
+    targets = source_targets(problem, sbml, sources)
+    source = {t: codegen.generate(problem, t) for t in targets}
+    model = problem.sbml_model if "sbml" in targets else None
     if model is not None:  # the modeller's own file, for the backends that run SBML
         source["sbml_model"] = model.text
     return CompiledProblem(
@@ -1113,11 +1116,20 @@ def compile_problem(
     )
 
 
-def source_targets(problem: Problem, sbml: bool) -> tuple[str, ...]:
-    """The targets :func:`compile_problem` generates: every one of the problem's, less the
-    SBML model unless ``sbml``. Only AMICI runs it (a run asks for it where AMICI is among
-    its backends), and at 20,000 states writing it costs seconds at every run's start."""
-    return tuple(t for t in codegen.targets(problem) if sbml or t != "sbml")
+def source_targets(
+    problem: Problem, sbml: bool = False, sources: Collection[str] | None = None
+) -> tuple[str, ...]:
+    """The targets :func:`compile_problem` generates. With ``sources`` (a run's: what its
+    planned backends declare they read, ``Backend.sources``), those of the problem's targets
+    and NumPy's, which the compiled bundle's own array facts (and the Julia backend's sparse
+    pattern) read, plus the SBML model with ``sbml``: a target no planned backend reads is
+    not generated at every run's start (the SBML model costs seconds at 20,000 states).
+    Without ``sources`` (``codegen``, tests, benchmarks): every one of the problem's targets,
+    less the SBML model unless ``sbml``."""
+    if sources is None:
+        return tuple(t for t in codegen.targets(problem) if sbml or t != "sbml")
+    wanted = {"numpy", *sources, *(("sbml",) if sbml else ())}
+    return tuple(t for t in codegen.targets(problem) if t in wanted)
 
 
 def _array_facts(problem: Problem, numpy_source: str) -> dict[str, Any]:

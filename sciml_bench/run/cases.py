@@ -1,10 +1,10 @@
 """The case matrix: what one case is (:class:`CaseSpec`), the run's sizes
-(:class:`Settings`), the matrix :func:`plan` makes of the options, and the job and task
-of one case."""
+(:class:`Settings`), the matrix :func:`plan` makes of the options, the generated sources
+its backends read (:func:`sources_read`), and the job and task of one case."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +128,23 @@ def plan(
                         ))  # fmt: skip
     return cases
 
+
+
+def sources_read(backend_names: Iterable[str]) -> tuple[str, ...] | None:
+    """The generated sources the cases of these backends read: each one's declaration
+    (:func:`~sciml_bench.backends.program.sources_of`), together; None where one declares
+    none (every source). What a run compiles its problems with
+    (``reference.compile_problem(..., sources=...)``), so that a target none of its
+    backends reads, such as AMICI's SBML model, is never generated."""
+    from sciml_bench.backends.program import sources_of
+
+    read: dict[str, None] = {}
+    for name in dict.fromkeys(backend_names):
+        declared = sources_of(backends.get(name))
+        if declared is None:
+            return None
+        read.update(dict.fromkeys(declared))
+    return tuple(read)
 
 
 def case_job(

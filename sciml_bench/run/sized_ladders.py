@@ -16,7 +16,7 @@ from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.reference import Reference
 from sciml_bench.results.store import ResultsWriter, summarize
 from sciml_bench.run import forecast
-from sciml_bench.run.cases import CaseSpec, Settings, case_job, plan
+from sciml_bench.run.cases import CaseSpec, Settings, case_job, plan, sources_read
 from sciml_bench.run.executor import Executor, LocalExecutor
 from sciml_bench.run.interrupts import saved_on_interrupt
 from sciml_bench.run.ladder import Ladder, run_rung
@@ -142,12 +142,13 @@ class Rungs:
     reference is also cached on disk, keyed by the content at that size)."""
 
     def __init__(self, problem: Any, refresh: bool = False, progress: Progress = to_stderr,
-                 sbml: bool = False):  # fmt: skip
+                 sources: tuple[str, ...] | None = None):  # fmt: skip
         self.problem = problem
         self.refresh = refresh
         self.progress = progress
-        #: make each size's SBML model (only AMICI's ladders run it)
-        self.sbml = sbml
+        #: the generated sources each size is compiled with: what the ladders' backends
+        #: read (:func:`~sciml_bench.run.cases.sources_read`; None: every one but SBML)
+        self.sources = sources
         self.made: dict[int, Any] = {}
         self.sized: dict[int, Any] = {}
 
@@ -172,7 +173,7 @@ class Rungs:
                 # a reference that cannot be built leaves rows saying so, as for any problem
                 ref = reference.get_or_missing(p, refresh=self.refresh)
                 start = time.perf_counter()
-                compiled = reference.compile_problem(p, ref, sbml=self.sbml)
+                compiled = reference.compile_problem(p, ref, sources=self.sources)
                 self.made[size] = (compiled, ref, time.perf_counter() - start)
                 built = "cached" if ref.cached else f"built in {ref.build_s:.1f} s"
                 if ref.missing:
@@ -217,11 +218,13 @@ def _not_runnable(name: str, seen: dict[str, Any], array: bool = True) -> str | 
 def _build_over(done: Sequence[dict[str, Any]], ladder: SizedSpec, size: int) -> str | None:
     """Why ``size`` is not run on this ladder: another ladder of its backend spent the whole
     budget building the model at this size or a smaller one (a library builds one model for
-    every Jacobian kind and gradient method: AMICI's C++ compile, issue 41), or None."""
+    every Jacobian kind and gradient method: AMICI's C++ compile, issue 41), or None. Read
+    from the row's ``failed_phase`` (the phase its worker was in when the budget killed
+    it), never from the words of its reason."""
     for r in done:
         same = r.get("backend") == ladder.case.backend and r.get("size") is not None
         if same and r["size"] <= size and r.get("status") == Status.BUDGET_EXCEEDED.value \
-                and "during build" in str(r.get("reason")):  # fmt: skip
+                and r.get("failed_phase") == "build":  # fmt: skip
             return (f"not run: the {r['backend']} {r.get('gradient_method')} "
                     f"{r.get('jacobian')} ladder's build alone spent the budget at size "
                     f"{r['size']} (the same model for every Jacobian and gradient method); "
@@ -249,9 +252,9 @@ def run_sized(
 
     executor = executor or LocalExecutor(threads=settings.threads)
     available = available if available is not None else psutil.virtual_memory().available
-    # each size's SBML model only where a ladder runs AMICI (seconds at 20,000 states)
-    amici = any(x.case.backend == "amici" for x in ladders)
-    rungs = Rungs(problem, refresh, progress, amici)
+    # each size's sources only as its ladders' backends read them (AMICI's SBML model:
+    # seconds at 20,000 states)
+    rungs = Rungs(problem, refresh, progress, sources_read(x.case.backend for x in ladders))
     steady = replace(settings, cold=1)  # one process a rung: it takes every sample
     done: list[dict[str, Any]] = []
     seen: dict[str, Any] = {}

@@ -228,9 +228,11 @@ def _derived(
     facts: Facts, starts: Mapping[str, sympy.Expr], kinds: Mapping[str, str], chosen: set[str]
 ) -> dict[sympy.Symbol, sympy.Expr]:
     """The derived parameters: quantities that are no state, no chosen parameter and set by
-    no assignment rule (so constant in time), whose value at t = 0 reads a chosen one."""
+    no assignment rule (so constant in time), whose value at t = 0 reads a chosen one. A
+    stoichiometry set by an initial assignment of parameters (the Test Suite's 01082:
+    ``4 * p1``) is one: constant in time, its path to the gradient kept."""
     return {sym(q.id): starts[q.id] for q in facts.quantities.values()
-            if q.id not in kinds and q.id not in chosen and q.kind != "stoichiometry"
+            if q.id not in kinds and q.id not in chosen
             and q.id not in facts.assignment_rules and q.id not in facts.rate_rules
             and starts[q.id].free_symbols}  # fmt: skip
 
@@ -311,7 +313,8 @@ def _add_state(
         for species, n in r.terms:
             if species == qid:
                 stoich = resolve(n)
-                if stoich.free_symbols:
+                # constant in time: a number, or (derived) an expression of the parameters
+                if system.expanded(stoich).free_symbols - set(map(sym, system.params)):
                     err = variable_stoichiometry(source, f"reaction '{r.id}'")
                     raise _blamed(err, system.expanded(stoich), system.params)
                 flux += stoich * resolve(sym(r.id))

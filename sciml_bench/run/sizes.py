@@ -5,7 +5,9 @@ variable (the ``[sizes]`` entry with a ladder: ``N``, a grid's side, or ``n``, a
 groups), never a state count: a new user typing ``--sizes 2048`` for 2,048 states gets a
 grid of 2048 x 2048. So every message names the variable and the states it gives, both
 read from the problem's data (``[sizes]``, ``[state] shape`` and ``names``), never from a
-table of the shipped problems.
+table of the shipped problems. A value a problem refuses is a
+:class:`~sciml_bench.run.options.RunError` (one line, exit code 2 at the command line);
+``sciml-bench list`` prints each ladder through :func:`size_axis` too.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.cli.options import UserError
+from sciml_bench.run.options import RunError
 
 #: --quick runs the rungs of an ensemble ladder up to this many members
 QUICK_MAX_MEMBERS = 64
@@ -121,9 +123,9 @@ def parse_sizes(text: str | None, problems: Sequence[Any]) -> list[int] | None:
     except ValueError:
         vals = []
     if not vals:
-        raise UserError(f"--sizes {text!r}: give comma-separated {what}, e.g. {example}")
+        raise RunError(f"--sizes {text!r}: give comma-separated {what}, e.g. {example}")
     if vals != sorted(set(vals)):
-        raise UserError(f"--sizes {text}: {what} must be strictly increasing, e.g. {example}")
+        raise RunError(f"--sizes {text}: {what} must be strictly increasing, e.g. {example}")
     if any(p.ensemble is not None for p in problems):
         _check_members(vals)
     for a in arrays:
@@ -134,7 +136,7 @@ def parse_sizes(text: str | None, problems: Sequence[Any]) -> list[int] | None:
             why = w.refusal(v) if v >= 1 else (
                 f"{w.name} = {v}: a width is at least 1 ({w.name} is {w.meaning})")  # fmt: skip
             if why:
-                raise UserError(f"--sizes {v}: {why}")
+                raise RunError(f"--sizes {v}: {why}")
     return vals
 
 
@@ -143,7 +145,7 @@ def _check_members(vals: Sequence[int]) -> None:
 
     bad = [v for v in vals if not 1 <= v <= MAX_MEMBERS]
     if bad:
-        raise UserError(f"--sizes: {bad[0]} members is outside [1, {MAX_MEMBERS}]")
+        raise RunError(f"--sizes: {bad[0]} members is outside [1, {MAX_MEMBERS}]")
 
 
 def check_size(a: SizeAxis, v: int) -> None:
@@ -155,11 +157,11 @@ def check_size(a: SizeAxis, v: int) -> None:
     outside = (f"--sizes {v}: {a.value(v)} is outside [1, {MAX_SIZE:,}] "
                f"({a.name} is {a.meaning}: {a.formula} states)")  # fmt: skip
     if v < 1:
-        raise UserError(outside)
+        raise RunError(outside)
     n = a.states(v)
     if n <= MAX_ARRAY_STATES:
         if v > MAX_SIZE:  # a size that sets no axis of the states
-            raise UserError(outside)
+            raise RunError(outside)
         return
     message = (f"--sizes {v}: {a.value(v)} gives {n:,} states, over the "
                f"{MAX_ARRAY_STATES:,} this suite allows ({a.name} is {a.meaning}: "
@@ -167,7 +169,7 @@ def check_size(a: SizeAxis, v: int) -> None:
     guess = a.nearest(v, MAX_ARRAY_STATES)
     if guess is not None:
         message += f"; did you mean {a.name} = {guess} ({a.states(guess):,} states)?"
-    raise UserError(message)
+    raise RunError(message)
 
 
 def ensemble_sizes(ladder: Sequence[int], override: list[int] | None, quick: bool) -> list[int]:

@@ -1,22 +1,50 @@
-"""Running ``run``'s plan into one results file: the executor, the references, each
-kind of problem's cases, and what an interrupted run prints and exits with."""
+"""Carrying a run's plan out into one results file: the executor, the results file, each
+problem's references (and an ensemble's observations, a training run's reference curve),
+its compiled program and cases by kind, and what an interrupted run leaves.
+
+What happens is said through ``say`` (the command line passes stderr); the records and the
+file's path come back to be printed. A run stopped by a signal raises :class:`Interrupted`
+(the file already marked), an engine it cannot reach or an --out it cannot write a
+:class:`~sciml_bench.run.options.RunError`.
+"""
 
 from __future__ import annotations
 
-import json
 import shlex
-import signal
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
-import click
+from sciml_bench.run.options import RunError, RunOptions
+from sciml_bench.run.plan import RunPlan
+from sciml_bench.run.problems import at_size
+from sciml_bench.run.sizes import ensemble_sizes, ladder_sizes
 
-from sciml_bench.cli.options import UserError, at_size
-from sciml_bench.cli.run_plan import RunOptions, RunPlan
-from sciml_bench.cli.sizes import ensemble_sizes, ladder_sizes
+#: where the progress lines go (the command line passes stderr)
+Say = Callable[[str], None]
 
 
-def _open_executor(o: RunOptions) -> tuple[Any, Any]:
+class Interrupted(Exception):
+    """The run was stopped by a signal (``signum``): every completed case is on disk and
+    the file is marked; ``records`` are those cases, ``message`` what to say last."""
+
+    def __init__(self, records: list[dict[str, Any]], message: str, signum: int):
+        super().__init__(message)
+        self.records = records
+        self.message = message
+        self.signum = signum
+
+
+def execute(plan: RunPlan, say: Say) -> tuple[list[dict[str, Any]], Any]:
+    """Run the plan into one results file; every finished case is on disk as it ends."""
+    executor, close_executor = _open_executor(plan.options, say)  # unreachable: no file
+    try:
+        return _execute_on(plan, executor, say)
+    finally:
+        close_executor()
+
+
+def _open_executor(o: RunOptions, say: Say) -> tuple[Any, Any]:
     """The executor of ``--executor`` (None: the runner's local one) and how to close it."""
     if o.executor != "dask":
         return None, lambda: None
@@ -28,60 +56,50 @@ def _open_executor(o: RunOptions) -> tuple[Any, Any]:
     stack = contextlib.ExitStack()
     try:
         executor = stack.enter_context(rd.connect(opts))
-        click.echo(executor.check(), err=True)
+        say(executor.check())
     except rd.DaskUnavailable as e:
         stack.close()
-        raise UserError(str(e)) from None
+        raise RunError(str(e)) from None
     except (OSError, TimeoutError) as e:
         stack.close()
-        raise UserError(
+        raise RunError(
             f"cannot reach the Dask scheduler at {opts.scheduler}: {e}; start one with "
             "`dask scheduler`, or leave out --scheduler to start a local cluster"
         ) from None
     return executor, stack.close
 
 
-def execute(plan: RunPlan, o: RunOptions) -> tuple[list[dict[str, Any]], Any]:
-    """Run the plan into one results file; every finished case is on disk as it ends."""
-    executor, close_executor = _open_executor(o)  # an engine it cannot reach leaves no file
-    try:
-        return _execute_on(plan, o, executor)
-    finally:
-        close_executor()
-
-
-def _execute_on(plan: RunPlan, o: RunOptions, executor: Any) -> tuple[list[dict[str, Any]], Any]:
+def _execute_on(plan: RunPlan, executor: Any, say: Say) -> tuple[list[dict[str, Any]], Any]:
     from sciml_bench.run import runner, signals
 
-    writer = _writer(o, plan.label)
+    writer = _writer(plan.options, plan.label, say)
     if plan.model_checks:  # each --sbml import's check against its file, on the file
         writer.environment["model_checks"] = plan.model_checks
         writer.flush()
     try:
         with signals.stop_signals():  # SIGTERM and SIGHUP end the run as Ctrl-C does
-            records = _measure(plan, o, writer, executor)
+            records = _measure(plan, writer, executor, say)
     except runner.Interrupt as e:
-        _interrupted(writer.records, str(e), e.signum, o.as_json, o.gradient_rtol)
+        raise Interrupted(writer.records, str(e), e.signum) from None
     except KeyboardInterrupt as e:  # outside a case, e.g. while building a reference
         sig = signals.signal_of(e)
         writer.finish("interrupted", interrupted_by=sig.name)
         n = len(writer.records)
-        _interrupted(writer.records, f"interrupted by {sig.name}: {n} completed case(s) are "
-                     f"saved in {writer.path}", sig, o.as_json, o.gradient_rtol)  # fmt: skip
+        raise Interrupted(writer.records, f"interrupted by {sig.name}: {n} completed case(s) "
+                          f"are saved in {writer.path}", sig) from None  # fmt: skip
     except Exception:
         # e.g. a reference that cannot be built: keep what was measured, leave no empty file
         if writer.records:
             writer.finish("failed")
         else:  # the `results:` line named it: say it is gone
             writer.path.unlink(missing_ok=True)
-            click.echo(f"results: none written (no case finished; {writer.path} removed)",
-                       err=True)  # fmt: skip
+            say(f"results: none written (no case finished; {writer.path} removed)")
         raise
     writer.finish("complete")
     return records, writer.path
 
 
-def _writer(o: RunOptions, label: str) -> Any:
+def _writer(o: RunOptions, label: str, say: Say) -> Any:
     """The run's results file, created now so that a bad --out fails before any work."""
     from sciml_bench.measure import environment
     from sciml_bench.results.store import ResultsWriter, new_path
@@ -94,35 +112,36 @@ def _writer(o: RunOptions, label: str) -> Any:
             "sciml-bench " + shlex.join(sys.argv[1:]),
         )
     except OSError as e:
-        raise UserError(
+        raise RunError(
             f"cannot write results to {o.out!r}: {e.strerror or e}; choose a writable folder with --out"
         ) from None
-    click.echo(f"results: {path}", err=True)
+    say(f"results: {path}")
     return writer
 
 
-def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[dict[str, Any]]:
+def _measure(plan: RunPlan, writer: Any, executor: Any, say: Say) -> list[dict[str, Any]]:
     """Every problem's cases, then the CNN jobs, each record written as it ends."""
     from sciml_bench.problem import reference
     from sciml_bench.run import runner
 
+    o = plan.options
     records: list[dict[str, Any]] = []
     for problem in plan.problems:
         if o.train:
-            records += _run_training(problem, plan, o, writer, executor)
+            records += _run_training(problem, plan, writer, executor, say)
             continue
         if problem.ensemble is not None:
-            records += _run_ensemble(problem, plan, o, writer)
+            records += _run_ensemble(problem, plan, writer, say)
             continue
         if problem.laddered is not None:  # an array problem or a network's width
-            records += _run_sized(problem, plan, o, writer, executor)
+            records += _run_sized(problem, plan, writer, executor)
             continue
-        click.echo(f"reference for {problem.name} ...", err=True)
+        say(f"reference for {problem.name} ...")
         # a reference that cannot be built leaves rows saying so, not an aborted run
         ref = reference.get_or_missing(problem, refresh=o.refresh_reference)
-        click.echo(_reference_line(ref), err=True)
+        say(reference_line(ref))
         remember_reference(writer, problem.name, ref)
-        compiled = reference.compile_problem(problem, ref, sbml=_amici(plan))
+        compiled = plan.compile(problem, ref)
         cases = runner.plan(
             compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps,
             plan.devices, o.dtype or "float64", o.dt,
@@ -133,31 +152,7 @@ def _measure(plan: RunPlan, o: RunOptions, writer: Any, executor: Any) -> list[d
     return records
 
 
-def print_records(
-    records: list[dict[str, Any]], as_json: bool, gradient_rtol: float | None = None
-) -> None:
-    """The records as ``run`` prints them: the table, or JSON with ``--json``; the verdicts
-    judged against ``--gradient-rtol``."""
-    from sciml_bench.results.table import json_records, table
-
-    if as_json:
-        click.echo(json.dumps(json_records(records, gradient_rtol), indent=2, default=str))
-    else:
-        click.echo(table(records, gradient_rtol))
-
-
-def _interrupted(records: list[dict[str, Any]], message: str, signum: int, as_json: bool,
-                 gradient_rtol: float | None = None) -> NoReturn:  # fmt: skip
-    """Print what completed, as a finished run would (table or JSON); exit 128 + signal."""
-    from sciml_bench.run.signals import exit_status
-
-    if as_json or records:  # an interrupted run with no rows prints no empty table
-        print_records(records, as_json, gradient_rtol)
-    click.echo(message, err=True)
-    sys.exit(exit_status(signal.Signals(signum)))
-
-
-def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> list[dict[str, Any]]:
+def _run_ensemble(problem: Any, plan: RunPlan, writer: Any, say: Say) -> list[dict[str, Any]]:
     """A problem with ``[ensemble]``: its observations and sample reference, then the
     ladders (backend x semantics), rung by rung."""
     from sciml_bench.problem import ensemble as ens
@@ -165,27 +160,27 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
     from sciml_bench.problem import reference
     from sciml_bench.run import runner
 
+    o = plan.options
     sizes = ensemble_sizes(problem.ensemble.sizes, plan.sizes, o.quick)
     n_obs = max(max(sizes), problem.ensemble.sample)
-    click.echo(f"ensemble reference for {problem.name} ...", err=True)
+    say(f"ensemble reference for {problem.name} ...")
     try:
         obs_path = er.observations_path(problem, n_obs)
         ref = er.get(problem, refresh=o.refresh_reference)
     except reference.ReferenceError as e:  # rows that say so; the run goes on
         gone = reference.missing(problem, str(e))
-        click.echo(_reference_line(gone), err=True)
+        say(reference_line(gone))
         remember_reference(writer, problem.name, gone)
-        compiled = reference.compile_problem(problem, gone, sbml=_amici(plan))
+        compiled = plan.compile(problem, gone)
         ladders = runner.plan_ensemble(
             compiled, problem.ensemble.semantics, sizes, plan.backend_names, o.solvers,
             o.gradients, o.max_steps, plan.devices,
         )  # fmt: skip
         return runner.ensemble_without_reference(compiled, ladders, gone.missing, writer)
-    click.echo(_reference_line(ref), err=True)
+    say(reference_line(ref))
     remember_reference(writer, problem.name, ref)
     obs0 = er.load_observations(obs_path, 1)
-    compiled = reference.compile_problem(problem, None, None if obs0 is None else obs0[0],
-                                         sbml=_amici(plan))  # fmt: skip
+    compiled = plan.compile(problem, None, None if obs0 is None else obs0[0])
     ladders = runner.plan_ensemble(
         compiled, problem.ensemble.semantics, sizes, plan.backend_names, o.solvers,
         o.gradients, o.max_steps, plan.devices,
@@ -196,22 +191,20 @@ def _run_ensemble(problem: Any, plan: RunPlan, o: RunOptions, writer: Any) -> li
     )  # fmt: skip
 
 
-def _run_sized(
-    problem: Any, plan: RunPlan, o: RunOptions, writer: Any, executor: Any
-) -> list[dict[str, Any]]:
+def _run_sized(problem: Any, plan: RunPlan, writer: Any, executor: Any) -> list[dict[str, Any]]:
     """An array problem: one ladder per backend x solver x Jacobian kind, each size with its
     own reference (cached by the content at that size)."""
     import numpy as np
 
-    from sciml_bench.problem import reference
     from sciml_bench.run import runner
 
+    o = plan.options
     sizes = ladder_sizes(problem.laddered, plan.sizes, o.quick)
     first = problem if problem.laddered.size == sizes[0] else at_size(problem, sizes[0])
     # Planned once, on the first size (no reference needed: observations are placeholders):
     # a ladder keeps one solver, gradient method and Jacobian kind at every size.
     blank = np.zeros((len(first.t_save), first.n_state))
-    compiled = reference.compile_problem(first, None, blank, sbml=_amici(plan))
+    compiled = plan.compile(first, None, blank)
     ladders = runner.plan_sized(
         compiled, plan.backend_names, sizes, o.solvers, o.gradients, o.jacobians, o.max_steps,
         plan.devices, plan.rtols,
@@ -222,7 +215,7 @@ def _run_sized(
 
 
 def _run_training(
-    problem: Any, plan: RunPlan, o: RunOptions, writer: Any, executor: Any
+    problem: Any, plan: RunPlan, writer: Any, executor: Any, say: Say
 ) -> list[dict[str, Any]]:
     """A problem's ``[training]`` section (cut by --quick) on every backend: its reference,
     the reference curve (SciPy's gradient in the same Adam loop, cached), then one
@@ -230,30 +223,24 @@ def _run_training(
     from sciml_bench.problem import reference, training_reference
     from sciml_bench.run import runner
 
-    click.echo(f"reference for {problem.name} ...", err=True)
+    o = plan.options
+    say(f"reference for {problem.name} ...")
     ref = reference.get(problem, refresh=o.refresh_reference)
-    click.echo(_reference_line(ref), err=True)
+    say(reference_line(ref))
     training = problem.training.quick(o.quick)
-    click.echo(f"training reference for {problem.name}: {training.compared} iterations of Adam "
-               "around SciPy's forward-sensitivity gradient ...", err=True)  # fmt: skip
+    say(f"training reference for {problem.name}: {training.compared} iterations of Adam "
+        "around SciPy's forward-sensitivity gradient ...")  # fmt: skip
     curve = training_reference.get(problem, ref, training, refresh=o.refresh_reference)
     built = "cached" if curve.cached else f"built in {curve.build_s:.1f} s"
-    click.echo(f"training reference: {built}" + (f"; {curve.stopped}" if curve.stopped else ""),
-               err=True)  # fmt: skip
-    compiled = reference.compile_problem(problem, ref, sbml=_amici(plan))
+    say(f"training reference: {built}" + (f"; {curve.stopped}" if curve.stopped else ""))
+    compiled = plan.compile(problem, ref)
     cases = runner.plan(compiled, plan.backend_names, o.solvers, o.gradients, None, o.max_steps,
                         plan.devices)  # fmt: skip
     return runner.run_training(compiled, training, curve.to_json(), cases, writer, plan.settings,
                                executor)  # fmt: skip
 
 
-def _amici(plan: RunPlan) -> bool:
-    """Whether the run's problems need their SBML model: only AMICI runs it, and at 20,000
-    states writing it costs seconds (:func:`.reference.source_targets`)."""
-    return "amici" in plan.backend_names
-
-
-def _reference_line(ref: Any) -> str:
+def reference_line(ref: Any) -> str:
     """The progress line of a run's reference: built, read from the (shared) cache, or
     missing; and what its complex-step cross-check found."""
     if getattr(ref, "missing", ""):
