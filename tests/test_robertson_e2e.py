@@ -38,7 +38,8 @@ def run(tmp_path_factory: pytest.TempPathFactory, amici_robertson: None) -> tupl
 def test_every_backend_has_a_row_with_the_required_keys(run) -> None:
     records, _ = run
     assert [r["backend"] for r in records] == [
-        "scipy", "diffrax", "torchdiffeq", "torchode", "cvodes", "diffsol", "amici", "julia"
+        "scipy", "diffrax", "torchdiffeq", "torchode", "cvodes", "diffsol", "amici",
+        "roadrunner", "julia",
     ]
     for r in records:
         assert set(r) >= REQUIRED

@@ -140,3 +140,56 @@ def test_a_constant_false_parameter_nothing_changes_is_differentiated(tmp_path: 
     with pytest.raises(refuse.SBMLError, match="a rule sets it") as e:
         read.read(_model(tmp_path, stimulus=0.2), parameters=["obs"])
     assert "differentiate what its rule reads" in e.value.reason
+
+
+def test_reference_prints_any_id_the_user_names(tmp_path: Path) -> None:
+    """``sciml-bench reference --sbml F --variables ... --json``: the assignment rule and a
+    species' amount from the reference solution; a model with no ODE state as functions of t;
+    an unknown id is one line, exit 2."""
+    import json
+
+    from click.testing import CliRunner
+
+    from sciml_bench.cli.main import main
+
+    path = _model(tmp_path, stimulus=0.2)
+    r = CliRunner().invoke(main, ["reference", "--sbml", str(path), "--t-end", "2",
+                                  "--variables", "obs,A", "--amounts", "A", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    a = np.asarray(doc["variables"]["A"]) / 2.0  # the amount over the size 2
+    assert doc["source"] == "reference" and doc["kinds"]["A"] == "species amount"
+    assert np.allclose(doc["variables"]["obs"], 3 * a + 0.2, rtol=1e-10)
+    (tmp_path / "no-state").mkdir()
+    still = _model(tmp_path / "no-state", stimulus=0.3, with_state=False)
+    r = CliRunner().invoke(main, ["reference", "--sbml", str(still), "--variables", "A"])
+    assert r.exit_code == 0 and "no ODE state" in r.output, r.output
+    bad = CliRunner().invoke(main, ["reference", "--sbml", str(path), "--variables", "Aa"])
+    assert bad.exit_code == 2 and "did you mean 'A'" in bad.output
+
+
+@pytest.mark.slow
+def test_run_sbml_sets_the_stimulus_and_records_both_checks(tmp_path: Path) -> None:
+    """``run --sbml F --set u=5`` (SciPy and CVODES): the span from the PEtab problem beside
+    the file, the check against the document and libRoadRunner's reading, both on the
+    results file; the explicit-only libraries left out by default, said."""
+    from click.testing import CliRunner
+
+    from sciml_bench.cli.main import main
+    from sciml_bench.results import store
+
+    path = _model(tmp_path)
+    _petab(tmp_path, {"u": [0.0, 5.0]}, [3.0])
+    r = CliRunner().invoke(main, ["run", "--sbml", str(path), "--set", "u=5", "-b",
+                                  "scipy,cvodes", "--quick", "--out", str(tmp_path / "out")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "time span: t_end 3: the last measurement time" in r.output
+    assert "semantic check against the SBML document: 3 parameters" in r.output
+    files = list((tmp_path / "out").glob("*.h5"))
+    checks = store.read(files[0]).environment["model_checks"]["first_contact"]
+    assert checks["settings"] == {"u": 5.0} and checks["semantic"]["ok"] is True
+    rr = checks.get("second_interpreter", {})
+    assert rr.get("ok") is True or "not installed" in rr.get("skipped", ""), rr
+    left = CliRunner().invoke(main, ["run", "--sbml", str(path), "--quick", "-b", "scipy",
+                                     "--out", str(tmp_path / "out2")])  # fmt: skip
+    assert "left out" not in left.output  # named backends run as named

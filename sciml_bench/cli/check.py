@@ -75,14 +75,13 @@ def _check_sbml(path: str, options: tuple[Any, ...], check: Any) -> None:
     equations and backends, its full reference and the semantic check against the file
     (always, at any size); exit 2 where they disagree."""
     from sciml_bench.backends.support import support
-    from sciml_bench.problem import spec
     from sciml_bench.problem.sbml import read, semantic
 
     t_end, parameters, settings = options
     names = [x.strip() for x in parameters.split(",") if x.strip()] if parameters else None
     imported = read.read(path, parameters=names, t_end=t_end,
                          settings=read.parse_settings(settings))  # fmt: skip
-    p = spec.from_dict(imported.data, source=path)
+    p = imported.problem()
     if imported.span_note:
         click.echo(f"time span: {imported.span_note}")
     if imported.condition_note:
@@ -95,6 +94,16 @@ def _check_sbml(path: str, options: tuple[Any, ...], check: Any) -> None:
     _print_equations(p, check)
     _print_support(support(p, check.expressible(p)))
     semantic.run_check(imported, p, click.echo, force=True)
+    from sciml_bench.problem import reference
+    from sciml_bench.problem.sbml import second_interpreter
+
+    ref = reference.get_or_missing(p)
+    if not ref.missing:
+        click.echo(f"reference solution: {ref.solution_check or 'no second method'}"
+                   + (f", agrees to {ref.solution_check_agreement:.1e}"
+                      if ref.solution_check_agreement is not None else "")
+                   + (f"; UNJUDGED: {ref.solution_unjudged}" if ref.solution_unjudged else ""))
+        click.echo(second_interpreter.cross_check(p, ref).summary())
     option = f" --t-end {t_end:g}" if t_end is not None else ""
     click.echo(f"next: sciml-bench run --sbml {path}{option} --quick")
 

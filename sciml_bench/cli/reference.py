@@ -20,9 +20,22 @@ GRADIENT_LINES = 10
 @click.option("--json", "as_json", is_flag=True, help="Print t, y, loss and gradient as JSON.")
 @click.option("--size", type=click.IntRange(1, None), default=None,
               help="Array problems ([sizes]): the laddered size's value [the file's default].")
+@click.option("--sbml", "sbml_file", type=click.Path(dir_okay=False), default=None,
+              help="An SBML model, imported as `sciml-bench import` does; with --variables.")
+@click.option("--variables", default=None, metavar="ID,ID|all",
+              help="--sbml: the SBML ids to print at the save points (species, compartments, "
+              "parameters, assignment-rule variables, reaction rates), or all.")
+@click.option("--amounts", default="", metavar="ID,ID",
+              help="--sbml --variables: species printed as amounts (the others: the value "
+              "their id has in math, a concentration unless hasOnlySubstanceUnits).")
+@click.option("--t-end", type=click.FloatRange(0, None, min_open=True), default=None,
+              help="--sbml: the end of the time span [the import's default].")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="--sbml: a value set in the SBML before the import (as `import --set`).")
 def reference_cmd(
     problem: str | None, problem_file: str | None, refresh: bool, as_json: bool,
-    size: int | None = None,
+    size: int | None = None, sbml_file: str | None = None, variables: str | None = None,
+    amounts: str = "", t_end: float | None = None, settings: tuple[str, ...] = (),
 ) -> None:  # fmt: skip
     """Compute (or read from cache) the tight reference solution and gradient.
 
@@ -39,9 +52,14 @@ def reference_cmd(
       sciml-bench reference stiff-robertson
       sciml-bench reference stiff-robertson-ude --json | jq .gradient
       sciml-bench reference --problem-file my.toml --refresh
+      sciml-bench reference --sbml model.xml --variables S1,obs,cell --amounts S1 --json
     """
 
     from sciml_bench.problem import reference
+
+    if sbml_file is not None or variables is not None:
+        _sbml_variables(sbml_file, variables, amounts, t_end, settings, refresh, as_json)
+        return
 
     p = sized(load_problem(problem, problem_file), size)
     ref = reference.get_or_missing(p, refresh=refresh)
@@ -73,6 +91,31 @@ def reference_cmd(
     _exit_if_missing(ref, solution_only=True)
     _print_reference(p, ref, doc)
     _exit_if_missing(ref)
+
+
+def _sbml_variables(path: str | None, variables: str | None, amounts: str,
+                    t_end: float | None, settings: tuple[str, ...], refresh: bool,
+                    as_json: bool) -> None:  # fmt: skip
+    """``reference --sbml F --variables ...``: the SBML ids asked for at the save points,
+    from the reference solution (or, for a model with no ODE state, as functions of t)."""
+    from sciml_bench.cli.options import UserError
+    from sciml_bench.problem.sbml import read
+    from sciml_bench.problem.sbml import variables as sv
+
+    if path is None or variables is None:
+        raise UserError("--variables and --sbml go together: sciml-bench reference --sbml "
+                        "model.xml --variables S1,S2 (or all)")  # fmt: skip
+    ids = [v.strip() for v in variables.split(",") if v.strip()]
+    doc = sv.of_model(path, ids, [a.strip() for a in amounts.split(",") if a.strip()], t_end,
+                      read.parse_settings(settings) if settings else None, refresh)  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    click.echo(f"{doc['problem']}: {doc['source']}")
+    names = list(doc["variables"])
+    click.echo("  ".join(["t", *(f"{n} ({doc['kinds'][n]})" for n in names)]))
+    for i, t in enumerate(doc["t"]):
+        click.echo("  ".join([f"{t:.6g}", *(f"{doc['variables'][n][i]:.9g}" for n in names)]))
 
 
 def _exit_if_missing(ref: Any, solution_only: bool = False) -> None:

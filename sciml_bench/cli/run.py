@@ -69,7 +69,12 @@ def _dask_options(f: Any) -> Any:
               help="Run an SBML model, as `sciml-bench import` would write it; repeatable.")
 @click.option("--t-end", "sbml_t_end", type=click.FloatRange(0, None, min_open=True),
               default=None, help="--sbml models: the end of the time span, as `sciml-bench "
-              "import --t-end` [10]; e.g. the last measurement time of the model's data.")
+              "import --t-end` [the last measurement time of a PEtab problem beside the file, "
+              "else 10].")
+@click.option("--set", "sbml_settings", multiple=True, metavar="NAME=VALUE",
+              help="--sbml models: a value set in the SBML before the import (a parameter, "
+              "compartment size or species' initial value; e.g. a stimulus the file leaves at "
+              "0 for its PEtab conditions to set); repeatable.")
 @click.option("--sbml-check/--no-sbml-check", "sbml_check", default=True, show_default=True,
               help="--sbml models: check each import against its file before anything runs "
               "(each differentiated parameter changed in the SBML, re-imported, solved; where "

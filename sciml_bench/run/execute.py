@@ -141,6 +141,7 @@ def _measure(plan: RunPlan, writer: Any, executor: Any, say: Say) -> list[dict[s
         ref = reference.get_or_missing(problem, refresh=o.refresh_reference)
         say(reference_line(ref))
         remember_reference(writer, problem.name, ref)
+        ref = second_reading(problem, ref, writer, say)
         compiled = plan.compile(problem, ref)
         cases = runner.plan(
             compiled, plan.backend_names, o.solvers, o.gradients, plan.rtols, o.max_steps,
@@ -150,6 +151,31 @@ def _measure(plan: RunPlan, writer: Any, executor: Any, say: Say) -> list[dict[s
     if plan.cnn_jobs:
         records += runner.run_cnn(plan.cnn_jobs, writer, plan.settings, executor)
     return records
+
+
+def second_reading(problem: Any, ref: Any, writer: Any, say: Say) -> Any:
+    """An imported model's reference solution against libRoadRunner's reading of the
+    modeller's own file (:mod:`~sciml_bench.problem.sbml.second_interpreter`), said and
+    recorded on the file (``environment.model_checks``); where the two disagree the rows'
+    solution errors are unjudged, with the reason (the reference is returned so marked). A
+    problem file is not checked here (its export's check is the suite's own code twice)."""
+    import dataclasses
+
+    if problem.sbml_model is None or ref.missing:
+        return ref
+    from sciml_bench.problem.sbml import second_interpreter
+
+    check = second_interpreter.cross_check(problem, ref)
+    say(f"{problem.name}: {check.summary()}")
+    checks = writer.environment.setdefault("model_checks", {})
+    checks.setdefault(problem.name, {})["second_interpreter"] = check.to_json()
+    writer.flush()
+    if check.agreement is None or check.ok or ref.solution_unjudged:
+        return ref
+    why = (f"the reference solution and libRoadRunner's reading of the SBML file disagree "
+           f"({check.summary()}); the import or the reference is wrong, and the rows cannot "
+           "be judged against it: `sciml-bench check --sbml FILE` shows both")  # fmt: skip
+    return dataclasses.replace(ref, solution_unjudged=why)
 
 
 def _run_ensemble(problem: Any, plan: RunPlan, writer: Any, say: Say) -> list[dict[str, Any]]:

@@ -71,6 +71,8 @@ class RunOptions:
     sbml_check: bool = True
     #: --t-end: the --sbml models' time span's end (None: import's default)
     sbml_t_end: float | None = None
+    #: --set NAME=VALUE: values set in the --sbml models' documents before the import
+    sbml_settings: tuple[str, ...] = ()
     dtype: str | None = None
     dt: float | None = None
     executor: str = "local"

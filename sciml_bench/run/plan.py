@@ -72,6 +72,7 @@ def make_plan(o: RunOptions, say: Say) -> RunPlan:
                            run_options.precisions(o.precisions))
     ] if with_cnn else []  # fmt: skip
     names = plan_checks.known_backends(o.backend_names, [j["variant"] for j in cnn_jobs])
+    names = plan_checks.stiff_capable(o, names, say)
     plan_checks.check_offered(names, o.solvers, o.gradients)
     devices = plan_checks.ode_devices(device.parse(o.device, "cpu"), names, say) if ode else ["cpu"]
     checks: dict[str, Any] = {}

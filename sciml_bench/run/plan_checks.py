@@ -40,6 +40,24 @@ def known_backends(asked: Sequence[str], cnn_variants: Sequence[str]) -> list[st
     return [n for n in asked if n in backends.REGISTRY] or backends.names()
 
 
+def stiff_capable(o: RunOptions, names: list[str], say: Say) -> list[str]:
+    """A run of ``--sbml`` models alone, with no backend named, leaves out the libraries
+    with no stiff solver (an import is stiff by default; their explicit solvers spend the
+    budget or the step bound on every such model: torchdiffeq and torchode each spent 300 s
+    on an 8-state model), saying so; named with ``-b`` they run."""
+    from sciml_bench import backends
+
+    if o.backend_names or not o.sbml_files or o.problems or o.problem_files:
+        return names
+    explicit = [n for n in names
+                if not any(s.stiff for s in backends.get(n).solvers().values())]  # fmt: skip
+    if explicit:
+        say(f"note: --sbml models are stiff by default: left out {', '.join(explicit)} (no "
+            "stiff solver; they would spend the budget or the step bound); name them with -b "
+            "to run them")  # fmt: skip
+    return [n for n in names if n not in explicit]
+
+
 def check_offered(names: list[str], solvers: Sequence[str], gradients: Sequence[str]) -> None:
     """Each --solver and --gradient must be offered by at least one chosen backend."""
     from sciml_bench import backends

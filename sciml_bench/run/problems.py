@@ -22,28 +22,42 @@ def load_all(o: RunOptions, say: Say, checks: dict[str, Any]) -> list[Any]:
     """The run's problems in the order they run: problem files, names, then ``--sbml``
     models (each one's check against its file recorded in ``checks`` by problem name)."""
     from sciml_bench.problem import spec
+    from sciml_bench.problem.sbml import read
 
     names = [p for p in o.problems if p != "cnn"]
+    settings = read.parse_settings(o.sbml_settings) if o.sbml_settings else None
+    if settings and not o.sbml_files:
+        raise RunError("--set applies to --sbml models; none is named in this run")
     return [spec.load(f) for f in o.problem_files] + [spec.load(p) for p in names] + [
-        sbml_problem(f, o.sbml_t_end, o.sbml_check, checks, say) for f in o.sbml_files
+        sbml_problem(f, o.sbml_t_end, o.sbml_check, checks, say, settings) for f in o.sbml_files
     ]  # fmt: skip
 
 
 def sbml_problem(path: str, t_end: float | None, semantic: bool = False,
-                 checks: dict[str, Any] | None = None, say: Say | None = None) -> Any:  # fmt: skip
-    """An SBML model as the problem ``sciml-bench import [--t-end T]`` writes, checked
-    against its file where cheap (``semantic``; the result goes into ``checks``, what it
-    does is said through ``say``). Its refusals are ProblemErrors: one line, exit 2,
-    before anything runs."""
+                 checks: dict[str, Any] | None = None, say: Say | None = None,
+                 settings: dict[str, float] | None = None) -> Any:  # fmt: skip
+    """An SBML model as the problem ``sciml-bench import [--t-end T] [--set ...]`` writes,
+    checked against its file where cheap (``semantic``; the result goes into ``checks``,
+    what it does is said through ``say``, with the import's choice of span and any stimulus
+    its PEtab conditions set). Its refusals are ProblemErrors: one line, exit 2, before
+    anything runs."""
     from sciml_bench.problem.sbml import read
     from sciml_bench.problem.sbml import semantic as sem
 
-    imported = read.read(path) if t_end is None else read.read(path, t_end=t_end)
+    tell = say or (lambda line: None)
+    imported = read.read(path, t_end=t_end, settings=settings)
     problem = imported.problem()
+    if imported.span_note:
+        tell(f"{problem.name}: time span: {imported.span_note}")
+    if imported.condition_note:
+        tell(f"{problem.name}: note: {imported.condition_note}")
     if semantic:
-        result = sem.run_check(imported, problem, say or (lambda line: None))
+        result = sem.run_check(imported, problem, tell)
         if checks is not None:
-            checks[problem.name] = result.to_json()
+            checks[problem.name] = {"semantic": result.to_json(),
+                                    "settings": dict(imported.settings)}  # fmt: skip
+    elif checks is not None and imported.settings:
+        checks[problem.name] = {"settings": dict(imported.settings)}
     return problem
 
 

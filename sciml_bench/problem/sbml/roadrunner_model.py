@@ -111,11 +111,18 @@ def load(plan: ModelPlan) -> Any:
 
 def state_vector(r: Any) -> list[str]:
     """The ids of roadrunner's state vector (what CVODE integrates), in its order: the
-    variables of rate rules, then the independent floating species (amounts; a species set
-    by an assignment rule is none of them; conserved-moiety analysis off, its default)."""
+    variables of rate rules, then the floating species (amounts) it integrates, read by
+    index until the model says there are no more. (``getNumIndFloatingSpecies`` counts the
+    independent species of the structural analysis even with conserved-moiety analysis off,
+    3 of Fiedler_BMCSystBiol2016's 6, where CVODE integrates all 6.)"""
     m = r.model
-    n = m.getNumRateRules() + r.getNumIndFloatingSpecies()
-    return [m.getStateVectorId(i) for i in range(n)]
+    out = []
+    for i in range(m.getNumRateRules() + m.getNumFloatingSpecies()):
+        try:
+            out.append(m.getStateVectorId(i))
+        except (RuntimeError, IndexError, ValueError):
+            break
+    return out
 
 
 def _species_read(r: Any, species: str, amount: bool) -> StateRead:
