@@ -329,3 +329,26 @@ def test_a_quick_run_has_an_ok_roadrunner_row(tmp_path: Path) -> None:
     assert row["gradient_method"] == "forward" and row["gradient_tier"] == "pass"
     assert row["case_info"]["sbml"] == "the suite's rate-rule export"
     assert rows["scipy"]["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_a_refused_gradient_leaves_a_timed_solve_row_saying_why(tmp_path: Path) -> None:
+    """``run --sbml`` on the moving model: roadrunner's sensitivities would miss the path
+    through A = 10*kf, so its row is a solve row (TTFG to the first solve, solve samples, no
+    gradient) whose reason names kf and what it moves, never an unavailable one."""
+    _needs_roadrunner()
+    from sciml_bench.results import store
+
+    model = _model(tmp_path, moving=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "sciml_bench.cli.main", "run", "--sbml", str(model), "-b",
+         "roadrunner", "--quick", "--t-end", "4", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    (path,) = (tmp_path / "out").glob("*.h5")
+    (row,) = [x for x in store.read(path).records if x.get("kind") == "ode"]
+    assert row["status"] == "ok" and row["ttfg_kind"] == "solve"
+    assert row.get("gradient") is None and len(row["solve_samples"]) >= 3
+    assert "no gradient: " in row["reason"] and "kf" in row["reason"]
+    assert row["solution_error"] < 1e-5

@@ -34,8 +34,9 @@ right-hand side only: where a parameter also moves a start value or another para
 (an initial assignment: ``A = 10*kf``, ``kf2 = 2*kf``) the result is wrong, so such a
 problem's gradient is refused with the parameters and what they move (found at build by
 changing each in roadrunner's own model), never answered; so is a one-state model's, whose
-sensitivity solver (2.10) integrates ``dy/dt = 0``. A refused gradient is an ``unavailable``
-row after the first solve, its solve timed no further.
+sensitivity solver (2.10) integrates ``dy/dt = 0``. A refused gradient leaves a solve row
+(``gradient_refused`` on the case: the worker times the solve alone, as SciPy's, and the
+row's reason says why there is no gradient).
 """
 
 from __future__ import annotations
@@ -198,6 +199,9 @@ class RoadrunnerCase(Case):
                      for s in self.reads]  # fmt: skip
         self.factors = np.array([s.factor for s in self.reads], dtype=np.float64)
         self.blocked = gradient_block(self.rr, self.plan, self.reads, problem.theta0)
+        #: why this problem gets no gradient here ("" none): the worker then times the
+        #: solve alone, as SciPy's row, and the row says why (run/ode.py)
+        self.gradient_refused = self.blocked
         self.loss = (np.asarray(problem.loss_W, dtype=np.float64),
                      np.asarray(problem.loss_O, dtype=np.float64),
                      np.asarray(problem.loss_C, dtype=np.float64))  # fmt: skip

@@ -216,13 +216,18 @@ def work(job: dict[str, Any], events: Events) -> None:
         events.emit(y=sol.y, stats=sol.stats)
 
     probe_s = 0.0  # the memory probe's own time: never part of time to first gradient
-    if backend.differentiable:
+    # a case may refuse the gradient for this problem alone (libRoadRunner's sensitivities
+    # where a parameter moves an initial assignment): its row is then a solve row, like
+    # SciPy's, saying why (``gradient_refused``), never an unavailable one
+    refused = getattr(case, "gradient_refused", "") if backend.differentiable else ""
+    differentiable = backend.differentiable and not refused
+    if differentiable:
         graded = _first_gradient(name, case, theta, events, full)
         if graded is None:
             return
         first["grad"], probe_s = graded
     # without a gradient (SciPy) the time to first gradient is the time to first solve
-    kind = "gradient" if backend.differentiable else "solve"
+    kind = "gradient" if differentiable else "solve"
     events.emit(ttfg_s=clock() - t_spawn - probe_s, ttfg_kind=kind)
     # after the time to first gradient is read and before the steady samples (each timed on
     # its own): the BLAS this process loaded, which the parent cannot see
@@ -232,6 +237,8 @@ def work(job: dict[str, Any], events: Events) -> None:
     note = _steady(job, case, theta, first, events)
     if note is None:
         return
+    if refused:
+        note = "; ".join(x for x in (note, f"no gradient: {refused}") if x)
     vram_report(meter, case, events)
     events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason=note)
 
