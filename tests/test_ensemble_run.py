@@ -118,6 +118,8 @@ def test_reference_gradient_is_that_of_the_mean_sample_loss(tmp_path: Path) -> N
     problem, compiled, obs_path, ref = _prepare(LV, tmp_path, [4])
     assert np.asarray(ref.y).shape == (3, 8, 2) and ref.sample == 3
     assert ref.complex_step_agreement is not None and ref.complex_step_agreement < 1e-5
+    # the full gradient by sensitivities, with its own error estimate (no FD in it)
+    assert ref.gradient_check == "full" and 0 < ref.reference_error < 1e-8
     # a hand-rolled central difference of the mean loss over the three members
     obs = er.load_observations(obs_path, 3)
     b = ens.batch(problem.ensemble, np.asarray(problem.y0), 2, 3, obs)
@@ -163,6 +165,10 @@ def test_every_backend_and_semantics_at_a_small_size(tmp_path: Path) -> None:
         if key[0] != "scipy":
             assert r["gradient_tier"] in ("pass", "warn"), (key, r["gradient_error"])
             assert r["gradient_cosine"] > 0.9999
+            # judged as an ODE row: the full reference, its own error, the worst component
+            assert r["gradient_check"] == "full" and 0 < r["reference_error"] < 1e-8, key
+            assert r["reference_error"] == ref.reference_error and r["gradient_worst_at"] in ("a", "b")
+            assert set(r["gradient"]) == {"a", "b"} and len(r["gradient_judged"]) == 2
             # scored on the timed batch of 4, its first 3 (the sample) weighted alone
             assert (r["gradient_batch"], r["gradient_members"]) == ("timed", 3), key
     # independent: members take their own steps; coupled: one count for the batch

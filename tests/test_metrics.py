@@ -55,10 +55,11 @@ def test_gradient_error_in_log_space_and_tiers() -> None:
     assert e["rel"] == pytest.approx(expected, rel=1e-6)  # 1.55e-6
     assert e["worst"] == pytest.approx(2e-6, rel=1e-6) and e["worst_index"] == 1
     assert e["cosine"] == pytest.approx(1.0)
-    assert metrics.gradient_tier(e["rel"]) == "pass"
-    assert metrics.gradient_tier(5e-3) == "warn"
-    assert metrics.gradient_tier(0.5) == "fail"
-    assert metrics.gradient_tier(float("nan")) == "fail"
+    exact = 1e-12  # a reference that resolves every tier (no estimate: no tier)
+    assert metrics.gradient_tier(e["rel"], exact) == "pass"
+    assert metrics.gradient_tier(5e-3, exact) == "warn"
+    assert metrics.gradient_tier(0.5, exact) == "fail"
+    assert metrics.gradient_tier(float("nan"), exact) == "fail"
     wrong_sign = metrics.gradient_error(-ref, ref, theta, np.array([True, True]))
     assert wrong_sign["rel"] == pytest.approx(2.0) and wrong_sign["cosine"] == pytest.approx(-1)
 
@@ -71,7 +72,7 @@ def test_one_wrong_component_is_named_while_the_norm_passes() -> None:
     g[3] *= 1.3
     e = metrics.gradient_error(g, ref, np.ones(4), np.zeros(4, bool))
     assert e["rel"] == pytest.approx(3e-4 / np.linalg.norm(ref), rel=1e-9)
-    assert metrics.gradient_tier(e["rel"]) == "warn"  # 2.6e-4
+    assert metrics.gradient_tier(e["rel"], 1e-12) == "warn"  # 2.6e-4
     small = ref.copy()
     small[3] = 1e-6
     g2 = small.copy()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -90,12 +91,63 @@ def test_a_tier_needs_a_reference_ten_times_better_than_its_bound() -> None:
     assert metrics.gradient_tier(2.8e-3, 9e-4) == "warn"
     assert metrics.gradient_tier(5e-5, 2e-5) == "unjudged"
     assert metrics.gradient_tier(5e-5, 1e-5) == "pass"
-    assert metrics.gradient_tier(0.5, 0.05) == "unjudged"
     assert metrics.gradient_tier(float("nan"), 1.0) == "fail"  # a NaN gradient fails anyway
-    assert metrics.gradient_tier(5e-5, None) == "pass"  # no estimate: as before
+    assert metrics.gradient_tier(float("nan"), None) == "fail"
     note = metrics.tier_note(2.8e-3, 2.1e-3)
     assert "would be warn" in note and "2.10e-03" in note and "1e-03" in note
     assert metrics.tier_note(2.8e-3, 9e-4) == ""
+
+
+def test_a_certain_failure_fails_whatever_the_reference_error() -> None:
+    """0.5 against a reference good to 2e-3 (or 0.05) is at least 0.45 off: above the warn
+    bound whatever the reference's own error, so ``fail``, never ``unjudged``; only where
+    the reference's error could bring it under the warn bound is it unjudged."""
+    assert metrics.gradient_tier(0.5, 2e-3) == "fail"
+    assert metrics.gradient_tier(0.5, 0.05) == "fail"
+    assert metrics.tier_note(0.5, 2e-3) == ""
+    assert metrics.gradient_tier(0.012, 5e-3) == "unjudged"  # 0.012 − 0.005 ≤ 1e-2
+    assert "would be fail" in metrics.tier_note(0.012, 5e-3)
+    assert metrics.gradient_tier(0.012, 1e-3) == "fail"  # resolved at the warn bound
+
+
+def test_no_reference_error_means_no_tier() -> None:
+    """A reference that gives no estimate of its own error gives no tier: ``unjudged``,
+    as ``within`` says at every bound; the note says how to get one."""
+    assert metrics.gradient_tier(5e-5, None) == "unjudged"
+    assert metrics.within(5e-5, None, metrics.PASS_TOL) is False
+    assert metrics.within(5e-5, None, metrics.WARN_TOL) is False
+    assert metrics.gradient_tier(0.5, None) == "unjudged"  # not a certain failure: unknown
+    note = metrics.tier_note(5e-5, None)
+    assert "would be pass" in note and "no estimate of its own error" in note
+    assert "Fix: rebuild the reference" in note
+    assert metrics.gradient_tier(None, 1e-9) == "" and metrics.tier_note(None, None) == ""
+
+
+ERRORS = (0.0, 5e-7, 5e-5, 1e-4, 1.01e-4, 5e-3, 1e-2, 0.012, 0.5, float("inf"), float("nan"))
+REFERENCE_ERRORS = (None, 0.0, 1e-12, 8e-6, 1e-5, 2e-5, 5e-4, 1e-3, 2e-3, 5e-3, 0.05, 0.6,
+                    float("nan"))
+
+
+@pytest.mark.parametrize("ref_error", REFERENCE_ERRORS)
+@pytest.mark.parametrize("error", ERRORS)
+def test_the_tier_and_within_are_one_rule(error: float, ref_error: float | None) -> None:
+    """Over a grid of errors and reference errors: ``pass`` exactly where ``within`` holds
+    at the pass bound; ``pass`` or ``warn`` always within the warn bound and ``fail``
+    never; a fail is a certain one or one the reference resolves; no estimate, no tier."""
+    tier = metrics.gradient_tier(error, ref_error)
+    assert tier in ("pass", "warn", "fail", "unjudged")
+    assert (tier == "pass") is metrics.within(error, ref_error, metrics.PASS_TOL)
+    if tier in ("pass", "warn"):
+        assert metrics.within(error, ref_error, metrics.WARN_TOL)
+    if tier == "fail":
+        assert not metrics.within(error, ref_error, metrics.WARN_TOL)
+        resolved = ref_error is not None and ref_error <= metrics.WARN_TOL / 10
+        certain = not math.isfinite(error) or (
+            ref_error is not None and error - ref_error > metrics.WARN_TOL)
+        assert certain or (resolved and error > metrics.WARN_TOL)
+    if ref_error is None and math.isfinite(error):
+        assert tier == "unjudged"
+    assert (metrics.tier_note(error, ref_error) != "") is (tier == "unjudged")
 
 
 @pytest.mark.slow

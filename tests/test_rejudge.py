@@ -180,6 +180,96 @@ def test_a_ladder_gets_one_reference_per_size(tmp_path: Path) -> None:
     assert all(math.isclose(r["gradient_error"], 3e-3, rel_tol=1e-6) for r in new)
 
 
+ENSEMBLE_LV = """
+name = "ens-lv-rejudge"
+stiff = false
+[state]
+names = ["x", "y"]
+initial = [1.0, 1.0]
+[parameters]
+a = 1.5
+b = 1.0
+[equations]
+x = "a*x - b*x*y"
+y = "-3*y + x*y"
+[time]
+span = [0.0, 2.0]
+save = { linspace = [0.25, 2.0, 8] }
+[tolerances]
+rtol = 1.0e-7
+atol = 1.0e-9
+[loss]
+kind = "fit"
+truth = { a = 1.3 }
+[ensemble]
+sizes = [1, 4]
+sample = 3
+[ensemble.vary]
+a = { uniform = [0.8, 1.2], apply = "scale" }
+"""
+
+
+def _ensemble_row(backend: str, semantics: str, **kw: Any) -> dict[str, Any]:
+    """An ``ok`` ensemble row of size 4 as the old judge wrote it: a tier, no estimate."""
+    return {"kind": "ensemble", "problem": "ens-lv-rejudge", "backend": backend,
+            "solver": "dopri5", "gradient_method": "backprop", "semantics": semantics,
+            "size": 4, "rtol": 1e-7, "status": "ok", "solve_samples": [1e-3] * 3,
+            "grad_samples": [2e-3] * 3, "ttfg_samples": [1.0], "sample": 3,
+            "gradient_members": 3, "gradient_batch": "timed", "solution_error": 1e-7,
+            "reference_method": "central FD of the mean loss", **kw}  # fmt: skip
+
+
+def test_rejudge_scores_ensemble_rows_and_withdraws_projection_tiers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ensemble row that stored its gradient is scored against the full ensemble
+    reference (its tier moves with it, now with a reference error); one judged on 8
+    projections and stored without its gradient loses its tier, saying why."""
+    from sciml_bench.problem import ensemble_reference as er
+
+    monkeypatch.setenv("SCIML_BENCH_CACHE", str(tmp_path / "cache"))
+    toml = tmp_path / "ens-lv-rejudge.toml"
+    toml.write_text(ENSEMBLE_LV)
+    p = spec.load(toml)
+    r = np.asarray(er.get(p).gradient)
+    g = r * (1 + 3e-3)
+    rows = [
+        _ensemble_row("torchdiffeq", "coupled", gradient_error=1e-6, gradient_tier="pass",
+                      gradient_check="full",
+                      gradient=dict(zip(p.param_names, g.tolist(), strict=True))),
+        _ensemble_row("torchode", "independent", gradient_error=2e-5, gradient_tier="pass",
+                      gradient_check="directional 8"),
+    ]  # fmt: skip
+    path = tmp_path / "ens.h5"
+    writer = store.ResultsWriter(path, {}, f"sciml-bench run --problem-file {toml}")
+    for row in rows:
+        writer.add(row)
+    writer.close()
+    res = CliRunner().invoke(main, ["rejudge", str(path), "--problem-file", str(toml)])
+    assert res.exit_code == 0, res.output
+    assert "ensemble reference for ens-lv-rejudge (3 members, 2 parameters)" in res.stderr
+    new = store.read(tmp_path / "ens-rejudged.h5").records
+    scored, withdrawn = new
+    assert scored["gradient_tier"] == "warn"
+    assert math.isclose(scored["gradient_error"], 3e-3, rel_tol=1e-6)
+    assert 0 < scored["reference_error"] < 1e-8 and scored["gradient_check"] == "full"
+    assert scored["rejudged_from"]["gradient_tier"] == "pass"
+    assert f"-ensemble-v{er.VERSION}-s3.json" in scored["reference_path"]
+    assert scored["solution_error"] == 1e-7  # member states are not stored: kept
+    assert withdrawn["gradient_tier"] == "unjudged" and "gradient_error" not in withdrawn
+    assert "its tier is withdrawn" in withdrawn["gradient_error_note"]
+    assert "8 projections" in withdrawn["gradient_error_note"]
+    assert withdrawn["rejudged_from"]["gradient_error"] == 2e-5
+    text = res.stdout
+    assert "2 row(s) re-judged: 2 tier(s) moved" in text
+    assert re.search(r"torchode dopri5 backprop independent rtol 1e-07 n=4\s+2\.00e-05 pass ‡"
+                     r"\s+->\s+- unjudged", text), text  # fmt: skip
+    assert "‡ on the measure it was judged with then: norm-wise over 8 random projections" in text
+    # the re-judged file is not stale for its ensemble rows: they name the new reference
+    assert rejudge.stale_reasons(new, {"git_commit": "c"}, REFERENCE_VERSION,
+                                 lambda c: False) == []  # fmt: skip
+
+
 V = f"-v{REFERENCE_VERSION}.json"
 OLD = f"-v{REFERENCE_VERSION - 1}.json"
 
@@ -203,6 +293,12 @@ def _ode(path: str, **kw: Any) -> dict[str, Any]:
     ([{"kind": "ensemble", "problem": "e", "solution_error": 1e-6}],
      {"git_commit": "c", "references": {"e": {"path": f"/c/e-0123456789abcdef{OLD[:-5]}-ensemble-s8.json"}}},
      False, [f"rows judged with reference version {REFERENCE_VERSION - 1} (now {REFERENCE_VERSION})"]),
+    # a scored ensemble row judged by the finite-difference ensemble reference
+    ([{"kind": "ensemble", "problem": "e", "gradient_error": 1e-6,
+       "reference_path": f"/c/e-0123456789abcdef{V[:-5]}-ensemble-s8.json"}],
+     {"git_commit": "c"}, False,
+     ["1 ensemble row(s) judged by an ensemble reference before version 2 (finite "
+      "differences, no estimate of its own error)"]),
     ([{"kind": "ode", "gradient_error": 1e-5}], {"git_commit": "c"}, False,
      ["1 row(s) record no reference version (written before it was recorded)"]),
     # rows no reference judged: a CNN row, a row without a reference

@@ -328,6 +328,9 @@ def test_quick_cli_training_run_prints_and_stores_its_rows(tmp_path: Path) -> No
     assert rec["curve_time_s"][0] > rec["phases"][0][1] > 0
     assert rec["iterate_gradient_iterations"] == [0, 1, 3]
     assert 0 < rec["iterate_gradient_error"] < 1e-3 and len(rec["iterate_gradient_errors"]) == 3
+    # tiered as an ODE row's: against the reference's own error at the iterates
+    assert 0 < rec["iterate_reference_error"] < 1e-9 and len(rec["iterate_reference_errors"]) == 3
+    assert rec["iterate_gradient_tier"] in ("pass", "warn") and rec["iterate_gradient_check"] == "full"
     assert "verdict (time to target): no row reached the target loss" in r.stdout
     assert len(rec["reference_curve_loss"]) == 5 and rec["iteration_s"] > 0
     assert rec["final_loss"] == rec["curve_loss"][-1] and rec["target_reached"] is False

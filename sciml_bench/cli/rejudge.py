@@ -4,9 +4,12 @@ Each ODE row with a stored gradient gets its problem rebuilt as the row ran it (
 the run's ``--problem-file`` of that name, or one given here; an array problem or a
 network at the row's ``size``), the current reference of that problem (the cache's, or
 rebuilt with ``--refresh``; one per size of a ladder) and the run's own scores
-(:func:`sciml_bench.run.ode.gradient_scores`); the file's other rows are carried as they
-were. What the re-judge replaced is kept on each row under ``rejudged_from``
-(:mod:`sciml_bench.results.rejudge`).
+(:func:`sciml_bench.run.ode.gradient_scores`). An ensemble row with a stored gradient is
+scored the same way against the current ensemble reference of its problem's sample
+(:func:`sciml_bench.run.ensemble.gradient_columns`); one stored without its gradient (the
+old projections' judge) has its tier withdrawn (:func:`~sciml_bench.results.rejudge.withdrawn`).
+The file's other rows are carried as they were. What the re-judge replaced is kept on each
+row under ``rejudged_from`` (:mod:`sciml_bench.results.rejudge`).
 """
 
 from __future__ import annotations
@@ -76,11 +79,14 @@ class _Judge:
 
         if not rejudge.candidate(r):
             return r
-        key = (str(r.get("problem")), r.get("size"))
+        ensemble = r.get("kind") == "ensemble"
+        # an ensemble row's size is its member count, not a problem size
+        key = (str(r.get("problem")), None if ensemble else r.get("size"))
         if key not in self.problems:
             self.problems[key] = self._load(*key)
         problem = self.problems[key]
-        scored = problem if isinstance(problem, str) else self._score(r, problem, environment)
+        score = self._score_ensemble if ensemble else self._score
+        scored = problem if isinstance(problem, str) else score(r, problem, environment)
         if isinstance(scored, str):
             self.kept.append((rejudge.row_label(r), scored))
             return rejudge.kept(r, scored)
@@ -132,32 +138,105 @@ class _Judge:
         self, r: dict[str, Any], p: Any, environment: dict[str, Any]
     ) -> tuple[dict[str, Any], list[str]] | str:
         """The row's new columns and notes, or why it cannot be re-judged."""
-        import numpy as np
-
-        from sciml_bench.results.rejudge import cache_facts
-
-        names = list(p.param_names)
-        grad = r["gradient"]
-        if set(grad) != set(names):
-            return (f"its gradient's {len(grad)} parameters are not {p.name}'s {len(names)} "
-                    "now (the problem file changed); pass --problem-file PATH of the file it ran")  # fmt: skip
-        notes = []
-        theta = r.get("gradient_theta")
-        if theta is None:
-            notes.append("θ not recorded (a file from before gradient_theta): taken as the "
-                         "problem's θ0")  # fmt: skip
-        elif len(theta) != len(names) or not np.allclose(theta, p.theta0, rtol=1e-12, atol=0):
-            return ("its gradient was taken at a θ other than the problem's θ0 now (the "
-                    "problem file changed); pass --problem-file PATH of the file it ran")  # fmt: skip
-        recorded, _ = cache_facts(r, environment)
-        if recorded and recorded != p.content_hash:
-            notes.append(f"the problem's content changed since the run (hash {recorded}, now "
-                         f"{p.content_hash}): judged against the current problem's reference")  # fmt: skip
+        checked = _stored_gradient(r, p, environment)
+        if isinstance(checked, str):
+            return checked
+        g, notes = checked
         ref = self._reference(p, r.get("size"))
         if isinstance(ref, str):
             return ref
-        g = np.array([grad[n] for n in names], dtype=float)
         return _columns(r, p, ref, g), notes
+
+    def _score_ensemble(
+        self, r: dict[str, Any], p: Any, environment: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[str]] | str:
+        """An ensemble row's new columns and notes against the current ensemble reference
+        of its problem's sample (:func:`_ensemble_columns`), its tier withdrawn where it
+        stored no gradient, or why it cannot be re-judged."""
+        from sciml_bench.results.rejudge import withdrawn
+
+        if p.ensemble is None:
+            return f"{p.name} has no [ensemble] section now, but the row is an ensemble's"
+        if not isinstance(r.get("gradient"), dict) or not r["gradient"]:
+            return withdrawn(r)
+        members = r.get("gradient_members")
+        if members is not None and int(members) != p.ensemble.sample:
+            return (f"its gradient averages {members} members, the problem's sample is "
+                    f"{p.ensemble.sample} now (the problem file changed); pass --problem-file "
+                    "PATH of the file it ran")  # fmt: skip
+        checked = _stored_gradient(r, p, environment)
+        if isinstance(checked, str):
+            return checked
+        g, notes = checked
+        ref = self._ensemble_reference(p)
+        if isinstance(ref, str):
+            return ref
+        return _ensemble_columns(r, p, ref, g), notes
+
+    def _ensemble_reference(self, p: Any) -> Any:
+        """The current ensemble reference of ``p``'s sample (made once), or why there is none."""
+        from sciml_bench.problem import ensemble_reference, reference
+
+        key = (p.name, f"{p.content_hash}-ensemble")
+        if key in self.references:
+            return self.references[key]
+        click.echo(f"ensemble reference for {p.name} ({p.ensemble.sample} members, "
+                   f"{p.n_params} parameters){', rebuilt' if self.refresh else ''} ...",
+                   err=True)  # fmt: skip
+        start = time.perf_counter()
+        try:
+            ref: Any = ensemble_reference.get(p, refresh=self.refresh)
+            where = (f"read from the cache {ref.cache_path}" if ref.cached
+                     else f"built in {time.perf_counter() - start:.1f} s")  # fmt: skip
+            click.echo(f"ensemble reference: {where}", err=True)
+        except reference.ReferenceError as e:
+            click.echo(f"ensemble reference: failed ({e})", err=True)
+            ref = f"the current ensemble reference failed: {e}"
+        self.references[key] = ref
+        return ref
+
+
+def _stored_gradient(
+    r: dict[str, Any], p: Any, environment: dict[str, Any]
+) -> tuple[Any, list[str]] | str:
+    """A row's stored gradient in ``p``'s parameter order and the notes on how it was
+    taken, or why it cannot be scored against ``p``'s reference (other parameters, another
+    θ)."""
+    import numpy as np
+
+    from sciml_bench.results.rejudge import cache_facts
+
+    names = list(p.param_names)
+    grad = r["gradient"]
+    if set(grad) != set(names):
+        return (f"its gradient's {len(grad)} parameters are not {p.name}'s {len(names)} "
+                "now (the problem file changed); pass --problem-file PATH of the file it ran")  # fmt: skip
+    notes = []
+    theta = r.get("gradient_theta")
+    if theta is None:
+        notes.append("θ not recorded (a file from before gradient_theta): taken as the "
+                     "problem's θ0")  # fmt: skip
+    elif len(theta) != len(names) or not np.allclose(theta, p.theta0, rtol=1e-12, atol=0):
+        return ("its gradient was taken at a θ other than the problem's θ0 now (the "
+                "problem file changed); pass --problem-file PATH of the file it ran")  # fmt: skip
+    recorded, _ = cache_facts(r, environment)
+    if recorded and recorded != p.content_hash:
+        notes.append(f"the problem's content changed since the run (hash {recorded}, now "
+                     f"{p.content_hash}): judged against the current problem's reference")  # fmt: skip
+    return np.array([grad[n] for n in names], dtype=float), notes
+
+
+def _ensemble_columns(r: dict[str, Any], p: Any, ref: Any, g: Any) -> dict[str, Any]:
+    """An ensemble row's columns against the ensemble reference ``ref``, as a run scores
+    them (:func:`sciml_bench.run.ensemble.gradient_columns`, the ODE rows' scores); the
+    solution's scores, made on member states a row does not store, stay as they were."""
+    from sciml_bench.run.ensemble import gradient_columns
+    from sciml_bench.run.ode import reference_columns
+
+    cols = {**reference_columns(ref, str(r.get("gradient_method", ""))),
+            **gradient_columns(g, ref, p)}  # fmt: skip
+    cols.update({k: v for k, v in r.items() if k.startswith("solution_error")})
+    return cols
 
 
 def _columns(r: dict[str, Any], p: Any, ref: Any, g: Any) -> dict[str, Any]:
@@ -241,12 +320,14 @@ def rejudge_cmd(file: str, refresh: bool, out: str | None, problem_files: tuple[
 
     Every ODE row with a stored gradient is scored against the current reference of its
     problem (at its size, for a ladder: one reference per size, built or read from the
-    cache, with progress on stderr) on today's measure. The new file holds every row:
-    the re-judged ones carry `rejudged_from` (what they replaced: the old error, tier,
-    reference method and version); rows without a gradient, ensemble, training and CNN
-    rows are carried as they were; a row whose problem cannot be rebuilt (unknown name,
-    missing problem file, changed parameters) is kept with a `rejudge_note` and a warning.
-    FILE itself is never changed.
+    cache, with progress on stderr) on today's measure; every ensemble row with a stored
+    gradient against the current ensemble reference of its problem's sample, on the same
+    measure (an ensemble row stored without its gradient, judged on projections, has its
+    tier withdrawn: unjudged, saying why). The new file holds every row: the re-judged
+    ones carry `rejudged_from` (what they replaced: the old error, tier, reference method
+    and version); rows without a gradient, training and CNN rows are carried as they were;
+    a row whose problem cannot be rebuilt (unknown name, missing problem file, changed
+    parameters) is kept with a `rejudge_note` and a warning. FILE itself is never changed.
 
     \b
     Examples:
@@ -265,8 +346,8 @@ def rejudge_cmd(file: str, refresh: bool, out: str | None, problem_files: tuple[
     judge = _Judge(files, missing, refresh)
     new = [judge.row(r, run.environment) for r in run.records]
     if not rejudge.moves(new) and not judge.kept:
-        raise UserError(f"{file}: no ODE row with a stored gradient to re-judge "
-                        "(rows without a gradient, ensemble, training and CNN rows are not)")  # fmt: skip
+        raise UserError(f"{file}: no ODE or ensemble row with a stored gradient or a tier to "
+                        "re-judge (rows never scored, training and CNN rows are not)")  # fmt: skip
     command = "sciml-bench " + shlex.join(sys.argv[1:])
     facts = rejudge.rejudge_facts(Path(file), command, REFERENCE_VERSION, refresh, git_commit())
     rejudge.write(run, new, target, facts)

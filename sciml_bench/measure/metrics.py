@@ -30,8 +30,19 @@ the reference resolves it: its own error estimate ``ε_ref`` (same measure,
 :attr:`~sciml_bench.problem.reference.Reference.reference_error`) must be at most a tenth
 of the bound of the tier the row's error falls in (:data:`JUDGE_MARGIN`): pass needs
 ``ε_ref ≤ 1e-5``, warn and fail ``ε_ref ≤ 1e-3``. Otherwise the tier is ``unjudged`` and
-:func:`tier_note` says why. Any other bound ``E`` (``--gradient-rtol``) follows the same
-rule (:func:`within`): ``rel ≤ E`` and ``ε_ref ≤ E/10``.
+:func:`tier_note` says why, with two exceptions that need no resolution:
+
+- a **certain failure**: ``rel − ε_ref > 1e-2`` (or a non-finite ``rel``) is above the warn
+  bound whatever the reference's own error, so it is ``fail``, never ``unjudged``;
+- **no estimate at all** (``ε_ref`` None): a reference that does not say its own error
+  cannot give a tier, so the row is ``unjudged`` (a NaN gradient still fails).
+
+Any bound ``E`` (``--gradient-rtol``) follows the same rule (:func:`within`): ``rel ≤ E``
+and ``ε_ref ≤ E/10``, so ``gradient_tier(e, ε) == "pass"`` exactly where
+``within(e, ε, 1e-4)``; a ``pass`` or ``warn`` is always ``within(e, ε, 1e-2)`` and a
+``fail`` never is (an error under 1e-4 that the reference resolves only to 1e-2 is
+``unjudged``, though within 1e-2: the tier is the one the error falls in). Every row kind
+(ODE, ensemble, training's iterates) is tiered here, by these functions.
 """
 
 from __future__ import annotations
@@ -89,8 +100,9 @@ def _compare(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
 def directional_error(
     g: np.ndarray, directions: np.ndarray, derivatives: np.ndarray
 ) -> dict[str, float]:
-    """``g·v_k`` against derivatives ``d_k`` measured along ``v_k``, on the same measures
-    (an ensemble's reference, and training iterates, where no full gradient is made)."""
+    """``g·v_k`` against derivatives ``d_k`` measured along ``v_k``, on the same measures:
+    how a reference's projections are cross-checked, never a row's judge (every row kind
+    is judged on the full gradient, :func:`gradient_error`)."""
     g = np.asarray(g, dtype=float)
     V = np.asarray(directions, dtype=float)
     if g.shape != (V.shape[1],):
@@ -129,26 +141,45 @@ def _needed(tier: str) -> float:
     return JUDGE_MARGIN * (PASS_TOL if tier == "pass" else WARN_TOL)
 
 
-def gradient_tier(error: float | None, reference_error: float | None = None) -> str:
-    """``pass``/``warn``/``fail`` by the norm-wise error ``rel``; ``unjudged`` where
-    the reference's own error estimate is above a tenth of that tier's bound (or is not
-    finite). A non-finite error (the row's gradient is NaN) fails whatever the reference."""
+def certain_failure(error: float, reference_error: float | None) -> bool:
+    """Whether ``error`` is above the warn bound whatever the reference's own error: a
+    non-finite error, or ``error − ε_ref > WARN_TOL`` (no estimate: only the former)."""
+    if not np.isfinite(error):
+        return True
+    if reference_error is None or not np.isfinite(reference_error):
+        return False
+    return error - reference_error > WARN_TOL
+
+
+def gradient_tier(error: float | None, reference_error: float | None) -> str:
+    """``pass``/``warn``/``fail`` by the norm-wise error ``rel``, given only where the
+    reference resolves that tier (its own error ``ε_ref`` at most a tenth of the tier's
+    bound), else ``unjudged``; a certain failure (:func:`certain_failure`) is ``fail``
+    whatever ``ε_ref``; no estimate (None) is ``unjudged`` (module doc). "" for no error."""
     if error is None:
         return ""
-    tier = _tier(error)
-    if reference_error is None or not np.isfinite(error):
-        return tier
-    if not np.isfinite(reference_error) or reference_error > _needed(tier):
+    if certain_failure(error, reference_error):
+        return "fail"
+    if reference_error is None or not np.isfinite(reference_error):
         return UNJUDGED
-    return tier
+    tier = _tier(error)
+    return tier if reference_error <= _needed(tier) else UNJUDGED
+
+
+#: why a row without a reference error is unjudged (:func:`tier_note`)
+NO_ESTIMATE = ("the reference gives no estimate of its own error, so no tier can be "
+               "trusted. Fix: rebuild the reference (run again, or `sciml-bench rejudge "
+               "FILE --refresh` for a stored file) so that it records `reference_error`")
 
 
 def tier_note(error: float | None, reference_error: float | None) -> str:
     """Why a row is ``unjudged`` ("" when it is judged): its error, the tier it would
-    get, and the reference error that tier needs."""
+    get, and the reference error that tier needs (or that there is none)."""
     if error is None or gradient_tier(error, reference_error) != UNJUDGED:
         return ""
     tier = _tier(error)
+    if reference_error is None or not np.isfinite(reference_error):
+        return f"gradient error {error:.2e} would be {tier}, but {NO_ESTIMATE}"
     return (f"gradient error {error:.2e} would be {tier}, but the reference's own error "
             f"estimate {reference_error:.2e} is above {_needed(tier):.0e} (a tenth of the "
             f"{'pass' if tier == 'pass' else 'warn'} bound): the reference cannot resolve "

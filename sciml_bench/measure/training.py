@@ -36,14 +36,18 @@ gradients themselves are compared too.
 **Gradients at iterates.** At a few iterates ``θ_k`` of the reference curve
 (:func:`sciml_bench.problem.training_reference.check_iterations`: 0, 1, 3, 7, 15, …
 below K) the backend's gradient ``g_k`` (its ODE case, after the training, untimed) is
-held to the reference's ``r_k`` by the ODE rows' measure: the norm-wise ``rel`` of
-:func:`sciml_bench.measure.metrics.gradient_error` (log-space components where the
-parameter is differentiated in log space) or, beyond 64 parameters, of
-:func:`~sciml_bench.measure.metrics.directional_error` along the reference's 8 seeded
-directions (component by component, solver error at rtol 1e-6 makes the spiral's small
-weights' components 1e-3 to 4e-2 off: its 252 components are not all resolved); the row keeps the worst iterate and
-its tier (:func:`sciml_bench.measure.metrics.gradient_tier`, :func:`iterate_gradient_check`):
-a 1 % error over the whole gradient is ``rel = 1e-2``, outside the pass tier (1e-4).
+held to the reference's ``r_k`` on the ODE rows' measure and rule, by the same functions:
+the norm-wise ``rel`` of :func:`sciml_bench.measure.metrics.gradient_error` on every
+component (log-space components where the parameter is differentiated in log space; no
+projections at any size), and the tier of :func:`sciml_bench.measure.metrics.gradient_tier`
+against the reference's own error ``ε_k`` there (its tolerance pair and adjoint
+cross-check, :func:`~sciml_bench.problem.training_reference.iterate_error`). The row keeps
+the worst iterate's ``rel``, the largest ``ε_k`` (None if any iterate has none) and their
+tier: ``within(max_k rel_k, max_k ε_k, E)`` holds exactly where every iterate is within
+``E`` with its own estimate at most ``E/10``, and ``max rel − max ε > 1e-2`` implies some
+iterate's ``rel_k − ε_k > 1e-2``, so the row's tier is what the iterates' would give. The
+worst iterate's worst component is named, as an ODE row's (:func:`iterate_gradient_check`).
+A 1 % error over the whole gradient is ``rel = 1e-2``, outside the pass tier (1e-4).
 """
 
 from __future__ import annotations
@@ -126,6 +130,10 @@ class IterateCheck:
     #: the iterations compared, and ``rel`` at each (NaN where a gradient is missing)
     iterations: tuple[int, ...]
     errors: tuple[float, ...]
+    #: the reference's own error at each (None: it has no estimate there)
+    reference_errors: tuple[float | None, ...] = ()
+    #: at each, the worst component's error and its index (-1: none)
+    worst_components: tuple[tuple[float, int], ...] = ()
 
     @property
     def worst(self) -> float | None:
@@ -139,35 +147,60 @@ class IterateCheck:
     def worst_at(self) -> int | None:
         if not self.errors:
             return None
-        e = np.nan_to_num(np.asarray(self.errors, dtype=float), nan=np.inf)
-        return self.iterations[int(np.argmax(e))]
+        return self.iterations[self._worst_index()]
+
+    def _worst_index(self) -> int:
+        return int(np.argmax(np.nan_to_num(np.asarray(self.errors, dtype=float), nan=np.inf)))
+
+    @property
+    def reference_error(self) -> float | None:
+        """The largest of the reference's own errors (None if any iterate has none)."""
+        if not self.errors or len(self.reference_errors) != len(self.errors):
+            return None
+        if any(e is None for e in self.reference_errors):
+            return None
+        return float(max(self.reference_errors))  # type: ignore[type-var]
+
+    @property
+    def worst_component(self) -> tuple[float, int] | None:
+        """The worst iterate's worst component ``(error, index)``, where compared."""
+        if not self.errors or len(self.worst_components) != len(self.errors):
+            return None
+        return self.worst_components[self._worst_index()]
 
     @property
     def tier(self) -> str:
+        """The ODE rows' tier of the worst error against the largest reference error."""
         from sciml_bench.measure.metrics import gradient_tier
 
-        return gradient_tier(self.worst) if self.errors else ""
+        return gradient_tier(self.worst, self.reference_error) if self.errors else ""
+
+    @property
+    def tier_note(self) -> str:
+        """Why the check is ``unjudged`` ("" when it is judged)."""
+        from sciml_bench.measure.metrics import tier_note
+
+        return tier_note(self.worst, self.reference_error) if self.errors else ""
 
 
 def iterate_gradient_check(
     iterations: Sequence[int], thetas: Sequence[Sequence[float]],
     reference: Sequence[Sequence[float]], got: Sequence[Sequence[float]],
-    log_params: Sequence[bool], directions: Sequence[Sequence[float]] = (),
+    log_params: Sequence[bool], reference_errors: Sequence[float | None] = (),
 ) -> IterateCheck:  # fmt: skip
-    """The norm-wise ``rel`` of ``got[j]`` against ``reference[j]`` at ``thetas[j]`` (iteration
-    ``iterations[j]``), pairs beyond the shorter list left out: component by component, or
-    along the unit ``directions`` ``v_i`` where given (``g·v_i`` against ``r·v_i``, as an
-    ODE row with many parameters is held to its directional reference)."""
-    from sciml_bench.measure.metrics import directional_error, gradient_error
+    """``got[j]`` against ``reference[j]`` at ``thetas[j]`` (iteration ``iterations[j]``) on
+    the ODE rows' measure, every component (:func:`~sciml_bench.measure.metrics.gradient_error`),
+    with the reference's own error there (``reference_errors[j]``; none given: None, so
+    the check is ``unjudged``); pairs beyond the shorter list left out."""
+    from sciml_bench.measure.metrics import gradient_error
 
     n = min(len(iterations), len(thetas), len(reference), len(got))
-    V = np.asarray(directions, dtype=float)
-
-    def one(j: int) -> float:
-        g, r = np.asarray(got[j], float), np.asarray(reference[j], float)
-        if V.size:
-            return directional_error(g, V, V @ r)["rel"]
-        return gradient_error(g, r, np.asarray(thetas[j], float),
-                              np.asarray(log_params, bool))["rel"]  # fmt: skip
-
-    return IterateCheck(tuple(int(k) for k in iterations[:n]), tuple(one(j) for j in range(n)))
+    own = list(reference_errors) + [None] * n
+    scores = [gradient_error(np.asarray(got[j], float), np.asarray(reference[j], float),
+                             np.asarray(thetas[j], float), np.asarray(log_params, bool))
+              for j in range(n)]  # fmt: skip
+    return IterateCheck(
+        tuple(int(k) for k in iterations[:n]), tuple(float(e["rel"]) for e in scores),
+        tuple(None if own[j] is None else float(own[j]) for j in range(n)),  # type: ignore[arg-type]
+        tuple((float(e["worst"]), int(e["worst_index"])) for e in scores),
+    )

@@ -12,15 +12,29 @@ first ``n`` members' data do not depend on how many members are drawn. They
 are cached as ``.npy`` beside the reference (keyed by content hash and count),
 and a worker reads that file (it must see the runner's cache folder).
 
-**Reference** for the first ``sample`` members: each solved alone by
-``solve_ivp`` with the single-trajectory reference's method, tolerances and exact
-Jacobian (:mod:`sciml_bench.problem.reference`), and the gradient of the mean
-sample loss ``L̄(θ) = (1/s) Σ_{m<s} L_m(θ ⊙ S_m + A_m)`` w.r.t. the nominal θ:
-central differences (log space for positive named parameters) up to
-``FULL_FD_MAX_PARAMS`` parameters, else directional derivatives along seeded
-unit directions; a complex-step cross-check where the problem is analytic and
-small (the ``method`` string says whether it ran, ``complex_step_skipped`` why not).
-Cached by content hash and sample size.
+**Reference** for the first ``sample`` members, the rows' judge as every ODE row's is
+(:mod:`sciml_bench.problem.reference_gradient`). The loss is the one the rows compute, the
+mean over the sample (:class:`_SampleLoss`, weights ``1/s`` on each member)
+
+    L̄(θ) = (1/s) Σ_{m<s} L_m(θ_m),   θ_m = θ ⊙ S_m + A_m,
+    ∂L̄/∂θ = (1/s) Σ_{m<s} S_m ⊙ ∂L_m/∂θ_m
+
+(``S_m``, ``A_m`` the member's scale and shift, :class:`~sciml_bench.problem.ensemble.Batch`;
+a shift does not move the derivative). Each member is a problem of its own (its ``θ_m``
+and initial state, its own data), its full gradient by the suite's forward sensitivities
+or quadrature adjoint (:func:`~sciml_bench.problem.reference_gradient.full_gradient`, with
+its fallbacks) at the reference's rtol, and once more by the same method at 10x the
+tolerances it succeeded at; the two member sums are the reference and its tolerance
+pair, never a difference quotient of the loss. Its own error ``reference_error`` is, as a
+single trajectory's, the larger of the pair's disagreement on the judged components
+(``θ_i ∂L̄/∂θ_i`` for log-space parameters) and an independent cross-check's (:func:`_check`):
+complex step through BDF of the mean loss (analytic, at most 16 parameters), else the
+suite's quadrature adjoint of every member at the tight settings (members by forward
+sensitivities), else the gradient's projections on 8 seeded directions against central
+differences along them. A member whose gradient cannot be made leaves the rows unjudged
+(``gradient_missing`` says which and why). The solution (``y``) is each member solved alone
+by ``solve_ivp`` with the single-trajectory reference's method, tolerances and exact
+Jacobian. Cached by content hash, :data:`VERSION` and sample size.
 """
 
 from __future__ import annotations
@@ -30,7 +44,7 @@ import os
 import tempfile
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +53,34 @@ import numpy as np
 from sciml_bench.problem import codegen
 from sciml_bench.problem import ensemble as ens
 from sciml_bench.problem import reference as single
+from sciml_bench.problem.adjoint import AdjointError, adjoint_gradient
+from sciml_bench.problem.gradient_measures import judged_scale, norm_error
+from sciml_bench.problem.reference_gradient import (
+    FullGradient,
+    _one,
+    check_text,
+    directional_agreement,
+    full_gradient,
+)
+from sciml_bench.problem.sensitivity import SensitivityError
 from sciml_bench.problem.spec import Problem
 
 #: members per stacked observation solve; fixed, so observations are prefix-stable
 OBS_CHUNK = 1024
 OBS_VERSION = 1
+#: the ensemble reference's algorithm, in its cache key: bump when it or its fields change
+#: (2: a full gradient per member by forward sensitivities or the adjoint at two
+#: tolerances, with its own error estimate; 1, unnumbered: central differences of the mean
+#: loss, 8 directions above 64 parameters, no estimate)
+VERSION = 2
 
 
 @dataclass
 class EnsembleReference:
+    """The sample's reference: its solution, the full gradient of its mean loss, that
+    gradient's own error estimate and how each was made (the fields a row's
+    :func:`~sciml_bench.run.ode.reference_columns` reads, as a single trajectory's)."""
+
     problem: str
     content_hash: str
     sample: int
@@ -59,19 +92,37 @@ class EnsembleReference:
     y: list[list[list[float]]]
     #: mean loss over the sample
     loss: float
-    #: ∂L̄/∂θ in natural units (empty in directional mode)
+    #: ∂L̄/∂θ in natural units, every component (empty where ``gradient_missing``)
     gradient: list[float]
+    #: what made it: "forward sensitivities", "adjoint" (per member), or "none"
     gradient_method: str
+    #: the central-difference step of a directional cross-check
     fd_step: float
     complex_step_agreement: float | None
     build_s: float
     cached: bool = False
+    #: a directional cross-check's natural-units directions and the derivatives it
+    #: measured along them (None where another check ran)
     directions: list[list[float]] | None = None
     directional_derivatives: list[float] | None = None
     #: why the complex-step cross-check did not run ("" when it ran)
     complex_step_skipped: str = ""
     #: the cache file this reference was read from or written to ("" when neither)
     cache_path: str = ""
+    #: the gradient's own error estimate on the tiers' measure (None: no gradient)
+    reference_error: float | None = None
+    #: the two tolerances' disagreement (norm-wise relative, judged components)
+    tolerance_error: float | None = None
+    #: the cross-check that ran ("" none) and its agreement with the gradient
+    cross_check: str = ""
+    cross_check_agreement: float | None = None
+    #: what a row's gradient is checked against: "full" ("" where there is no gradient)
+    gradient_check: str = ""
+    #: why there is no reference gradient ("" when there is): the rows are unjudged
+    gradient_missing: str = ""
+    #: always "": a sample whose solution fails raises :class:`~.reference.ReferenceError`
+    missing: str = ""
+    version: int = VERSION
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -191,16 +242,18 @@ def loss_arrays(
 class _SampleLoss:
     """The mean loss over the sample's ``s`` members, and the solves behind it:
     ``L̄(θ) = (1/s) Σ_{m<s} [Σ W (Y_m − O_m)² + Σ C Y_m]``, ``Y_m`` member ``m`` solved
-    alone from its own initial state at ``θ ⊙ S_m + A_m``, ``O_m`` its observations."""
+    alone from its own initial state at ``θ ⊙ S_m + A_m``, ``O_m`` its observations (the
+    problem's ``O`` for every member of a ``final`` loss)."""
 
     def __init__(
         self, problem: Problem, cache: Path | None, s: int, method: str, rtol: float, atol: float
     ):
         assert problem.ensemble is not None
         obs = load_observations(observations_path(problem, s, cache), s)
-        self.W, O, self.C = loss_arrays(problem, obs)
+        self.W, self.O, self.C = loss_arrays(problem, obs)
         self.batch = ens.batch(problem.ensemble, np.asarray(problem.y0), problem.n_params, s, obs)
-        self.observations = self.batch.observations if self.batch.observations is not None else O
+        self.per_member = self.batch.observations is not None
+        self.observations = self.batch.observations if self.per_member else self.O
         self.solver = single._Solver(problem, method, rtol, atol)
         self.s = s
 
@@ -217,20 +270,133 @@ class _SampleLoss:
     def __call__(self, theta: np.ndarray, how: str | None = None) -> Any:
         return self.of(self.solve_all(theta, how))
 
+    def member(
+        self, problem: Problem, m: int
+    ) -> tuple[Problem, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Member ``m`` as a problem of its own, at ``θ_m = θ₀ ⊙ S_m + A_m`` from its own
+        initial state, and its loss arrays ``(W, O_m, C)``: what the suite's gradient
+        routines take (they differentiate at a problem's ``theta0``)."""
+        theta = np.asarray(problem.theta0, float) * self.batch.scale[m] + self.batch.shift[m]
+        pm = dataclasses.replace(problem, theta0=tuple(float(x) for x in theta),
+                                 y0=tuple(float(x) for x in self.batch.y0[m]))  # fmt: skip
+        O_m = self.observations[m] if self.per_member else self.O
+        return pm, (self.W, O_m, self.C)
 
-def _sample_gradient(
-    problem: Problem, loss: _SampleLoss, theta0: np.ndarray, h: float
-) -> tuple[np.ndarray, list[np.ndarray] | None, list[float] | None]:
-    """``∂L̄/∂θ`` at ``θ₀`` by central FD (log space for positive parameters) up to
-    ``FULL_FD_MAX_PARAMS`` parameters; beyond, an empty gradient and the FD derivatives
-    along seeded directions (:func:`~sciml_bench.problem.reference.directional_central`).
-    Returns the gradient, the directions and those derivatives."""
-    if problem.n_params > single.FULL_FD_MAX_PARAMS:
+
+@dataclass
+class _Pair:
+    """The mean sample loss's gradient (natural units) at the reference's tolerances and
+    at 10x them, what made it (each distinct member text and how many members it made),
+    or why there is none."""
+
+    tight: np.ndarray
+    loose: np.ndarray
+    kinds: dict[str, int] = field(default_factory=dict)
+    texts: dict[str, int] = field(default_factory=dict)
+    #: each member's tight ``(method, rtol, atol)`` (what the adjoint check runs at)
+    settings: list[tuple[str, float, float]] = field(default_factory=list)
+    missing: str = ""
+
+
+#: what a member's sensitivity or adjoint solve raises when it fails
+_SOLVE_ERRORS = (SensitivityError, AdjointError, ArithmeticError, ValueError, MemoryError)
+
+
+def _member_pair(
+    pm: Problem, arrays: tuple[np.ndarray, np.ndarray, np.ndarray], rtol: float, atol: float,
+    method: str,
+) -> tuple[FullGradient, np.ndarray] | str:
+    """One member's full gradient (:func:`full_gradient`: forward sensitivities or the
+    adjoint, its fallbacks) and the same method's at 10x the tolerances it succeeded at
+    (``full_gradient`` keeps only the tighter of its own pair; the member sum needs both
+    vectors); or why there is none."""
+    full = full_gradient(pm, arrays, rtol, atol, method)
+    if full.missing or full.settings is None:
+        return full.missing or "no gradient"
+    how, r, a = full.settings
+    forward = full.kind == "forward sensitivities"
+    try:
+        loose = _one(pm, arrays, 10 * r, 10 * a, how, forward)
+    except _SOLVE_ERRORS as e:
+        return f"{full.kind} at rtol {10 * r:g}: {' '.join(str(e).split())[:160]}"
+    if not np.all(np.isfinite(loose)):
+        return f"{full.kind} at rtol {10 * r:g}: a non-finite gradient"
+    return full, np.asarray(loose, float)
+
+
+def _sample_pair(
+    problem: Problem, loss: _SampleLoss, rtol: float, atol: float, method: str
+) -> _Pair:
+    """``∂L̄/∂θ = (1/s) Σ_m S_m ⊙ ∂L_m/∂θ_m`` at both tolerances (module doc), member by
+    member; the first member without a gradient ends it (``missing`` names it)."""
+    pair = _Pair(np.zeros(problem.n_params), np.zeros(problem.n_params))
+    for m in range(loss.s):
+        pm, arrays = loss.member(problem, m)
+        got = _member_pair(pm, arrays, rtol, atol, method)
+        if isinstance(got, str):
+            return _Pair(np.zeros(0), np.zeros(0), missing=f"member {m}: {got}")
+        full, loose = got
+        chain = loss.batch.scale[m] / loss.s  # ∂θ_m/∂θ, and the mean's weight
+        pair.tight += chain * full.g
+        pair.loose += chain * loose
+        pair.kinds[full.kind] = pair.kinds.get(full.kind, 0) + 1
+        pair.texts[full.text] = pair.texts.get(full.text, 0) + 1
+        pair.settings.append(full.settings)  # type: ignore[arg-type]
+    return pair
+
+
+def _adjoint_sum(problem: Problem, loss: _SampleLoss, pair: _Pair) -> np.ndarray:
+    """``(1/s) Σ_m S_m ⊙ ∂L_m/∂θ_m`` by the quadrature adjoint of every member at the
+    tight settings its forward sensitivities ran at."""
+    out = np.zeros(problem.n_params)
+    for m, (how, r, a) in enumerate(pair.settings):
+        pm, arrays = loss.member(problem, m)
+        out += loss.batch.scale[m] / loss.s * np.asarray(adjoint_gradient(pm, arrays, r, a,
+                                                                          how)[1])  # fmt: skip
+    return out
+
+
+def _check(problem: Problem, loss: _SampleLoss, pair: _Pair, h: float) -> Any:
+    """The independent cross-check of ``pair.tight`` (a :class:`~.reference._Check`): complex
+    step of the mean loss through BDF where it runs (:func:`~.reference.cross_check`), else
+    the quadrature adjoint of every member (all by forward sensitivities), else 8 seeded
+    directions against central differences of the mean loss along them."""
+    theta0, log = np.asarray(problem.theta0, float), np.asarray(problem.log_params)
+    agreement, skipped = single.cross_check(problem, lambda z: loss(z, "BDF"), pair.tight,
+                                            theta0, log)  # fmt: skip
+    if agreement is not None:
+        return single._Check("complex-step", agreement)
+    scale = judged_scale(theta0, log)
+    try:
+        if set(pair.kinds) == {"forward sensitivities"}:
+            adj = _adjoint_sum(problem, loss, pair)
+            return single._Check(single.ADJOINT_CHECK, norm_error(adj * scale, pair.tight * scale),
+                                 skipped)  # fmt: skip
         units = single._directions(problem.n_params, problem.content_hash)
-        directions, directional = single.directional_central(
-            loss, theta0, units, h, np.asarray(problem.log_params))
-        return np.zeros(0), directions, directional.tolist()
-    return single._fd_gradient(loss, theta0, np.asarray(problem.log_params), h), None, None
+        w, d, _ = single.directional_fd(lambda z: loss(z, "BDF"), theta0, units, h, log)
+    except (*_SOLVE_ERRORS, single.ReferenceError) as e:
+        first = " ".join(str(e).split())[:200]
+        return single._Check(skipped=f"{skipped}; the cross-check failed: {first}")
+    kind = f"{single.N_DIRECTIONS}-direction central-difference"
+    return single._Check(kind, directional_agreement(pair.tight, w, d), skipped, w, d)
+
+
+def _method_text(method: str, s: int, pair: _Pair, check: Any, error: float | None) -> str:
+    """The ``method`` string: the solves, each member's gradient, the check, the estimate."""
+    text = (f"scipy.solve_ivp {method} with exact Jacobian, each of the first {s} members "
+            "alone; gradient of the mean loss, (1/s) sum of S_m * dL_m/dtheta_m: ")  # fmt: skip
+    if pair.missing:
+        return text + f"none ({pair.missing})"
+    made = "; ".join(f"{t} ({n} of {s} members)" for t, n in pair.texts.items())
+    text += made + check_text(check.kind, check.agreement, check.skipped)
+    return text + f"; the gradient's own error estimate {error:.2g} (norm-wise relative)"
+
+
+def _gradient_tolerances(problem: Problem, rtol: float, atol: float) -> tuple[float, float]:
+    """The gradient pair's tight tolerances: ``[reference] gradient_rtol`` where set (atol
+    in proportion), else the solution's, as a single trajectory's reference."""
+    g = float(problem.reference.get("gradient_rtol", rtol))
+    return g, atol * g / rtol
 
 
 def build(problem: Problem, cache: Path | None = None) -> EnsembleReference:
@@ -241,43 +407,49 @@ def build(problem: Problem, cache: Path | None = None) -> EnsembleReference:
     method, rtol, atol, h = _tolerances(problem)
     s = problem.ensemble.sample
     loss = _SampleLoss(problem, cache, s, method, rtol, atol)
-    theta0 = np.asarray(problem.theta0)
-    Y = loss.solve_all(theta0)
-    g, directions, directional = _sample_gradient(problem, loss, theta0, h)
-    log = np.asarray(problem.log_params)
-    agreement, skipped = single.cross_check(problem, lambda z: loss(z, "BDF"), g, theta0, log)
+    Y = loss.solve_all(np.asarray(problem.theta0))
+    pair = _sample_pair(problem, loss, *_gradient_tolerances(problem, rtol, atol), method)
+    if pair.missing:
+        check, tol_error, error = single._Check(skipped="not run: there is no reference "
+                                                "gradient"), None, None  # fmt: skip
+    else:
+        scale = judged_scale(problem.theta0, problem.log_params)
+        tol_error = norm_error(pair.loose * scale, pair.tight * scale)
+        check = _check(problem, loss, pair, h)
+        error = max(tol_error, check.agreement or 0.0)
     return EnsembleReference(
-        problem=problem.name,
-        content_hash=problem.content_hash,
-        sample=s,
-        method=f"scipy.solve_ivp {method} with exact Jacobian, each of the first {s} members "
-        f"alone; central FD (h={h:g}, log space for positive parameters) of the mean loss"
-        + single.checked(agreement, skipped),
-        rtol=rtol,
-        atol=atol,
-        t=list(problem.t_save),
-        y=Y.tolist(),
-        loss=float(loss.of(Y)),
-        gradient=g.tolist(),
-        gradient_method=(
-            "central finite differences of the mean sample loss"
-            if directions is None
-            else f"central finite differences along {single.N_DIRECTIONS} seeded unit directions"
-        ),
-        fd_step=h,
-        complex_step_agreement=agreement,
+        problem=problem.name, content_hash=problem.content_hash, sample=s,
+        method=_method_text(method, s, pair, check, error), rtol=rtol, atol=atol,
+        t=list(problem.t_save), y=Y.tolist(), loss=float(loss.of(Y)),
+        gradient=pair.tight.tolist(),
+        gradient_method=" and ".join(pair.kinds) or "none", fd_step=h,
+        complex_step_agreement=check.agreement if check.kind == "complex-step" else None,
         build_s=time.perf_counter() - start,
-        directions=None if directions is None else [v.tolist() for v in directions],
-        directional_derivatives=directional,
-        complex_step_skipped=skipped,
-    )
+        directions=_floats(check.directions),
+        directional_derivatives=None if check.derivatives is None else list(check.derivatives),
+        complex_step_skipped="" if check.kind == "complex-step" else check.skipped,
+        reference_error=error, tolerance_error=tol_error, cross_check=check.kind,
+        cross_check_agreement=check.agreement, gradient_check="" if pair.missing else "full",
+        gradient_missing=pair.missing,
+    )  # fmt: skip
+
+
+def _floats(vectors: Any) -> list[list[float]] | None:
+    """Vectors as JSON lists (None stays None)."""
+    return None if vectors is None else [[float(x) for x in v] for v in vectors]
+
+
+def cache_name(problem: Problem) -> str:
+    """The cache file's name: the problem's key (name, content hash, single-trajectory
+    reference version), this reference's :data:`VERSION` and the sample size."""
+    assert problem.ensemble is not None
+    return f"{single._key(problem)}-ensemble-v{VERSION}-s{problem.ensemble.sample}.json"
 
 
 def get(problem: Problem, refresh: bool = False, cache: Path | None = None) -> EnsembleReference:
     """The cached sample reference for ``problem``'s ensemble, built on a miss."""
     assert problem.ensemble is not None, "get() needs a problem with [ensemble]"
-    folder = cache or single.cache_dir()
-    path = folder / f"{single._key(problem)}-ensemble-s{problem.ensemble.sample}.json"
+    path = (cache or single.cache_dir()) / cache_name(problem)
     if not refresh:
         ref = single._read(path, EnsembleReference)
         if ref is not None:

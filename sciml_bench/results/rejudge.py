@@ -59,10 +59,35 @@ _CACHE_NAME = re.compile(r"-([0-9a-f]{16})-v(\d+)(?=[-.])")
 
 def candidate(r: dict[str, Any]) -> bool:
     """Whether a row can be re-judged: an ODE row (a size ladder's included) with a stored
-    gradient. Ensemble, training and CNN rows, and rows without a gradient, are carried."""
-    return r.get("kind", "ode") == "ode" and isinstance(r.get("gradient"), dict) and bool(
-        r["gradient"]
-    )
+    gradient, or an ensemble row that was scored (its stored gradient is scored again; one
+    stored without it, from the projections' judge, has its tier withdrawn:
+    :func:`withdrawn`). Training and CNN rows, and rows never scored, are carried."""
+    kind = r.get("kind", "ode")
+    stored_gradient = isinstance(r.get("gradient"), dict) and bool(r["gradient"])
+    if kind == "ode":
+        return stored_gradient
+    return kind == "ensemble" and (stored_gradient or bool(r.get("gradient_tier")))
+
+
+#: why an ensemble row stored without its gradient loses its tier (:func:`withdrawn`)
+WITHDRAWN = ("its gradient was not stored (it was scored on {check} projections against a "
+             "finite-difference reference that gave no estimate of its own error), so the full "
+             "reference cannot judge it: its tier is withdrawn. Fix: run it again "
+             "(`sciml-bench run {problem}`)")  # fmt: skip
+
+
+def withdrawn(r: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The columns and note of an ensemble row that cannot be scored again (no stored
+    gradient): ``unjudged`` with the reason; its solution's scores and the reference it
+    was scored against stay as they were (the old error and tier go under
+    ``rejudged_from``)."""
+    kept_keys = [k for k in REPLACED if k.startswith("solution_error")
+                 or k in ("reference_loss", "reference_method")]  # fmt: skip
+    check = str(r.get("gradient_check") or "its").removeprefix("directional ")
+    note = WITHDRAWN.format(check=check, problem=r.get("problem", "PROBLEM"))
+    columns = {k: r[k] for k in kept_keys if k in r}
+    columns.update(gradient_tier="unjudged", gradient_error_note=f"unjudged: {note}")
+    return columns, [note]
 
 
 def default_out(path: str | Path) -> Path:
@@ -130,8 +155,9 @@ class Move:
     old_tier: str
     new_error: float | None
     new_tier: str
-    #: the measure the old error was on: ``norm``, or ``component`` (rows judged before
-    #: reference version 7 have no ``gradient_error_measure``: the largest component's)
+    #: the measure the old error was on: ``norm``, ``component`` (rows judged before
+    #: reference version 7 have no ``gradient_error_measure``: the largest component's) or
+    #: ``directional`` (norm-wise over random projections: ``gradient_check`` said so)
     old_measure: str = "norm"
 
     @property
@@ -159,13 +185,24 @@ def moves(new_records: Sequence[dict[str, Any]]) -> list[Move]:
             continue
         out.append(Move(row_label(r), _number(was.get("gradient_error")),
                         str(was.get("gradient_tier") or "-"), _number(r.get("gradient_error")),
-                        str(r.get("gradient_tier") or "-"),
-                        str(was.get("gradient_error_measure") or "component")))  # fmt: skip
+                        str(r.get("gradient_tier") or "-"), _old_measure(was)))  # fmt: skip
     return out
 
 
+def _old_measure(was: dict[str, Any]) -> str:
+    """The measure a replaced error was on (:attr:`Move.old_measure`)."""
+    if str(was.get("gradient_check") or "").startswith("directional"):
+        return "directional"
+    return str(was.get("gradient_error_measure") or "component")
+
+
+#: the mark of an old error on another measure than today's, and what it says
+_MARKS = {"component": ("†", "the largest component's relative error"),
+          "directional": ("‡", "norm-wise over 8 random projections of the gradient")}  # fmt: skip
+
+
 def _cell(error: float | None, tier: str, measure: str = "norm") -> str:
-    mark = "" if measure == "norm" else " †"
+    mark = f" {_MARKS[measure][0]}" if measure in _MARKS else ""
     return f"{'-' if error is None else f'{error:.2e}'} {tier}{mark}"
 
 
@@ -178,9 +215,10 @@ def move_table(found: Sequence[Move]) -> str:
         return head
     rows = [[m.label, _cell(m.old_error, m.old_tier, m.old_measure), "->",
              _cell(m.new_error, m.new_tier)] for m in moved]  # fmt: skip
-    note = ("\n† on the measure it was judged with then: the largest component's relative "
-            "error (now the norm-wise ‖g − r‖/‖r‖)"
-            if any(m.old_measure != "norm" for m in moved) else "")  # fmt: skip
+    note = "".join(f"\n{mark} on the measure it was judged with then: {what} (now the "
+                   "norm-wise ‖g − r‖/‖r‖ of the full gradient)"
+                   for measure, (mark, what) in _MARKS.items()
+                   if any(m.old_measure == measure for m in moved))  # fmt: skip
     return head + "\n" + render(["row", "before", "", "after"], rows) + note
 
 
@@ -244,6 +282,26 @@ def _judged(r: dict[str, Any]) -> bool:
     return any(r.get(k) is not None for k in ("gradient_error", "solution_error", "reference_method"))
 
 
+def _old_ensembles(records: Sequence[dict[str, Any]], environment: dict[str, Any]) -> list[str]:
+    """Why a file's scored ensemble rows are stale: their reference's cache name carries an
+    ensemble version below :data:`~sciml_bench.problem.ensemble_reference.VERSION` (none:
+    the finite-difference reference, which gave no estimate of its own error)."""
+    from sciml_bench.problem.ensemble_reference import VERSION
+
+    old = 0
+    for r in records:
+        if r.get("kind") != "ensemble" or r.get("gradient_error") is None:
+            continue
+        path = r.get("reference_path") or ((environment.get("references") or {}).get(
+            str(r.get("problem"))) or {}).get("path")
+        m = re.search(r"-ensemble-v(\d+)-", Path(str(path)).name) if path else None
+        old += not m or int(m.group(1)) < VERSION
+    if not old:
+        return []
+    return [f"{old} ensemble row(s) judged by an ensemble reference before version {VERSION} "
+            "(finite differences, no estimate of its own error)"]
+
+
 def stale_reasons(
     records: Sequence[dict[str, Any]], environment: dict[str, Any], version: int,
     code_changed: Callable[[str], bool | None],
@@ -261,6 +319,7 @@ def stale_reasons(
                    f"(now {version})")  # fmt: skip
     if unknown:
         out.append(f"{unknown} row(s) record no reference version (written before it was recorded)")
+    out += _old_ensembles(records, environment)
     commit = str(environment.get("git_commit") or "").removesuffix("-dirty")
     if not commit:
         out.append("its run recorded no git commit")

@@ -465,7 +465,7 @@ def _problem_lines(name: str, recs: list[dict[str, Any]], gradient_rtol: float |
         out.append(f"\n{name}")
     out += [_wrapped(n) for n in _reason_notes(shown)]
     out += [_wrapped(n) for n in method_notes(ode)]
-    out += [_wrapped(n) for n in reference_notes(ode + sized)]
+    out += [_wrapped(n) for n in reference_notes(ode + sized + ensemble)]
     out += [_wrapped(n) for n in unavailable_notes(recs)]
     out += [_wrapped(n) for n in load_notes(shown)]
     out += verdict_lines(recs, gradient_rtol)
@@ -643,10 +643,10 @@ def json_record(r: dict[str, Any]) -> dict[str, Any]:
     """The machine-readable record: the documented ODE keys, or a CNN row's scalars."""
     if r.get("kind") == "cnn":
         return {k: v for k, v in r.items() if not isinstance(v, dict)}
-    if r.get("kind") == "ensemble":
-        return {k: r.get(k) for k in (*JSON_KEYS, *ENSEMBLE_JSON_KEYS)}
     claims = {k: None if isinstance(v := r.get(k), float) and math.isnan(v) else v
               for k in CLAIM_JSON_KEYS}  # fmt: skip
+    if r.get("kind") == "ensemble":  # judged as an ODE row: the same claims
+        return {**{k: r.get(k) for k in (*JSON_KEYS, *ENSEMBLE_JSON_KEYS)}, **claims}
     if training.is_training(r):
         return {k: r.get(k) for k in (*JSON_KEYS, *training.JSON_KEYS)}
     if growth.is_sized(r):

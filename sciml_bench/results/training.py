@@ -178,12 +178,17 @@ CRITERION = "time to target"
 
 
 def qualifies(r: dict[str, Any], gradient_rtol: float = PASS_TOL) -> bool:
-    """``ok``, the target reached, the worst gradient error at the reference iterates at
-    most ``gradient_rtol`` (NaN never is), and not timed under load."""
+    """``ok``, the target reached, the worst gradient error at the reference iterates
+    judged within ``gradient_rtol`` by the one rule (:func:`~sciml_bench.measure.metrics.within`:
+    the error at most the bound, the reference's own error at most a tenth of it; NaN never
+    is), and not timed under load."""
+    from sciml_bench.measure.metrics import within
+
     e, load = r.get("iterate_gradient_error"), others_load(r)
     return (r.get("status") == "ok" and bool(r.get("target_reached"))
             and finite(r.get("time_to_target_s")) and isinstance(e, int | float)
-            and e <= gradient_rtol and not (load is not None and load > load_limit()))  # fmt: skip
+            and within(e, r.get("iterate_reference_error"), gradient_rtol)
+            and not (load is not None and load > load_limit()))  # fmt: skip
 
 
 def verdict_text(records: Sequence[dict[str, Any]], gradient_rtol: float | None = None) -> str:

@@ -27,7 +27,11 @@ solve, and the gradient of the mean loss over the ``sample`` reference members, 
 after the timings on the timed batch itself (member weights ``1/sample`` on its first
 ``sample`` members, 0 on the rest: in ``coupled`` mode the shared steps that were timed
 are the ones scored); a rung smaller than the sample builds a batch of the ``sample``
-members for it, and the row says which (``gradient_batch``).
+members for it, and the row says which (``gradient_batch``). That loss is the one the
+reference differentiates, and the row is judged as every ODE row is
+(:func:`gradient_columns`: :func:`sciml_bench.run.ode.gradient_scores` against the full
+reference gradient, the worst component named, a tier only where the reference's own
+error resolves it).
 Throughput (member-solves per second) is derived when reading (:func:`summarize`).
 """
 
@@ -250,13 +254,14 @@ def _status(status: str, reason: str) -> str:
 
 def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     """One row from the worker's events, scored against the ensemble reference."""
-
     from sciml_bench.measure.status import Status
     from sciml_bench.problem.compiled import CompiledProblem
+    from sciml_bench.problem.ensemble_reference import EnsembleReference
+    from sciml_bench.problem.reference import REFERENCE_VERSION
     from sciml_bench.results.store import summarize
 
     problem = CompiledProblem.from_json(job["problem"])
-    ref = job["reference"]
+    ref = EnsembleReference(**job["reference"])
     opts = job["options"]
     proc = processes[0]
     status = _status(proc.status, proc.reason)
@@ -293,9 +298,8 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "steady_affinity": ev.get("steady_affinity"),
         "peak_rss_mb": ev.get("peak_rss_mb"),
         "worker_wall_s": proc.wall_s,
-        "sample": ref["sample"],
-        "reference_loss": ref["loss"],
-        "reference_method": ref["method"],
+        "sample": ref.sample,
+        **_reference_keys(ref, opts["gradient_method"], REFERENCE_VERSION),
     }
     for key in ("steps", "rhs_evals"):
         spread = ev.get(key)
@@ -303,9 +307,20 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
             rec.update({f"{key}_{s}": v for s, v in spread.items()})
     rec.update(_solution_columns(ev.get("y"), ref, problem))
     if ev.get("gradient") is not None and status == Status.OK.value:
-        rec.update(_gradient_columns(ev, ref, problem))
+        rec.update({k: ev.get(k) for k in ("loss", "gradient_batch", "gradient_members")})
+        rec.update(gradient_columns(ev["gradient"], ref, problem))
     rec = with_device_note(rec, job.get("device", "cpu"))
     return summarize({k: v for k, v in rec.items() if v is not None})
+
+
+def _reference_keys(ref: Any, gradient_method: str, version: int) -> dict[str, Any]:
+    """A row's keys about its reference, as an ODE row's
+    (:func:`~sciml_bench.run.ode.reference_columns`: what ran, its cross-check, its
+    tolerance pair, where it came from), and ``version``, the reference version in its
+    cache key (passed in: this module's workers never import the reference)."""
+    from sciml_bench.run.ode import reference_columns
+
+    return {**reference_columns(ref, gradient_method), "reference_version": version}
 
 
 def _phases(events: Sequence[dict[str, Any]]) -> tuple[Any, dict[str, float]]:
@@ -321,7 +336,7 @@ def _phases(events: Sequence[dict[str, Any]]) -> tuple[Any, dict[str, float]]:
     return phases, detail
 
 
-def _solution_columns(y: Any, ref: dict[str, Any], problem: Any) -> dict[str, Any]:
+def _solution_columns(y: Any, ref: Any, problem: Any) -> dict[str, Any]:
     """The solution error of the checked members against the reference sample's, each
     state's scale at least the problem's ``atol / rtol`` (the ODE rows' measure)."""
     import numpy as np
@@ -332,7 +347,7 @@ def _solution_columns(y: Any, ref: dict[str, Any], problem: Any) -> dict[str, An
         return {}
     y = np.asarray(y, dtype=float)
     k = y.shape[0]
-    ry = np.asarray(ref["y"], dtype=float)[:k]
+    ry = np.asarray(ref.y, dtype=float)[:k]
     # rel l2 over every checked member's save points; rel_final over their final states
     ns = y.shape[-1]
     floor = float(problem.atol) / float(problem.rtol)  # the rows' per-state floor, as ODE rows
@@ -344,31 +359,25 @@ def _solution_columns(y: Any, ref: dict[str, Any], problem: Any) -> dict[str, An
     }
 
 
-def _gradient_columns(ev: dict[str, Any], ref: dict[str, Any], problem: Any) -> dict[str, Any]:
-    """The loss and the gradient's agreement with the reference (its directional
-    derivatives when it has them, else its gradient)."""
+def gradient_columns(g: Any, ref: Any, problem: Any) -> dict[str, Any]:
+    """The mean sample loss's gradient ``g`` (natural units) judged as an ODE row's is:
+    stored by name and in the judged space (:func:`~sciml_bench.run.ode.judged_space`, what
+    a re-judge needs), scored against the ensemble reference's full gradient by
+    :func:`~sciml_bench.run.ode.gradient_scores` (norm-wise error, its tier against the
+    reference's own error, the worst component by name, the notes); ``unjudged`` where the
+    reference has no gradient (``reference_columns``' ``gradient_error_note`` says why).
+    ``problem`` gives ``param_names``, ``theta0`` and ``log_params`` (compiled or not)."""
     import numpy as np
 
-    from sciml_bench.measure import metrics
+    from sciml_bench.run.ode import gradient_scores, judged_space
 
-    g = np.asarray(ev["gradient"], dtype=float)
-    rec = {"loss": ev.get("loss"), "gradient_batch": ev.get("gradient_batch"),
-           "gradient_members": ev.get("gradient_members")}  # fmt: skip
-    if ref.get("directions"):
-        gerr = metrics.directional_error(g, ref["directions"], ref["directional_derivatives"])
-    else:
-        gerr = metrics.gradient_error(
-            g, np.asarray(ref["gradient"]), problem.theta0, problem.log_params
-        )
-        rec["gradient"] = dict(zip(problem.param_names, g.tolist(), strict=True))
-    rec["gradient_error"] = gerr["rel"]
-    rec["gradient_cosine"] = gerr["cosine"]
-    rec["gradient_check"] = (f"directional {len(ref['directions'])}"
-                             if ref.get("directions") else "full")  # fmt: skip
-    # a tier only where the reference resolves it: its estimate, where it has one
-    rec["reference_error"] = ref.get("reference_error")
-    rec["gradient_tier"] = metrics.gradient_tier(gerr["rel"], rec["reference_error"])
-    if note := metrics.tier_note(gerr["rel"], rec["reference_error"]):
-        rec["gradient_tier_note"] = note
-    return rec
-
+    g = np.asarray(g, dtype=float)
+    out: dict[str, Any] = {
+        "gradient": dict(zip(problem.param_names, g.tolist(), strict=True)),
+        **judged_space(g, problem.theta0, problem.log_params),
+    }
+    if ref.gradient_missing or not ref.gradient:
+        out["gradient_tier"] = "unjudged"
+        return out
+    out.update(gradient_scores(g, ref.gradient, problem, ref.reference_error))
+    return out

@@ -268,7 +268,8 @@ def _run_training(
 
 def reference_line(ref: Any) -> str:
     """The progress line of a run's reference: built, read from the (shared) cache, or
-    missing; and what its complex-step cross-check found."""
+    missing; its gradient's own error estimate and the cross-check that ran; its solution's
+    own check (a second method)."""
     if getattr(ref, "missing", ""):
         return f"reference: none ({ref.missing}); the backends run without one"  # ensembles: rows
     if ref.cached:
@@ -276,10 +277,21 @@ def reference_line(ref: Any) -> str:
                  "environment of this user; --refresh-reference rebuilds it)")  # fmt: skip
     else:
         built = f"built in {ref.build_s:.1f} s"
-    if ref.complex_step_agreement is None:
-        skipped = getattr(ref, "complex_step_skipped", "") or "not run"
-        return f"reference: {built}; complex-step cross-check {skipped}"
-    return f"reference: {built}; FD vs complex step agree to {ref.complex_step_agreement:.1e}"
+    parts = [f"reference: {built}"]
+    error, check = getattr(ref, "reference_error", None), getattr(ref, "cross_check", "")
+    agreement = getattr(ref, "cross_check_agreement", None)
+    if error is not None:
+        parts.append(f"its gradient's own error estimate {error:.1e}"
+                     + (f" ({check} cross-check: {agreement:.1e})" if check and agreement is not None
+                        else ""))  # fmt: skip
+    elif ref.complex_step_agreement is None:
+        parts.append(f"complex-step cross-check {ref.complex_step_skipped or 'not run'}")
+    solution = getattr(ref, "solution_check", "")
+    if getattr(ref, "solution_unjudged", ""):
+        parts.append(f"its solution UNJUDGED: {ref.solution_unjudged}")
+    elif solution and getattr(ref, "solution_check_agreement", None) is not None:
+        parts.append(f"its solution checked by {solution} to {ref.solution_check_agreement:.1e}")
+    return "; ".join(parts)
 
 
 def remember_reference(writer: Any, name: str, ref: Any) -> None:

@@ -188,16 +188,10 @@ def work(job: dict[str, Any], events: Events) -> None:
     from sciml_bench.measure.environment import blas_libraries
     from sciml_bench.problem.compiled import CompiledProblem
 
-    start = clock()
     problem = CompiledProblem.from_json(job["problem"])
-    options = case_options(job)
-    try:
-        case = backend.build(problem, options)
-    except Exception as e:
-        report_failure(events, e, "build", "build", clock() - start)
+    case = _build(backend, problem, job, events)
+    if case is None:
         return
-    # a backend's parts of its build (AMICI: import, code generation, C++ compile, load)
-    events.emit(phase="build", s=clock() - start, detail=getattr(case, "build_detail", None) or {})
     wanted = job.get("device", "cpu")
     if not placed(case, wanted, name, events, "build"):
         return
@@ -216,10 +210,7 @@ def work(job: dict[str, Any], events: Events) -> None:
         events.emit(y=sol.y, stats=sol.stats)
 
     probe_s = 0.0  # the memory probe's own time: never part of time to first gradient
-    # a case may refuse the gradient for this problem alone (libRoadRunner's sensitivities
-    # where a parameter moves an initial assignment): its row is then a solve row, like
-    # SciPy's, saying why (``gradient_refused``), never an unavailable one
-    refused = getattr(case, "gradient_refused", "") if backend.differentiable else ""
+    refused = _refused(backend, case)
     differentiable = backend.differentiable and not refused
     if differentiable:
         graded = _first_gradient(name, case, theta, events, full)
@@ -241,6 +232,29 @@ def work(job: dict[str, Any], events: Events) -> None:
         note = "; ".join(x for x in (note, f"no gradient: {refused}") if x)
     vram_report(meter, case, events)
     events.emit(peak_rss_mb=peak_rss_mb(), status="ok", reason=note)
+
+
+def _build(backend: Any, problem: Any, job: dict[str, Any], events: Events) -> Any:
+    """The case, its build phase timed (a backend's parts of it too: AMICI's import, code
+    generation, C++ compile and load); None once a failure is reported."""
+    from sciml_bench.measure.clock import clock
+
+    start = clock()
+    try:
+        case = backend.build(problem, case_options(job))
+    except Exception as e:
+        report_failure(events, e, "build", "build", clock() - start)
+        return None
+    events.emit(phase="build", s=clock() - start, detail=getattr(case, "build_detail", None) or {})
+    return case
+
+
+def _refused(backend: Any, case: Any) -> str:
+    """Why this case gives no gradient though its library can ("" when it gives one): a
+    case may refuse it for one problem (libRoadRunner's sensitivities where a parameter
+    moves an initial assignment), and its row is then a solve row, like SciPy's, saying why
+    (``gradient_refused``), never an unavailable one."""
+    return str(getattr(case, "gradient_refused", "") or "") if backend.differentiable else ""
 
 
 def _first_solve(case: Any, theta: Any, events: Events) -> tuple[Any, float] | None:

@@ -26,7 +26,8 @@ iteration since the previous such event. After the last iteration, outside every
 the backend's own ODE case computes its gradient at the reference curve's iterates
 (``{"iterate_gradients": [[k, g_k], ...]}``, or ``{"iterate_gradient_note": why}``): the
 record holds them to the reference's gradients there, which the loss curve cannot do
-under Adam's normalised steps.
+under Adam's normalised steps, on the ODE rows' measure and tiers, against the reference's
+own error at each iterate (:func:`iterate_columns`).
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     build_s = float(phases[0, PHASES.index("build")])
     rec.update(curve_columns(curve, seconds, ev.get("target_iteration"), build_s))
     rec.update(agreement_columns(rec, job))
-    rec.update(iterate_columns(ev, job, problem.log_params))
+    rec.update(iterate_columns(ev, job, problem.log_params, problem.param_names))
     rec["reason"] = _reason(proc, rec, job)
     if ev.get("training_done") and proc.status in ("budget_exceeded", "crashed"):
         # killed during the untimed gradient check, after the training had completed
@@ -316,27 +317,41 @@ def agreement_columns(rec: dict[str, Any], job: dict[str, Any]) -> dict[str, Any
     }
 
 
-def iterate_columns(ev: dict[str, Any], job: dict[str, Any], log_params: Any) -> dict[str, Any]:
-    """The backend's gradients at the reference iterates held to the reference's: every
-    iterate's norm-wise error ``rel``, the worst, where, and its tier (as an ODE row's gradient)."""
+def iterate_columns(
+    ev: dict[str, Any], job: dict[str, Any], log_params: Any, param_names: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The backend's gradients at the reference iterates held to the reference's on the ODE
+    rows' measure and rule (:func:`~sciml_bench.measure.training.iterate_gradient_check`):
+    every iterate's norm-wise error and the reference's own error there, the worst, where,
+    its worst component (by name where ``param_names`` are given), and the tier against
+    the largest reference error, with the note of an ``unjudged`` one."""
     from sciml_bench.measure.training import iterate_gradient_check
 
     ref = job.get("reference_curve") or {}
     got = dict((int(k), g) for k, g in ev.get("iterate_gradients") or [])
     its = [k for k in ref.get("check_iterations") or [] if k in got]
     pick = [ref["check_iterations"].index(k) for k in its]
+    own = ref.get("check_error") or []
     check = iterate_gradient_check(its, [ref["check_theta"][j] for j in pick],
                                    [ref["check_grad"][j] for j in pick],
                                    [got[k] for k in its], log_params,
-                                   ref.get("check_directions") or ())  # fmt: skip
+                                   [own[j] if j < len(own) else None for j in pick])  # fmt: skip
+    worst = check.worst_component
+    names = list(param_names)
     return {
         "iterate_gradient_iterations": list(check.iterations) or None,
         "iterate_gradient_errors": list(check.errors) or None,
+        "iterate_reference_errors": list(check.reference_errors) or None,
         "iterate_gradient_error": check.worst,
         "iterate_gradient_worst_at": check.worst_at,
+        "iterate_reference_error": check.reference_error,
         "iterate_gradient_tier": check.tier or None,
-        "iterate_gradient_check": (f"directional {len(ref['check_directions'])}"
-                                   if ref.get("check_directions") else "full") if its else None,
+        "iterate_gradient_tier_note": check.tier_note or None,
+        "iterate_gradient_worst": None if worst is None else worst[0],
+        "iterate_gradient_worst_component": (names[worst[1]] if worst is not None
+                                             and 0 <= worst[1] < len(names) else None),  # fmt: skip
+        "iterate_gradient_check": "full" if its else None,
+        "iterate_reference_method": ref.get("check_method") if its else None,
         "iterate_gradient_note": ev.get("iterate_gradient_note"),
     }
 

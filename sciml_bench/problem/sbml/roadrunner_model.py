@@ -111,17 +111,20 @@ def load(plan: ModelPlan) -> Any:
 
 def state_vector(r: Any) -> list[str]:
     """The ids of roadrunner's state vector (what CVODE integrates), in its order: the
-    variables of rate rules, then the floating species (amounts) it integrates, read by
-    index until the model says there are no more. (``getNumIndFloatingSpecies`` counts the
-    independent species of the structural analysis even with conserved-moiety analysis off,
-    3 of Fiedler_BMCSystBiol2016's 6, where CVODE integrates all 6.)"""
+    variables of rate rules, then the floating species (amounts) no assignment rule sets,
+    read by index (conserved-moiety analysis off, its default: every such species is
+    integrated; ``getNumIndFloatingSpecies`` counts the structural analysis's independent
+    ones even then, 3 of Fiedler_BMCSystBiol2016's 6, where CVODE integrates all 6)."""
     m = r.model
+    ruled = set(r.getAssignmentRuleIds())
     out = []
     for i in range(m.getNumRateRules() + m.getNumFloatingSpecies()):
         try:
-            out.append(m.getStateVectorId(i))
+            sid = m.getStateVectorId(i)
         except (RuntimeError, IndexError, ValueError):
             break
+        if sid not in ruled:
+            out.append(sid)
     return out
 
 
