@@ -259,7 +259,6 @@ def _backend_grade(name: str, compiled: Any, ref: Any) -> tuple[str, str]:
     e.g. a loss at round-off whose gradient is noise)."""
     from sciml_bench import backends
     from sciml_bench.backends.base import CaseOptions, ProblemNotExpressible
-    from sciml_bench.measure.status import SolverFailure
     from sciml_bench.problem.gradient_measures import judged_scale, norm_error
 
     backend = backends.get(name)
@@ -270,10 +269,13 @@ def _backend_grade(name: str, compiled: Any, ref: Any) -> tuple[str, str]:
                           compiled.max_steps)  # fmt: skip
     try:
         case = backend.build(compiled, options)
-        _, g = case.loss_and_grad(compiled.theta0)
     except ProblemNotExpressible as e:
         return "refused", str(e)[:200]
-    except (SolverFailure, RuntimeError) as e:
+    except Exception as e:  # the library's own refusal (AMICI: "StoichiometryMath is ...")
+        return "refused", f"{name}'s build: {type(e).__name__}: {e}"[:200]
+    try:
+        _, g = case.loss_and_grad(compiled.theta0)
+    except Exception as e:  # a status with a reason (SolverFailure), or the library's error
         return "failed", f"{type(e).__name__}: {e}"[:200]
     scale = judged_scale(np.asarray(compiled.theta0), np.asarray(compiled.log_params))
     err = norm_error(np.asarray(g) * scale, np.asarray(ref.gradient) * scale)

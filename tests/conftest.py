@@ -11,6 +11,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# libroadrunner 2.10 imported after TensorFlow 2.20 in one process segfaults at its import
+# (the other order works): a test process may run a TF test (tests/test_cnn.py) before a
+# roadrunner one, so every test process imports roadrunner first. The suite's own processes
+# never meet both: roadrunner runs in its workers and the main process, TF in CNN workers.
+if importlib.util.find_spec("roadrunner") is not None:
+    import roadrunner  # noqa: F401
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -3,10 +3,10 @@
 The problem's right-hand side is built as CasADi expressions (``sciml-bench codegen
 --target casadi``) on ``SX`` symbols (CasADi's scalar graphs, the faster kind for small
 expressions), or on ``MX`` for a network with more than :data:`MX_FROM` parameters, whose
-matrix products then stay single matrix nodes instead of thousands of scalar ones
-(measured: the spiral's 252 weights, adjoint gradient 29 ms on MX against 46 ms on SX;
-the ROBER UDE's 43 parameters, forward gradient 534 ms on SX against 962 ms on MX), and
-handed to
+matrix products then stay single matrix nodes instead of thousands of scalar ones: the
+spiral's gradient (252 weights) was faster on ``MX``, the ROBER UDE's (43 parameters) on
+``SX`` (measured: docs/backends.md, "CVODES: linear solver and the gradient's passes",
+``SX`` or ``MX``), and handed to
 ``casadi.integrator("F", "cvodes", {"x", "p", "t", "ode"}, t0, t_save, options)``: one
 compiled call solves and returns the states at every save time. CasADi supplies CVODES
 with the exact Jacobian of the expression graph.
@@ -22,9 +22,10 @@ Gradients: the loss ``L = Σ W (Y − O)² + Σ C Y`` and its derivative come fr
   by CVODES; this is not CVODES' own forward-sensitivity (FSA) module. The case calls the
   integrator CasADi derives for ``F``'s forward mode (``nfwd = n_params``) once: it
   returns the trajectory and its sensitivities, so the loss and the gradient come from one
-  pass (``jtimes`` on the loss also called ``F`` for the value: measured, interleaved in
-  one process, that second integration was 11-24% of the double pass's time: ROBER 19%,
-  ROBER groups at 30 and 3,000 states 17% and 11%, the Brusselator at N = 8 24%);
+  pass (``jtimes`` on the loss also called ``F`` for the value, a second integration of
+  the state that this removes; its share, measured interleaved in one process:
+  docs/backends.md, "CVODES: linear solver and the gradient's passes", the forward
+  gradient's double pass);
 - ``adjoint``: ``gradient(L, p)``, reverse mode; CasADi drives CVODES' adjoint module
   (a checkpointed forward pass, ``CVodeF``, then the adjoint ODE backwards, ``CVodeB``,
   with the parameter gradient as its quadrature). The loss's own call of ``F`` integrates
@@ -41,7 +42,9 @@ The default follows CVODES' guide (forward sensitivities for few parameters, the
 when parameters are many and the outputs few): ``forward`` up to
 :data:`~sciml_bench.backends.compiled.FORWARD_SENSITIVITY_LIMIT` parameters, ``adjoint``
 above. The adjoint's gradient quadrature is under error control (``quad_err_con``), as
-the states are: without it the spiral's adjoint gradient was off by 1.5e-3, with it 5e-5.
+the states are: without it the quadrature's error alone can leave the gradient outside the
+pass tier (the measurement: docs/backends.md, "CVODES: linear solver and the gradient's
+passes", the adjoint's quadrature).
 
 Linear solver (Newton iteration), measured per problem class with
 ``benchmarks/best_config.py --backend cvodes`` and recorded on every row with why

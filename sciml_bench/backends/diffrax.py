@@ -5,9 +5,9 @@ Diffrax's documentation recommends. Solves run with ``throw=False`` and
 ``sol.result`` is checked, so a failed solve is a status and its gradient is
 never scored. Stiff default: Kvaerno4 with a PI controller (pcoeff = icoeff =
 0.3): on ROBER, HIRES, OREGO, POLLU and the Robertson UDE at the problems' own
-tolerances it solved 1.4-3.5x and differentiated 1.2-2.5x faster than Kvaerno5,
-every gradient within the pass tier (``benchmarks/best_config.py`` and
-``benchmarks/README.md`` record what was tried).
+tolerances it solved and differentiated faster than Kvaerno5, every gradient within the
+pass tier (measured: ``benchmarks/README.md``, "What was tried for the stiff
+defaults", by ``benchmarks/best_config.py``).
 
 Fixed steps (``Euler``, ``Tsit5-fixed``): ``stepsize_controller=ConstantStepSize()`` and
 ``dt0`` = the case's ``dt``, under the same ``max_steps``. In float32 every array the

@@ -29,14 +29,15 @@ Gradients, the loss's chain rule written in NumPy as a pydiffsol user writes it:
 The default, as for CVODES, is ``forward`` up to
 :data:`~sciml_bench.backends.compiled.FORWARD_SENSITIVITY_LIMIT` parameters and ``adjoint``
 above. The sensitivity equations and the adjoint's gradient are put under error control
-at the problem's tolerances (pydiffsol leaves them out by default, which gave a 13% error
-in ROBER's ``∂L/∂k2``; with them, 7e-5). One absolute tolerance serves every parameter
+at the problem's tolerances (pydiffsol leaves them out by default, which left ROBER's
+``∂L/∂k2`` far outside the pass tier: docs/fairness.md, "diffsol (Rust) through
+pydiffsol", the gradient's line). One absolute tolerance serves every parameter
 (pydiffsol does not expose diffsol's per-parameter scales): dividing it by ``max|θ|``, as
 CVODES' parameter scaling would, made ROBER's sensitivities fail their error test. So the
 model takes ``log θ`` for a parameter in log space and the sensitivities are
-``∂y/∂log θ = θ ∂y/∂θ``, on one scale for rates from 0.04 to 3e7: ROBER's forward gradient
-went from 7.05e-5 to 1.2e-6, and on ``stiff-robertson-rates`` at P = 300 forward and
-adjoint from 8.1e-3 apart to 1.2e-5 (docs/backends.md, "Parameters in the gradient's
+``∂y/∂log θ = θ ∂y/∂θ``, on one scale for rates from 0.04 to 3e7, which made ROBER's
+forward gradient more accurate and brought ``stiff-robertson-rates``' forward and adjoint
+gradients together at P = 300 (measured: docs/backends.md, "Parameters in the gradient's
 scale"). The case returns ``∂L/∂θ = (∂L/∂log θ) / θ``
 (:func:`~sciml_bench.backends.compiled.natural_gradient`).
 

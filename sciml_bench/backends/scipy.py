@@ -245,7 +245,8 @@ class ScipyBackend(Backend):
     case_type = ScipyCase
     array_problems = True
     jacobians = ("dense", "sparse")
-    # LSODA was fastest on ROBER at rtol 1e-6 (benchmarks/best_config.py).
+    # LSODA was fastest on ROBER at rtol 1e-6 (benchmarks/README.md, "What was tried for
+    # the stiff defaults", by benchmarks/best_config.py).
     stiff_solver, nonstiff_solver = "LSODA", "DOP853"
 
     def array_solver(self, stiff: bool) -> str:

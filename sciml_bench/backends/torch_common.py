@@ -64,8 +64,9 @@ def batched_rhs(source: str) -> Callable[..., Any]:
     """The generated batched torch RHS, ``f(t, Y, P)`` with ``Y`` of shape ``(n, n_state)``
     and ``P`` either ``(n, n_params)`` or one shared ``θ``; ``t`` a scalar or one time per
     member. Written on columns, as a torch user writes a batched vector field:
-    ``torch.func.vmap`` over the one-member RHS cost up to 2x on small systems
-    (``benchmarks/ensemble_overhead.py``)."""
+    ``torch.func.vmap`` over the one-member RHS made the torchdiffeq ensemble rows
+    markedly slower than a bare script (``benchmarks/README.md``, the "Ensembles"
+    paragraph, by ``benchmarks/ensemble_overhead.py``)."""
     from sciml_bench.problem.generated import load_python
 
     return load_python(source)["rhs_batch"]  # type: ignore[no-any-return]

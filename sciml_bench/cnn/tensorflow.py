@@ -191,9 +191,9 @@ class TensorFlowTrainer(Trainer):
 
         Not a new pipeline and iterator per pass: that re-traces the ``map`` function and
         tears the previous iterator down inside the next (measured) pass. The first
-        iterator, alive through the step's XLA compilation, took 0.4-1.2 s to tear down on
-        a 2-core CPU (tf.data's autotuning: none with it off), which landed in the first
-        measured epoch as data wait; the warm-up never began a second pass to absorb it.
+        iterator, alive through the step's XLA compilation, was slow to tear down (tf.data's
+        autotuning; docs/cnn.md, ``--pipeline``), which landed in the first measured epoch
+        as data wait; the warm-up never began a second pass to absorb it.
         """
         tf, cfg = self._tf, self._cfg
         end = max(len(passes(cfg)), epoch + 1)

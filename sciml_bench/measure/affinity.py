@@ -1,13 +1,14 @@
 """Steady samples on one core: every thread of an ODE case's worker, or of a training
 worker, pinned after its cold phases (ensembles and ladder rungs keep every core, below).
 
-Measured (``benchmarks/process_split.py``, issue 43): the same compiled Diffrax gradient in
-fresh processes on a 2-core machine is bimodal with the libraries' defaults (1.46 ms in
-most processes, 3.6-4.0 ms in 1 of 5-10), whatever the allocator, ASLR, huge pages,
-import order or warm-up length; pinned to one core it is one mode (1.19 ms, max/min
-1.07x), and so it is with every thread pinned *after* the compiling calls (1.27 ms, max/min
-1.14x). What splits a process's speed is XLA's intra-op pool spreading tiny kernels over
-two cores, a cross-core handoff that sometimes goes badly; one core removes it.
+Measured (``benchmarks/process_split.py``, issue 43; the figures: ``benchmarks/README.md``,
+paragraph "What splits a process's speed (2026-11-28, issue 43)"): the same compiled
+Diffrax gradient in fresh processes on a 2-core machine is bimodal with the libraries'
+defaults, a slow mode in a few processes, whatever the allocator, ASLR, huge pages, import
+order or warm-up length; pinned to one core it is one mode, faster in every process, and
+so it is with every thread pinned *after* the compiling calls. What splits a process's
+speed is XLA's intra-op pool spreading tiny kernels over two cores, a cross-core handoff
+that sometimes goes badly; one core removes it.
 
 So a worker's cold phases (import, build, JIT, first solve and first gradient: time to
 first gradient as a user sees it, every core) run as a user runs them, and then, before
@@ -20,8 +21,8 @@ solve and gradient samples; a GPU case's host threads too) and a training worker
 iterations after the first): a stated, equal setting. Pinned, every BLAS and OpenMP pool
 the process loaded is limited to one thread (threadpoolctl), as anyone pinning a process
 to one core sets it: left at two threads on one core, OpenBLAS's workers contend for it,
-and a dense LU of 300 states took 69x its unpinned time (SciPy's BDF solve on the rates
-ladder, 11.1 s against 161 ms, 2026-11-28).
+and a dense LU of 300 states took many times its unpinned time (``benchmarks/README.md``,
+paragraph "One core needs one thread per pool (2026-11-28, fourth session)").
 
 Ensembles are not pinned (:data:`ENSEMBLE_UNPINNED`): spreading members over the cores
 (XLA's batched kernels, Julia's ``EnsembleThreads``) is part of what they measure. Nor are

@@ -284,8 +284,8 @@ class CallPeak:
     call's clock is read: joining the thread is not the call's time). :attr:`own_s` is
     the probe's own time in both (the heap trim can take a fraction of a second in a
     large, fragmented heap), for a caller to leave out of a time that spans the call.
-    The call itself pays only the page faults of reusing trimmed pages (about 0.25 µs
-    per 4 KiB) and a sample every ``interval``.
+    The call itself pays only the page faults of reusing trimmed pages (their cost:
+    docs/measurements.md, "Memory per gradient method") and a sample every ``interval``.
     """
 
     def __init__(self, interval: float = 0.01):

@@ -4,7 +4,8 @@ Two runs of identical code on one machine differ by more than their samples' spr
 another process, the CPU's frequency, the allocator's state differ between runs, and the
 samples of one run share all of that. A significance test on the samples of one run a
 side therefore reports that drift as a change (issue 23: two identical runs of
-Lotka-Volterra gave "slower" at 1.055x, p = 0.0013). A ratio inside the floor, in either
+Lotka-Volterra were reported "slower": ``benchmarks/README.md``, paragraph "``compare``'s
+false alarms and noise floor", 2026-11-24). A ratio inside the floor, in either
 direction, is never called a change, whatever the test says. ``compare`` and the
 per-problem verdict share this one definition.
 
@@ -38,16 +39,16 @@ NOISE_FLOOR = 1.10
 
 #: the floor for steady timings compared one process a side: their samples share one
 #: process, and two fresh processes of identical code differ by more than any run's own
-#: spread. Measured up to 2.03x (Diffrax's Lotka-Volterra gradient, bimodal across fresh
-#: processes: 3.02 ms in one, 5.66-6.13 ms in others; ``compare_false_alarms.py --runs
-#: 4``, 2026-11-24), when the run-to-run floor above let 10 of 48 identical timings through
+#: spread, which let identical timings through the run-to-run floor above. Set just above
+#: the largest such difference measured (benchmarks/README.md, paragraph "The process
+#: floor (2026-11-26)", by ``benchmarks/compare_false_alarms.py``)
 PROCESS_FLOOR = 2.1
 
 
 #: cores' worth of CPU that other processes may take while a row's worker runs (its
 #: ``others_cpu``) before its timings are not judged: under load, identical runs differ
-#: by far more than any useful floor (up to 2.6x on this project's shared 2-core machine
-#: at a load average of 10, benchmarks/README.md)
+#: by far more than any useful floor (benchmarks/README.md, paragraph "``compare``'s false
+#: alarms and noise floor", 2026-11-24)
 LOAD_LIMIT = 0.5
 
 #: the limit in force (``--load-limit`` on ``run``, ``show`` and ``report``): a context

@@ -1,8 +1,10 @@
 """Loading generated Python source, without sympy.
 
 Workers receive generated source in the :class:`~sciml_bench.problem.compiled.CompiledProblem`
-bundle and load it here: importing :mod:`sciml_bench.problem.codegen` would import sympy
-(about 0.5 s), which would land in a backend's build phase and tilt time to first gradient.
+bundle and load it here: importing :mod:`sciml_bench.problem.codegen` would import sympy,
+whose import time would land in a backend's build phase and tilt time to first gradient
+(measured: docs/measurements.md, "How it measures (and why you can trust it)", "Every
+measurement in a fresh process").
 """
 
 from __future__ import annotations

@@ -7,8 +7,10 @@ reference gradient, never on a few projections of it:
   sensitivity system is small (:data:`FORWARD_MAX_UNKNOWNS`), or the parameters few
   (:data:`FORWARD_MAX_PARAMS`, the ``P`` columns of an array problem's staggered system);
 - a **quadrature adjoint** (:mod:`~sciml_bench.problem.adjoint`) above that: one forward
-  and one backward solve whatever P (at P = 300 on 300 ROBER states, 5 s against forward
-  sensitivities' 44 s, the two agreeing to 6e-9).
+  and one backward solve whatever P, so its cost does not grow with P as forward
+  sensitivities' does (measured, and how closely the two agree: docs/measurements.md,
+  "What a row claims about its reference", "The reference gradient is full at every
+  size").
 
 Each runs twice, at the reference's ``rtol`` and at ``10 rtol`` (atol alike); the tighter
 is the reference, and ``‖g_tight − g_loose‖₂ / ‖g_tight‖₂`` on the judged

@@ -10,15 +10,17 @@ method and changes only how ``M`` is factorised, so its steps are SciPy's own:
 - **sparse**: SuperLU with the minimum-degree ordering on ``Mᵀ + M``
   (``permc_spec="MMD_AT_PLUS_A"``), the one SuperLU's guide gives for a matrix whose
   pattern is (nearly) symmetric, as a PDE stencil's and a block-diagonal system's are. On
-  the 2-D Brusselator's ``M`` at 8,192 states it halves the fill of COLAMD's factors
-  (0.77 M against 1.58 M non-zeros) and factorises 1.8-3.7x faster.
+  the 2-D Brusselator's ``M`` it halves the fill of COLAMD's factors and factorises faster
+  (measured: docs/measurements.md, "What a row claims about its reference", "The
+  reference's sparse LU orders for fill").
 
 The reference also starts every BDF and Radau solve with a small first step
 (:data:`FIRST_STEP` of the span) instead of SciPy's estimate from ``f(t0)``: a model that
 starts at its steady state, with an input that switches on at ``t0`` (Fiedler_BMCSystBiol2016:
 a pulse of time constant 0.02 from the steady state), has ``f(t0) = 0``, and from it BDF at
-rtol 1e-12 chose a first step over the whole pulse (4 RHS evaluations to t = 1, pERK 0.091
-where LSODA, Radau, DOP853 and libRoadRunner give 0.393). The error control takes the step
+rtol 1e-12 chose a first step over the whole pulse and missed it (what it gave against the
+other solvers: docs/measurements.md, "What a row claims about its reference", "The
+solution reference falls back as an expert would"). The error control takes the step
 up from there in a few steps; a step too large for a fast start is rejected and shrunk.
 
 The benchmarked SciPy rows (``backends/scipy.py``) keep ``solve_ivp``'s own defaults:

@@ -148,7 +148,8 @@ def array_gradient(
     ``θ_j`` through the generated RHS (no truncation error). Newton gets the exact
     ``I_P ⊗ J`` (the system is linear in ``S̃``), both solves ``rtol``/``atol``. Solving
     ``(y, S̃)`` together without the coupling block ``∂(J S̃)/∂y`` stalled at rtol 1e-9.
-    ``loss`` is ``(W, O, C)``. 2-D Brusselator at 512 states: 15 s at rtol 1e-9."""
+    ``loss`` is ``(W, O, C)``. Its cost: docs/measurements.md, "What a row claims about its
+    reference", "The reference gradient is full at every size"."""
     theta = np.asarray(problem.theta0, dtype=float)
     log = np.asarray(problem.log_params, bool) & (theta > 0)
     steps = [theta.astype(complex) for _ in range(theta.size)]

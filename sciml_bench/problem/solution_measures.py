@@ -10,8 +10,9 @@ the relative l2 error is ``‖(y − ref) / s‖ / ‖ref / s‖`` (and the same
 floor is where a solver's own error control turns absolute (its weight is ``atol +
 rtol |y|``): a state that never rises above it is held to ``atol`` by every solver, so its
 round-off (a species at 1e-40 in the reference, 1e-12 in a library) cannot dominate the
-measure as it did without one (Isensee_JCB2018's ``AC_Fsk``: 4.49e3 for rows that agree
-with libRoadRunner to 5.4e-8). ``worst_state`` names the state whose error is largest.
+measure as it did without one (on Isensee_JCB2018's ``AC_Fsk``: docs/measurements.md, "How
+it measures (and why you can trust it)", "Correctness before speed"). ``worst_state``
+names the state whose error is largest.
 """
 
 from __future__ import annotations

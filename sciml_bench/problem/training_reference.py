@@ -7,8 +7,9 @@ constants) around the forward-sensitivity gradient of
 observations, from the single-trajectory reference). ``K`` is the section's
 ``agreement_iterations`` (at most ``iterations``): the window over which a backend's curve
 is held to this one (:func:`sciml_bench.measure.training.curve_agreement`). A correct
-gradient keeps a backend's curve within about 1e-4 of it over 20 iterations (the solver
-tolerances differ: 1e-6 against 1e-10); a gradient that is wrong away from θ0 departs.
+gradient keeps a backend's curve close to it, within the solver tolerances' difference
+(1e-6 against 1e-10; measured: docs/training.md, "Training-level correctness"); a gradient
+that is wrong away from θ0 departs.
 Adam normalises each step, so the curve cannot see a gradient's magnitude: the reference
 also keeps ``θ_k`` and its gradient ``r_k`` at the iterates of :func:`check_iterations`
 (0, 1, 3, 7, 15, … below K), where each backend's own gradient is held to ``r_k`` on the

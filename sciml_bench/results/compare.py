@@ -23,10 +23,10 @@ A timing is reported *slower* or *faster* only when both hold:
    (``benchmarks/compare_false_alarms.py``), so a smaller ratio is never called a
    change, whatever the test says. With one run a side, a steady timing's samples all
    come from one process, and fresh processes of identical code differ by more than the
-   run-to-run floor (a bimodal Diffrax gradient: 3.0 ms in one process, 5.7-6.1 ms in
-   others), so those timings must clear :data:`~sciml_bench.measure.noise.PROCESS_FLOOR`
-   (2.1x): one run a side catches only gross regressions, several runs a side catch
-   small ones.
+   run-to-run floor (a Diffrax gradient is bimodal across them: ``benchmarks/README.md``,
+   paragraph "The process floor (2026-11-26)"), so those timings must clear
+   :data:`~sciml_bench.measure.noise.PROCESS_FLOOR` (2.1x): one run a side catches only
+   gross regressions, several runs a side catch small ones.
 
 Limits, stated rather than hidden:
 
@@ -479,9 +479,11 @@ def order_note(old_created: Sequence[str], new_created: Sequence[str]) -> str | 
     """A note when several runs a side were not interleaved in time (every run of one side
     made before every run of the other; ``created``: each run's ISO 8601 UTC time), else
     None. The run as the unit then measures the machine's drift between the two sessions
-    too, which Welch's t can report as a change: between the first and second halves of
-    20 identical runs, 15 minutes apart, this project's machine drifted 1.13x (median),
-    and one timing of 8 was reported, where odd against even runs reported none."""
+    too, which Welch's t can report as a change: this project's machine drifted between
+    the first and second halves of 20 identical runs enough for a timing to be reported,
+    where odd against even runs reported none (``benchmarks/README.md``, paragraph "20
+    runs a side, the default now (2026-11-26, evening)", by
+    ``benchmarks/compare_false_alarms.py``)."""
     if len(old_created) < 2 or len(new_created) < 2:
         return None
     if max(old_created) < min(new_created) or max(new_created) < min(old_created):

@@ -269,8 +269,8 @@ def growth_figure(
     rtol, dtype where the rows hold several), coloured by library and styled by method
     (:mod:`~sciml_bench.results.styles`); a point whose row does not qualify is faint and
     its tier named in the legend. Past twelve lines, one row of panels per library. Each
-    row's legend sits outside the axes (inside, it covered points: Diffrax's 304 ms
-    gradient at 128 Brusselator states), each ladder's exponents in its entry."""
+    row's legend sits outside the axes (inside, it covered points: Diffrax's gradient at
+    128 Brusselator states), each ladder's exponents in its entry."""
     plot = plots.Plot("growth", "Cost against problem size")
     sized = grows_states(records)
     split = splits(sized)

@@ -21,10 +21,10 @@ from successive differences (a step moves one difference of the n-1):
 ``σ = median|y_{i+1} - y_i| / (0.6745·√2)``. Adding a segment of one file at the end pays
 off only when that file sits more than γ from the rest, so γ is the smallest log-step one
 file alone can show: ``γ = max(ln floor, σ·(2 + ln n))``, the ``ln n`` because a longer
-series offers more places for noise to look like a step (as BIC's penalty grows). With
-that γ, 150 simulated series of Gaussian noise (σ = 5 %) each found no change point in
-94 % (n = 8) and 99 % (n = 30), and a 1.3x step at the 4th file alone in 97 % of both
-(a throwaway simulation; ``tests/test_compare_series.py`` pins seeded cases). Then every
+series offers more places for noise to look like a step (as BIC's penalty grows); how
+often that γ finds no step in noise, and a 1.3x step alone, is simulated in
+docs/reports.md, "A series of results" (``tests/test_compare_series.py`` pins seeded
+cases). Then every
 step between adjacent segments must clear the noise floor (:mod:`sciml_bench.measure.noise`, the
 run-to-run floor, since a segment's median is over runs): the adjacent pair with the
 smallest step inside the floor is merged and the medians recomputed, until every

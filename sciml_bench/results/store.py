@@ -238,10 +238,10 @@ class ResultsWriter:
 
 _UNSET = object()
 #: HDF5's metadata cache, fixed at this size. Its cost per flush grows with the entries
-#: it holds, and by default it grows to hold thousands (measured with 2,000 cases:
-#: 1.7 MB, 5,000 entries, a case's add 1.5x slower at the end than at the start; 8 MB:
-#: 3.7x). Every case is committed before the next, so what it would keep is never
-#: needed again; 256 KiB kept the time per case flat.
+#: it holds, and by default it grows to hold thousands, so a case's add slows as the file
+#: grows. Every case is committed before the next, so what it would keep is never needed
+#: again; this size kept the time per case flat (measured: benchmarks/README.md, the
+#: ``store_growth.py`` paragraph).
 METADATA_CACHE_BYTES = 256 * 1024
 
 

@@ -18,8 +18,9 @@ the floor this run's between-process spread calls for
 (:func:`~sciml_bench.measure.noise.steady_floor`: a t bound on the log ratio from the two
 rows' per-process medians, the spread pooled over the run's rows where that is larger, at
 least 1.05x and at most 2.1x), or :data:`~sciml_bench.measure.noise.PROCESS_FLOOR` (2.1x) where a row has
-one process (``--quick``, a ladder's rung): fresh processes of the same code differ by up
-to 2x. First-process criteria, the run-to-run floor (1.1x), unless either row holds a
+one process (``--quick``, a ladder's rung): fresh processes of the same code differ by
+nearly that much (``benchmarks/README.md``, paragraph "The process floor (2026-11-26)").
+First-process criteria, the run-to-run floor (1.1x), unless either row holds a
 single sample of it: one fresh process a side is the process-to-process spread again, so
 PROCESS_FLOOR. Every pick prints its floor and where it came from. A comparison is one set of
 rows that answer the same question: one ``size`` (an ensemble's rung, a size ladder's
@@ -71,8 +72,9 @@ CNN_GROUP_KEYS = ("_run", "model", "precision", "pipeline", "dataset")
 ODE_CRITERIA = (("steady gradient", "grad_s"), ("first gradient", "ttfg_s"))
 CNN_CRITERIA = (("training", "train_s"), ("first step", "time_to_first_step_s"))
 #: criteria whose samples come from one run's few processes per row: two rows' medians
-#: differ by process-level noise too (up to 2.03x measured between fresh processes of
-#: identical code), so their floor comes from the between-process spread the run measured
+#: differ by process-level noise too (fresh processes of identical code: benchmarks/README.md,
+#: paragraph "The process floor (2026-11-26)"), so their floor comes from the
+#: between-process spread the run measured
 #: (:func:`~sciml_bench.measure.noise.steady_floor`, over PROCESS_KEYS), PROCESS_FLOOR
 #: where a side has one process; first gradient and first step are fresh processes
 #: already, and keep NOISE_FLOOR (unless a row holds one sample: SAMPLE_KEYS)

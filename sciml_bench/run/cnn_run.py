@@ -16,8 +16,9 @@ from sciml_bench.run.streaming import stream
 
 def cnn_progress(e: dict[str, Any], variant: str) -> str | None:
     """The progress line of one CNN worker event, or None: stages as they end, the
-    first step as it starts (compilation: torch-compile's takes ~20 s on 2 CPU cores),
-    and the result."""
+    first step as it starts (it holds the compilation, the longest stage of torch-compile
+    on a CPU: ``benchmarks/README.md``, paragraph "CNN quick size on the CPU"), and the
+    result."""
     stage, s = e.get("cnn_stage"), e.get("s")
     if stage == "first_step":
         compiled = "" if variant == "torch-eager" else ", compiling"

@@ -16,12 +16,12 @@ This is a lower bound for any cost that is a sum of powers of ``n`` with non-neg
 coefficients (overhead ``n⁰``, the right-hand side ``n¹``, a dense LU ``n³``): the log-log
 slope of such a sum never decreases, so the slope beyond ``n₂`` is at least ``p``. Real
 libraries can break that model (caches, a factorisation that changes strategy with size):
-diffsol's sparse Brusselator went from slope 2.16 (128→512 states) to 0.59 (512→2048), and
-the forecast, 48 s, was 1.25x the 38 s that rung took (republished 2026-11-27: 55 s, 1.71x
-the 32 s it took). So a rung is ``skipped`` up front
-only when its forecast ``k · (t_solve + t_grad)`` exceeds :data:`MARGIN` times the budget,
-with the forecast in its row, instead of being killed at the budget: on ROBER groups, the
-dense Diffrax and diffsol rows at 3000 states each spent the whole 300 s budget before it.
+diffsol's sparse Brusselator's slope fell between sizes, and its forecast overshot what
+the rung took (docs/problems.md, "Problems that scale", the size ladders). So a rung is
+``skipped`` up front only when its forecast ``k · (t_solve + t_grad)`` exceeds
+:data:`MARGIN` times the budget, with the forecast in its row, instead of being killed at
+the budget, as ROBER groups' dense Diffrax and diffsol rungs at 3,000 states were before
+the forecast.
 
 A network's width (:mod:`sciml_bench.problem.network_width`) keeps the states and grows the
 parameters: there ``n`` is the parameter count ``P`` (the right-hand side costs ``P¹``, a
@@ -39,8 +39,9 @@ from sciml_bench.run.steady import MIN_SAMPLES
 
 #: calls of each kind a rung makes at least: the warm-up, then the steady minimum
 CALLS = 1 + MIN_SAMPLES
-#: a rung is skipped when its forecast exceeds this many budgets (the model's slack: the
-#: published ladders' forecasts reached 1.71x a completed rung's wall time)
+#: a rung is skipped when its forecast exceeds this many budgets (the model's slack: above
+#: the most a published ladder's forecast overshot a completed rung's wall time,
+#: docs/problems.md, "Problems that scale", the size ladders)
 MARGIN = 2.0
 
 

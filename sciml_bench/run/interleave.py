@@ -14,11 +14,11 @@ its cold ones (a case whose first process fails is not repeated), and each case'
 processes are spread over the whole run, where the machine drifts over minutes.
 
 Why not blocks of samples between warm workers held open at once, one per case: the
-noise this answers is *between processes* (per-process medians are bimodal: a Diffrax
-gradient 1.9 ms in some fresh processes and 3.6-4.7 ms in others, ``benchmarks/README.md``),
-and blocks taken inside one long-lived process all share that process's draw; it is the
-number and spread of processes that averages it out. Held-open workers would also keep
-every case's compiled program and memory alive beside the one being timed (the memory
+noise this answers is *between processes* (per-process medians are bimodal:
+``benchmarks/README.md``, paragraph "20 runs a side, the default now (2026-11-26,
+evening)"), and blocks taken inside one long-lived process all share that process's draw;
+it is the number and spread of processes that averages it out. Held-open workers would
+also keep every case's compiled program and memory alive beside the one being timed (the memory
 left to a large case, and the refusals made from it, would depend on its neighbours; on
 a GPU each would hold its own context), and would need a command protocol to the worker. Re-spawning per block is what this does: a block
 is a fresh process that warms up before it samples. Nothing a record measures changes:

@@ -30,8 +30,9 @@ DENSE_MEMORY_SHARE = 0.8
 #: rung's dearest call. The first solve is not always the steady solve's call: Diffrax's
 #: first solve runs ``_solve_full`` (states, result code and step counts), its steady
 #: samples ``_solve_ys`` (the states alone), another XLA program, compiled at its first
-#: call: without a warm-up that compilation (1.3-2.2 s in the published ladders) was the
-#: first steady sample.
+#: call: without a warm-up that compilation was the first steady sample (what it held in the
+#: published ladders: docs/measurements.md, "How it measures (and why you can trust it)",
+#: "A timed sample holds the library's call and nothing else").
 RUNG_WARMUPS = {"solve": 1, "grad": 0}
 
 

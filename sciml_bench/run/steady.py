@@ -3,10 +3,11 @@
 A timed sample is one call of the library's compiled function (``timed(params)``) and
 nothing else: between two samples the loop only reads the clock and keeps the raw output.
 Host work between two sub-millisecond calls slows the second one, though it runs outside
-the clock (a check between Diffrax samples cost +14 µs on a 58 µs spiral solve; even a
-100 µs sleep costs +10 µs), and a user's timing loop (``timeit``, Diffrax's own
-benchmarks) calls back to back. So the raw outputs are kept, and checked (status, step
-counts, finiteness, the copy to NumPy) after the loop, in batches bounded in bytes
+the clock, even a sleep (measured: docs/measurements.md, "How it measures (and why you can
+trust it)", "A timed sample holds the library's call and nothing else"), and a user's
+timing loop (``timeit``, Diffrax's own benchmarks) calls back to back. So the raw outputs
+are kept, and checked (status, step counts, finiteness, the copy to NumPy) after the loop,
+in batches bounded in bytes
 (:data:`CHECK_BATCH_BYTES`) and in time (:data:`CHECK_BATCH_S`), so that large outputs
 never pile up and a slow case reports its samples as it goes. A sample whose check fails
 is never counted: the check raises, and the caller reports the failure.
@@ -85,7 +86,8 @@ def share(job: dict[str, Any]) -> tuple[int, float, int]:
     A case's ``P = steady_processes`` fresh processes each take ``⌈repeats / P⌉`` samples
     (at least ``⌈MIN_SAMPLES / P⌉``) within ``steady_budget_s / P``, as pyperf spreads its
     values over worker processes: fresh processes of identical code differ by more than
-    one process's samples do (a Diffrax gradient: 3.0 ms in one, 5.7-6.1 ms in others), so
+    one process's samples do (a Diffrax gradient is bimodal across them:
+    ``benchmarks/README.md``, paragraph "The process floor (2026-11-26)"), so
     a run's samples from several processes average that out instead of inheriting one
     process's luck. ``--quick``, sweeps and ladder rungs run one process: it takes all."""
     n = max(1, int(job.get("steady_processes", 1)))

@@ -11,7 +11,8 @@ diffsol backend reorders what pydiffsol returns (solutions, sensitivities, the a
 (:attr:`~sciml_bench.problem.arrays.ArrayModel.state_layout`, which the compiled problem
 carries as data; the model's first line states it for a reader, and nothing parses it). (The
 permutation written in DiffSL, ``P_ij u_j``, has ``n S`` single entries and no diagonal
-run: it made ROBER's 1000 groups compile in 5.0 s instead of 0.5 s.)
+run: it made ROBER's 1000 groups compile many times slower; docs/problems.md, "Problems
+that scale", the DiffSL array form.)
 
 Operators are linear maps of one state, written as DiffSL tensors:
 
