@@ -53,3 +53,27 @@ def test_every_relative_link_in_the_readme_and_docs_points_to_a_file() -> None:
             if not (page.parent / path).exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, f"links to missing files: {broken}"
+
+
+def test_the_readmes_reference_claim_at_30000_states_is_the_published_files() -> None:
+    """The README says how the 30,000-state ROBER rung's reference was made; the published
+    file's rows say it too (``reference_method``): the rtol and whether a cross-check ran
+    must be the file's (issue 53: the README claimed a cross-check the file did not have)."""
+    import re
+
+    from sciml_bench.results import store
+
+    text = (ROOT / "README.md").read_text()
+    claim = text[text.index("- **Gradients.** At 30,000 ROBER states"):][:400]
+    files = sorted((ROOT / "results" / "published").glob("stiff-robertson-groups-*.h5"))
+    assert files, "results/published holds no ROBER-groups ladder (it ships with the repository)"
+    methods = {r["reference_method"] for f in files for r in store.read(f).records
+               if r.get("kind", "ode") == "ode" and r.get("size") == 10_000
+               and r.get("reference_method")}  # fmt: skip
+    assert methods, "the published ladder has no row at 10,000 groups"
+    method = methods.pop()
+    rtol = re.search(r"at rtol ([0-9.e+-]+),", method[method.index("gradient:"):]).group(1)
+    said = re.search(r"at\s+rtol\s+([0-9.e+-]+)", claim).group(1)
+    assert float(said) == float(rtol), (rtol, claim)
+    checked = "no cross-check" not in method
+    assert ("no cross-check" not in claim) == checked, (method, claim)
