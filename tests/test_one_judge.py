@@ -27,34 +27,8 @@ from sciml_bench.problem import reference, spec, training_reference
 from sciml_bench.run.ensemble import gradient_columns
 from sciml_bench.run.ode import gradient_scores
 
-LV = """
-name = "ens-lv-judge"
-stiff = false
-[state]
-names = ["x", "y"]
-initial = [1.0, 1.0]
-[parameters]
-a = 1.5
-b = 1.0
-[equations]
-x = "a*x - b*x*y"
-y = "-3*y + x*y"
-[time]
-span = [0.0, 2.0]
-save = { linspace = [0.25, 2.0, 8] }
-[tolerances]
-rtol = 1.0e-7
-atol = 1.0e-9
-[loss]
-kind = "fit"
-truth = { a = 1.3 }
-[ensemble]
-sizes = [1, 4]
-sample = 3
-[ensemble.vary]
-a = { uniform = [0.8, 1.2], apply = "scale" }
-x = { normal = [0.0, 0.1], apply = "shift" }
-"""
+#: the LV ensemble the judge's tests share (members scale a and shift x's start)
+LV = (Path(__file__).parent / "data" / "ensemble-lv.toml").read_text()
 
 
 @pytest.fixture(scope="module")

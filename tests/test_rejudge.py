@@ -180,33 +180,10 @@ def test_a_ladder_gets_one_reference_per_size(tmp_path: Path) -> None:
     assert all(math.isclose(r["gradient_error"], 3e-3, rel_tol=1e-6) for r in new)
 
 
-ENSEMBLE_LV = """
-name = "ens-lv-rejudge"
-stiff = false
-[state]
-names = ["x", "y"]
-initial = [1.0, 1.0]
-[parameters]
-a = 1.5
-b = 1.0
-[equations]
-x = "a*x - b*x*y"
-y = "-3*y + x*y"
-[time]
-span = [0.0, 2.0]
-save = { linspace = [0.25, 2.0, 8] }
-[tolerances]
-rtol = 1.0e-7
-atol = 1.0e-9
-[loss]
-kind = "fit"
-truth = { a = 1.3 }
-[ensemble]
-sizes = [1, 4]
-sample = 3
-[ensemble.vary]
-a = { uniform = [0.8, 1.2], apply = "scale" }
-"""
+#: the judge's LV ensemble (tests/data), its members varying a alone, renamed for this test
+ENSEMBLE_LV = ((Path(__file__).parent / "data" / "ensemble-lv.toml").read_text()
+               .replace('"ens-lv-judge"', '"ens-lv-rejudge"')
+               .replace('x = { normal = [0.0, 0.1], apply = "shift" }\n', ""))
 
 
 def _ensemble_row(backend: str, semantics: str, **kw: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from sciml_bench.cli.options import UserError, load_problem, sized
+from sciml_bench.cli.options import UserError, load_problem, sbml_set_option, sized
 
 
 @click.command(name="check")
@@ -29,8 +29,7 @@ from sciml_bench.cli.options import UserError, load_problem, sized
               "problem beside the file, else 10].")
 @click.option("--parameters", default=None, metavar="A,B",
               help="--sbml: the parameters to differentiate (SBML ids) [import's default].")
-@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
-              help="--sbml: a value set in the SBML before the import (as `import --set`).")
+@sbml_set_option("settings", "--sbml: ")
 def check_cmd(
     problem: str | None, problem_file: str | None, size: int | None, no_reference: bool,
     full: bool, sbml_file: str | None, t_end: float | None, parameters: str | None,

@@ -88,6 +88,19 @@ def at_size(problem: Any, size: int) -> Any:
         raise UserError(f"--sizes {size}: {e}") from None
 
 
+def sbml_set_option(dest: str = "settings", what: str = "") -> Any:
+    """``--set NAME=VALUE`` (repeatable) on every command that imports SBML (``import``,
+    ``check``, ``reference``, ``run``): a value set in the SBML document before the import
+    (``sciml_bench.problem.sbml.read.apply_settings``). ``what`` begins the help (``run``:
+    "--sbml models: ")."""
+    return click.option(
+        "--set", dest, multiple=True, metavar="NAME=VALUE",
+        help=f"{what}Set a parameter's value, a compartment's size or a species' initial value "
+             "in the SBML before the import (a stimulus the file leaves at 0 for its PEtab "
+             "conditions to set, e.g. --set il13_level=20); repeatable.",
+    )
+
+
 def gradient_rtol_option(f: Any) -> Any:
     """``--gradient-rtol E`` on every command that prints a verdict (``run``, ``show``,
     ``report``): the verdict counts rows whose gradient error is at most E. None (not

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from sciml_bench.cli.options import load_problem, sized
+from sciml_bench.cli.options import load_problem, sbml_set_option, sized
 
 #: gradient components `reference` prints before summarizing the rest
 GRADIENT_LINES = 10
@@ -30,8 +30,7 @@ GRADIENT_LINES = 10
               "their id has in math, a concentration unless hasOnlySubstanceUnits).")
 @click.option("--t-end", type=click.FloatRange(0, None, min_open=True), default=None,
               help="--sbml: the end of the time span [the import's default].")
-@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
-              help="--sbml: a value set in the SBML before the import (as `import --set`).")
+@sbml_set_option("settings", "--sbml: ")
 def reference_cmd(
     problem: str | None, problem_file: str | None, refresh: bool, as_json: bool,
     size: int | None = None, sbml_file: str | None = None, variables: str | None = None,

@@ -20,6 +20,7 @@ from sciml_bench.cli.options import (
     comma_list,
     gradient_rtol_option,
     load_limit_option,
+    sbml_set_option,
 )
 from sciml_bench.cli.run_plan import RunOptions, plan_run
 from sciml_bench.run.options import RunError
@@ -71,10 +72,7 @@ def _dask_options(f: Any) -> Any:
               default=None, help="--sbml models: the end of the time span, as `sciml-bench "
               "import --t-end` [the last measurement time of a PEtab problem beside the file, "
               "else 10].")
-@click.option("--set", "sbml_settings", multiple=True, metavar="NAME=VALUE",
-              help="--sbml models: a value set in the SBML before the import (a parameter, "
-              "compartment size or species' initial value; e.g. a stimulus the file leaves at "
-              "0 for its PEtab conditions to set); repeatable.")
+@sbml_set_option("sbml_settings", "--sbml models: ")
 @click.option("--sbml-check/--no-sbml-check", "sbml_check", default=True, show_default=True,
               help="--sbml models: check each import against its file before anything runs "
               "(each differentiated parameter changed in the SBML, re-imported, solved; where "

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from sciml_bench.cli.options import load_problem, write_output
+from sciml_bench.cli.options import load_problem, sbml_set_option, write_output
 
 
 def _write(text: str, output: str | None, what: str) -> None:
@@ -30,10 +30,7 @@ def _write(text: str, output: str | None, what: str) -> None:
               "PEtab problem beside the file, else 10].")
 @click.option("--saves", type=click.IntRange(2, 100_000), default=51, show_default=True,
               help="Evenly spaced save points over (0, T).")  # fmt: skip
-@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
-              help="Set a parameter's value, a compartment's size or a species' initial "
-              "value in the SBML before the import (a stimulus the file leaves at 0 for its "
-              "PEtab conditions to set, e.g. --set il13_level=20); repeatable.")
+@sbml_set_option("settings", "")
 @click.option("--check/--no-check", "semantic", default=True, show_default=True,
               help="Check the import against the file: each differentiated parameter changed "
               "in the SBML, re-imported and solved, its difference of the loss compared with "
