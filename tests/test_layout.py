@@ -124,7 +124,7 @@ CLI_READS_TO_PRINT = {
 RUN_PATH = ("run", "run_plan")
 #: what the run path takes from ``cli/options.py``: errors, help texts, option decorators
 RUN_PATH_SHARED = {"UserError", "BACKEND_NAMES", "comma_list", "gradient_rtol_option",
-                   "load_limit_option"}  # fmt: skip
+                   "load_limit_option", "sbml_set_option"}  # fmt: skip
 
 
 def _reads_problems_or_backends(deps: set[str]) -> set[str]:
