@@ -69,13 +69,16 @@ SWEEP = "1e-4,1e-5,1e-6,1e-7,1e-8"
 #: gradient work-precision ladders (issue 53): from which rtol each library's gradient
 #: passes. Van der Pol at mu = 1e6: at rtol 1e-6 every gradient failed (2026-11-28: CVODES
 #: forward 2.8e3, AMICI 57, diffsol 13.7, Diffrax 0.88 against a reference error of 2.3e-7),
-#: so the stiff-capable libraries run down to 1e-10, each compiled one by forward
-#: sensitivities and its adjoint, Diffrax by its default adjoint, one cold process a case
-#: (the explicit two stop at the step bound in their first save interval at 1e-6 already)
+#: and CVODES still gave 7.7e-3 at 1e-10, so the stiff-capable libraries run down to 1e-12,
+#: each compiled one by forward sensitivities and its adjoint, Diffrax by its default
+#: adjoint; one cold process and 5 repeats a case, a 120 s budget, and a step bound of
+#: 400,000 (the problem's 40,000 is sized for 1e-6; a BDF's steps grow ~16x to 1e-12). The
+#: explicit two stop at the step bound in their first save interval at 1e-6 already
 GRADIENT_SWEEPS = {
-    "stiff-vanderpol": ["--tolerances", "1e-6,1e-7,1e-8,1e-9,1e-10", "-b",
+    "stiff-vanderpol": ["--tolerances", "1e-6,1e-7,1e-8,1e-9,1e-10,1e-11,1e-12", "-b",
                         "cvodes,diffsol,amici,diffrax", "--gradient",
-                        "forward,adjoint,RecursiveCheckpointAdjoint", "--cold", "1"],
+                        "forward,adjoint,RecursiveCheckpointAdjoint", "--cold", "1",
+                        "--repeats", "5", "--budget", "120", "--max-steps", "400000"],
 }
 #: ensemble sizes a 2-core CPU gets through in minutes (the files' ladders go to 65536)
 ENSEMBLE_SIZES = "1,16,256,4096"
@@ -186,12 +189,13 @@ def sh(*args: str, env: dict[str, str] | None = None) -> float:
 
 
 def run_env(key: str, folder: Path) -> dict[str, str] | None:
-    """A ladder's environment: one AMICI compiled-model cache (``folder``, fresh) for the
-    whole ladder, so that AMICI's first ladder compiles each rung's model cold (its TTFG
+    """A ladder's (and a gradient sweep's) environment: one AMICI compiled-model cache
+    (``folder``, fresh) for the whole ladder, so that AMICI's first ladder compiles each rung's model cold (its TTFG
     has the compile) and its other ladders (the other Jacobian kind and sensitivity
     method: the same C++ model) load it, their rows saying ``cache``, instead of four
     compiles a rung; None (inherit) elsewhere and where the user named a cache."""
-    if not key.startswith(("ladder ", "top ")) or os.environ.get("SCIML_BENCH_AMICI_CACHE"):
+    if (not key.startswith(("ladder ", "top ", "gradient sweep "))
+            or os.environ.get("SCIML_BENCH_AMICI_CACHE")):  # fmt: skip
         return None
     return {**os.environ, "SCIML_BENCH_AMICI_CACHE": str(folder)}
 
