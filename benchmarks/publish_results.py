@@ -23,7 +23,8 @@ figures, :data:`DRAWING_ONLY`; a ``-dirty`` commit is taken as its commit).
 ``--allow-stale`` publishes such files anyway, saying so.
 
 Each published run has a name: ``run`` (every single-trajectory problem at its default
-size), a ladder's problem name, ``ensembles``, ``sweep``, ``cnn`` and ``model NAME`` (a
+size), a ladder's problem name, ``ensembles``, ``sweep``, ``gradient sweep NAME`` (a
+gradient tolerance ladder, :data:`GRADIENT_SWEEPS`), ``cnn`` and ``model NAME`` (a
 real SBML model, :data:`MODELS`). ``--only NAME`` replaces that run's files
 (``published/files.json`` says which file came from which run) and its time in
 ``timings.json``, and keeps every other file.
@@ -65,6 +66,20 @@ GPU = RESULTS / "published-gpu"
 TIMINGS = RAW / "timings.json"
 #: the work-precision ladder shown for ROBER
 SWEEP = "1e-4,1e-5,1e-6,1e-7,1e-8"
+#: gradient work-precision ladders (issue 53): from which rtol each library's gradient
+#: passes. Van der Pol at mu = 1e6: at rtol 1e-6 every gradient failed (2026-11-28: CVODES
+#: forward 2.8e3, AMICI 57, diffsol 13.7, Diffrax 0.88 against a reference error of 2.3e-7),
+#: and CVODES still gave 7.7e-3 at 1e-10, so the stiff-capable libraries run down to 1e-12,
+#: each compiled one by forward sensitivities and its adjoint, Diffrax by its default
+#: adjoint; one cold process and 5 repeats a case, a 120 s budget, and a step bound of
+#: 400,000 (the problem's 40,000 is sized for 1e-6; a BDF's steps grow ~16x to 1e-12). The
+#: explicit two stop at the step bound in their first save interval at 1e-6 already
+GRADIENT_SWEEPS = {
+    "stiff-vanderpol": ["--tolerances", "1e-6,1e-7,1e-8,1e-9,1e-10,1e-11,1e-12", "-b",
+                        "cvodes,diffsol,amici,diffrax", "--gradient",
+                        "forward,adjoint,RecursiveCheckpointAdjoint", "--cold", "1",
+                        "--repeats", "5", "--budget", "120", "--max-steps", "400000"],
+}
 #: ensemble sizes a 2-core CPU gets through in minutes (the files' ladders go to 65536)
 ENSEMBLE_SIZES = "1,16,256,4096"
 #: the held-out accuracy whose time to reach the CNN rows record
@@ -174,12 +189,13 @@ def sh(*args: str, env: dict[str, str] | None = None) -> float:
 
 
 def run_env(key: str, folder: Path) -> dict[str, str] | None:
-    """A ladder's environment: one AMICI compiled-model cache (``folder``, fresh) for the
-    whole ladder, so that AMICI's first ladder compiles each rung's model cold (its TTFG
+    """A ladder's (and a gradient sweep's) environment: one AMICI compiled-model cache
+    (``folder``, fresh) for the whole ladder, so that AMICI's first ladder compiles each rung's model cold (its TTFG
     has the compile) and its other ladders (the other Jacobian kind and sensitivity
     method: the same C++ model) load it, their rows saying ``cache``, instead of four
     compiles a rung; None (inherit) elsewhere and where the user named a cache."""
-    if not key.startswith(("ladder ", "top ")) or os.environ.get("SCIML_BENCH_AMICI_CACHE"):
+    if (not key.startswith(("ladder ", "top ", "gradient sweep "))
+            or os.environ.get("SCIML_BENCH_AMICI_CACHE")):  # fmt: skip
         return None
     return {**os.environ, "SCIML_BENCH_AMICI_CACHE": str(folder)}
 
@@ -203,6 +219,7 @@ def planned_runs(problems: list[str], ensembles: list[str], ladders: list[str],
         **{f"top {n}": [n, *TOP_RUNGS[n]] for n in ladders if n in TOP_RUNGS},
         "ensembles": [*ensembles, "--sizes", ENSEMBLE_SIZES],
         "sweep": ["stiff-robertson", "--tolerances", SWEEP],
+        **{f"gradient sweep {n}": [n, *args] for n, args in GRADIENT_SWEEPS.items()},
         "cnn": ["cnn", "--quick", "--target-accuracy", CNN_TARGET, "--eval-every", "10"],
         **{f"model {n}": model_args(n, models_root) for n in MODELS},
     }
@@ -326,6 +343,17 @@ def ladder_times(t: dict[str, float]) -> str:
                    for top in [f"top {k.split(' ', 1)[1]}"])  # fmt: skip
 
 
+def gradient_sweep_lines() -> str:
+    return "".join(f"sciml-bench run {n} {shlex.join(args)} --out results/published\n"
+                   for n, args in GRADIENT_SWEEPS.items())  # fmt: skip
+
+
+def gradient_sweep_times(t: dict[str, float]) -> str:
+    """`` the gradient tolerance ladder of NAME x min,`` per such run timed."""
+    return "".join(f" the gradient tolerance ladder of {k.removeprefix('gradient sweep ')} "
+                   f"{v / 60:.1f} min," for k, v in t.items() if k.startswith("gradient sweep "))
+
+
 def model_lines(t: dict[str, float]) -> str:
     """The real models' runs published (timed in ``t``), each file under
     ``$SCIML_BENCH_MODELS`` (docs/real-models.md)."""
@@ -371,7 +399,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="regenerate the report from the files already there; run nothing")
     ap.add_argument("--only", action="append", default=[], metavar="NAME",
                     help="run only NAME again (repeatable): run, ensembles, sweep, cnn, a "
-                    "ladder's problem, or 'top PROBLEM' (a ladder's top rungs run again); every other "
+                    "ladder's problem, 'top PROBLEM' (a ladder's top rungs run again), 'gradient sweep "
+                    "PROBLEM' or 'model NAME'; every other "
                     "published file is kept")
     ap.add_argument("--out", type=Path, default=RESULTS,
                     help="where README.md and the report go, with published/ and "
@@ -412,13 +441,13 @@ Regenerate everything below with one command, `python benchmarks/publish_results
 sciml-bench run {' '.join(problems)} --out results/published
 {ladder_lines(ladders)}sciml-bench run {' '.join(ensembles)} --sizes {ENSEMBLE_SIZES} --out results/published
 sciml-bench run stiff-robertson --tolerances {SWEEP} --out results/published
-sciml-bench run cnn --quick --target-accuracy {CNN_TARGET} --eval-every 10 --out results/published
+{gradient_sweep_lines()}sciml-bench run cnn --quick --target-accuracy {CNN_TARGET} --eval-every 10 --out results/published
 {model_lines(t)}sciml-bench report results/published/*.h5{" $(find results/published-gpu -name '*.h5')" if gpu_files else ""} --out results
 ```
 
 The default run of every single-trajectory problem took {t["run"] / 60:.1f} min,{ladder_times(t)} the ensembles
 {t["ensembles"] / 60:.1f} min, the ROBER work-precision sweep
-{t["sweep"] / 60:.1f} min and the CNN quick baseline {t["cnn"] / 60:.1f} min.{model_times(t)}
+{t["sweep"] / 60:.1f} min,{gradient_sweep_times(t)} and the CNN quick baseline {t["cnn"] / 60:.1f} min.{model_times(t)}
 The raw HDF5 files are in `results/published/`; `report.html` is the same report as one
 self-contained page.
 {gpu_note(gpu_files)}

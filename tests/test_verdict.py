@@ -124,15 +124,21 @@ def test_the_json_record_and_the_cnn_verdict() -> None:
 def test_show_and_show_json_end_with_the_verdict() -> None:
     path = str(DATA / "results-v1-stiff-robertson.h5")
     text = subprocess.run([*SCIML, "show", path], capture_output=True, text=True, check=True).stdout
-    last = " ".join(text.rsplit("\nverdict", 1)[1].split())  # the last verdict, unwrapped
+    last = " ".join(text.rsplit("\nverdict", 1)[1].split("\ngradient passes")[0].split())
     assert last == ("(rtol 1e-08): diffrax Kvaerno4 RecursiveCheckpointAdjoint is the only row "
                     "with a passing gradient (steady gradient 112 ms, first gradient 9.47 s)")
     assert "verdict (rtol 1e-04): no backend produced a passing gradient" in text
     res = CliRunner().invoke(__import__("sciml_bench.cli.main", fromlist=["main"]).main,
                              ["show", path, "--json"])  # fmt: skip
     records = json.loads(res.output)
-    verdicts = [r for r in records if r["kind"] == "verdict"]
-    assert len(records) - len(verdicts) == len(store.read(path).records)
+    verdicts = [r for r in records if r.get("kind") == "verdict"]
+    (ladder,) = [r for r in records if r.get("kind") == "tolerance_ladder"]
+    assert len(records) - len(verdicts) - 1 == len(store.read(path).records)
+    # five tolerances: Diffrax passes from 1e-5 on (3.0e-4 at 1e-4), torchdiffeq nowhere
+    assert {x["label"]: x["passes_from"] for x in ladder["ladders"]} == {
+        "diffrax Kvaerno4 RecursiveCheckpointAdjoint": 1e-5, "torchdiffeq dopri5 backprop": None}
+    assert "RecursiveCheckpointAdjoint from rtol 1e-05 (1e-05: 3.0e-05; 1e-04: 3.0e-04)" in (
+        " ".join(text.split()))
     assert [v["rtol"] for v in verdicts] == [1e-4, 1e-5, 1e-6, 1e-7, 1e-8]
     assert verdicts[2]["steady_gradient"]["winner"]["backend"] == "diffrax"
 

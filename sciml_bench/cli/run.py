@@ -213,6 +213,7 @@ def run(**options: Any) -> None:
     counts rows whose gradient error is at most E instead of the pass tier.
     Under load (others' CPU above --load-limit cores) the winner is provisional,
     with the load and whose it was; when no row passes, the next step is said.
+    With several --tolerances a last line says from which rtol each gradient passes.
 
     \b
     Examples:

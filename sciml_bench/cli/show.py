@@ -21,7 +21,9 @@ def show(files: tuple[str, ...], as_json: bool, gradient_rtol: float | None,
     The header line gives the run's status (complete, interrupted by a signal,
     failed, or running while it runs), when it started and where; each table
     ends with its verdict (--json: records of kind "verdict" after the cases),
-    judged against --gradient-rtol: the accuracy your use needs, default the pass tier.
+    judged against --gradient-rtol: the accuracy your use needs, default the pass tier;
+    rows run at several tolerances (--tolerances) add from which rtol each library's
+    gradient passes (--json: kind "tolerance_ladder"; case records have no kind).
     Where every passing row was timed under load (others' CPU above --load-limit
     cores), the verdict names its winner as provisional, with the load it was
     timed under; --load-limit CORES accepts that load and makes it firm.
@@ -31,7 +33,7 @@ def show(files: tuple[str, ...], as_json: bool, gradient_rtol: float | None,
       sciml-bench show results/stiff-robertson-*.h5
       sciml-bench show results/run.h5 --gradient-rtol 1e-3
       sciml-bench show results/run.h5 --load-limit 1.7
-      sciml-bench show results/run.h5 --json | jq '.[] | select(.kind != "verdict") | {backend, status, ttfg_s}'
+      sciml-bench show results/run.h5 --json | jq '.[] | select(.kind == null) | {backend, status, ttfg_s}'
     """
     from sciml_bench.measure.noise import using_load_limit
 

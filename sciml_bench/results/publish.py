@@ -456,6 +456,23 @@ def verdict_blocks(recs: Sequence[dict[str, Any]], which: str = "whose gradient 
              + ("; faster rows left out are named with the reason:"
                 if any(v.left_out or v.loaded for v in found) else ":")),
         Notes([v.text().removeprefix("verdict").lstrip(" :") for v in found]),
+        *tolerance_blocks(recs, gradient_rtol),
+    ]  # fmt: skip
+
+
+def tolerance_blocks(recs: Sequence[dict[str, Any]],
+                     gradient_rtol: float | None = None) -> list[Block]:  # fmt: skip
+    """Where the rows ran at several tolerances: from which rtol each library's gradient
+    passes (:mod:`sciml_bench.results.tolerance_ladder`)."""
+    from sciml_bench.results import tolerance_ladder
+
+    found = tolerance_ladder.ladders(recs, gradient_rtol)
+    if not found:
+        return []
+    return [
+        Para("**From which tolerance each gradient passes** (at that rtol and every tighter "
+             "one run; the error at it and at the next looser rtol):"),
+        Notes([f"{x.problem}{x.where}: {x.body()}" for x in found]),
     ]  # fmt: skip
 
 

@@ -621,10 +621,14 @@ def verdict_lines(
 ) -> list[str]:  # fmt: skip
     """The verdict lines of one problem's rows (:mod:`sciml_bench.results.verdict`),
     judged against ``gradient_rtol`` (``--gradient-rtol``; None: the pass tier) and
-    ``load_limit`` (``--load-limit``; None: the limit in force)."""
-    from sciml_bench.results import verdict
+    ``load_limit`` (``--load-limit``; None: the limit in force), then, where the rows ran
+    at several tolerances, from which rtol each library's gradient passes
+    (:mod:`sciml_bench.results.tolerance_ladder`)."""
+    from sciml_bench.results import tolerance_ladder, verdict
 
-    return verdict.lines(records, gradient_rtol=gradient_rtol, load_limit=load_limit)
+    ladder = [textwrap.fill(line, width=100, subsequent_indent="    ")
+              for line in tolerance_ladder.lines(records, gradient_rtol)]  # fmt: skip
+    return verdict.lines(records, gradient_rtol=gradient_rtol, load_limit=load_limit) + ladder
 
 
 def json_records(
@@ -632,11 +636,14 @@ def json_records(
     load_limit: float | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """What ``--json`` prints: every case's :func:`json_record`, then the verdicts
-    (records with ``kind = "verdict"``; consumers of case rows skip them by kind)."""
-    from sciml_bench.results import verdict
+    (records with ``kind = "verdict"``) and the tolerance ladders (``kind =
+    "tolerance_ladder"``); case records carry no ``kind``, so consumers of case rows skip
+    the others by it."""
+    from sciml_bench.results import tolerance_ladder, verdict
 
-    return [json_record(r) for r in records] + verdict.json_records(records, gradient_rtol,
-                                                                    load_limit)  # fmt: skip
+    ladders = [x.to_json() for x in tolerance_ladder.ladders(records, gradient_rtol)]
+    return ([json_record(r) for r in records]
+            + verdict.json_records(records, gradient_rtol, load_limit) + ladders)  # fmt: skip
 
 
 def json_record(r: dict[str, Any]) -> dict[str, Any]:

@@ -388,7 +388,7 @@ def _error(r: dict[str, Any]) -> float | None:
     return float(e) if isinstance(e, int | float) and not isinstance(e, bool) else None
 
 
-def _accurate(r: dict[str, Any], rtol: float) -> bool:
+def accurate(r: dict[str, Any], rtol: float) -> bool:
     """``gradient_error <= rtol`` (NaN never is), against a reference able to judge it at
     that bound: its own error estimate at most ``rtol / 10``
     (:func:`~sciml_bench.measure.metrics.within`), the rule the tiers follow at theirs.
@@ -404,7 +404,7 @@ def _accurate(r: dict[str, Any], rtol: float) -> bool:
 
 def qualifies(r: dict[str, Any], rtol: float = PASS_TOL, load_limit: float | None = None) -> bool:
     """Whether an ODE row counts in a verdict (and in a ladder's summaries): ``ok``, its
-    gradient judged within ``rtol`` (:func:`_accurate`), not timed under load (others'
+    gradient judged within ``rtol`` (:func:`accurate`), not timed under load (others'
     CPU above ``load_limit`` cores; None: the limit in force, ``--load-limit``)."""
     return _qualifies_ode(r, rtol, load_limit)
 
@@ -421,7 +421,7 @@ def _has_gradient(r: dict[str, Any]) -> bool:
 
 
 def _qualifies_ode(r: dict[str, Any], rtol: float, limit: float | None = None) -> bool:
-    return r.get("status") == "ok" and _accurate(r, rtol) and not _loaded(r, limit)
+    return r.get("status") == "ok" and accurate(r, rtol) and not _loaded(r, limit)
 
 
 def _qualifies_cnn(r: dict[str, Any], _rtol: float, _limit: float | None = None) -> bool:
@@ -471,10 +471,10 @@ def _why_none_ode(rows: Sequence[dict[str, Any]], rtol: float = DEFAULT_GRADIENT
             return (f"gradients computed but not judged: {unjudged[0]['gradient_error_note']} "
                     f"(the rows with a gradient: {names})")  # fmt: skip
         return f"no backend computed a gradient (the rows that finished: {names})"
-    accurate = [r for r in scored if _accurate(r, rtol)]
-    if accurate:  # all of them loaded, or there would be a qualifying row
+    passing = [r for r in scored if accurate(r, rtol)]
+    if passing:  # all of them loaded, or there would be a qualifying row
         names = ", ".join(f"{label(r)} (others_cpu {others_load(r):.2f}{_times_of(r)})"
-                          for r in accurate)  # fmt: skip
+                          for r in passing)  # fmt: skip
         return (f"every row with {_short_of(rtol)} was timed under load (others_cpu above "
                 f"{load_limit_in_force() if limit is None else limit:g} cores) and none has timings to "
                 f"name a winner by: {names}; rerun them on an otherwise idle machine")
@@ -487,7 +487,7 @@ def _why_none_ode(rows: Sequence[dict[str, Any]], rtol: float = DEFAULT_GRADIENT
 def _fastest_near_miss(scored: Sequence[dict[str, Any]], best: dict[str, Any]) -> str:
     """``; the fastest within the warn tier: ...`` where that is not the most accurate row
     already named: the row a reader who can live with a ``warn`` gradient would take."""
-    near = [r for r in scored if _accurate(r, WARN_TOL)
+    near = [r for r in scored if accurate(r, WARN_TOL)
             and any(_finite(r.get(k)) for _, k in ODE_CRITERIA)]  # fmt: skip
     if not near:
         return ""
@@ -588,7 +588,7 @@ def _left_out(
     load are named apart)."""
     out = []
     for r in members:
-        if r.get("status") != "ok" or _accurate(r, rtol) or not _has_gradient(r):
+        if r.get("status") != "ok" or accurate(r, rtol) or not _has_gradient(r):
             continue
         faster = tuple(
             Faster(p.criterion, float(r[p.key]), float(p.winner[p.key]) / float(r[p.key]),
@@ -598,7 +598,7 @@ def _left_out(
         if faster:
             out.append(LeftOut(r, _why_left_out(r, rtol), faster))
     # the near misses (within the warn tier) first, as the reader's alternatives; then speed
-    return tuple(sorted(out, key=lambda x: (not _accurate(x.row, max(rtol, WARN_TOL)),
+    return tuple(sorted(out, key=lambda x: (not accurate(x.row, max(rtol, WARN_TOL)),
                                             -max(f.ratio for f in x.faster))))  # fmt: skip
 
 
@@ -623,10 +623,10 @@ def _verdict(problem: str, spec: _Kind, group: dict[str, Any], members: list[dic
     noun = spec.noun if rtol == DEFAULT_GRADIENT_RTOL else noun
     # rows that would qualify but for the load (the others are left out by their error)
     loaded = tuple(r for r in members
-                   if r.get("status") == "ok" and _accurate(r, rtol) and _loaded(r, limit))  # fmt: skip
+                   if r.get("status") == "ok" and accurate(r, rtol) and _loaded(r, limit))  # fmt: skip
     provisional = False
     if not good and loaded:  # never withhold the answer: the loaded rows' winner, provisional
-        heavy = [r for r in run_rows if r.get("status") == "ok" and _accurate(r, rtol)
+        heavy = [r for r in run_rows if r.get("status") == "ok" and accurate(r, rtol)
                  and _loaded(r, limit)] or list(loaded)  # fmt: skip
         picks = tuple(p for c, k in spec.criteria
                       if (p := _pick(list(loaded), c, k, heavy)) is not None)  # fmt: skip
