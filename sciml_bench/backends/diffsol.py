@@ -122,6 +122,7 @@ def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, A
     return {"solver": options.solver, "rtol": options.rtol, "atol": options.atol,
             "matrix_type": matrix_type(problem.n_state, options.extra.get("jacobian")),
             "sens_rtol": sr, "sens_atol": sa, "t0": float(problem.t_span[0]),
+            "min_timestep": MIN_TIMESTEP,
             "gradient": options.gradient_method, "max_steps": options.max_steps,
             "dtype": options.dtype, "layout": list(found) if found else None,
             "log_scaled": log_scaled(problem).tolist()}  # fmt: skip
@@ -137,6 +138,15 @@ def suite_order(settings: dict[str, Any]) -> np.ndarray | None:
     return np.arange(S * n).reshape(S, n).T.ravel()
 
 
+#: the smallest step diffsol may take. pydiffsol's default, 1e-13 in absolute time, stopped
+#: Van der Pol's first solve at t ~ 1e-14 from rtol 1e-8 on ("Step size is too small"),
+#: where its fast start needs smaller steps; CVODES (hmin 0) and SciPy set no floor. 1e-20
+#: binds only near t = 0 (elsewhere a step below eps |t| cannot move t anyway), so a
+#: solve that blows up still ends as `dt_underflow` at the time it reached (with no floor
+#: at all it ran on into non-finite values, the time lost)
+MIN_TIMESTEP = 1e-20
+
+
 def make_ode(code: str, settings: dict[str, Any]) -> Any:
     """``pydiffsol.Ode`` of the DiffSL ``code``, JIT-compiled, with the case's solver,
     matrices and tolerances (what :class:`DiffsolCase` runs and ``sciml-bench codegen
@@ -150,6 +160,7 @@ def make_ode(code: str, settings: dict[str, Any]) -> Any:
     sr, sa = settings["sens_rtol"], settings["sens_atol"]
     ode.sens_rtol, ode.sens_atol = sr, sa
     ode.param_rtol, ode.param_atol = sr, sa
+    ode.options.min_timestep = settings["min_timestep"]
     return ode
 
 
