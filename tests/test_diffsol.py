@@ -417,3 +417,35 @@ def test_robertson_groups_at_a_hundred_run_sparse_and_every_group_alike() -> Non
     # to the adjoint's own accuracy (2e-4 against the reference): the 300-state solve
     # takes its own steps (measured 1.5e-4 apart)
     np.testing.assert_allclose(g100, g10, rtol=1e-3)
+
+
+def test_van_der_pols_fast_start_is_not_stopped_by_a_step_floor() -> None:
+    """Van der Pol (mu = 1e6) at rtol 1e-9 starts with steps below 1e-13, pydiffsol's
+    default floor, which ended its first solve at t ~ 1e-14 (`dt_underflow`); with the
+    suite's floor (MIN_TIMESTEP) it reaches t = 6.3 and the trajectory matches SciPy's."""
+    from scipy.integrate import solve_ivp
+
+    from sciml_bench.backends.diffsol import MIN_TIMESTEP
+
+    p = spec.load("stiff-vanderpol")
+    # the solve alone: any observations make its fit loss (no reference needed)
+    problem = reference.compile_problem(p, None, np.zeros((len(p.t_save), 2)))
+    rtol = 1e-9
+    atol = rtol * p.atol / p.rtol
+    case = backends.get("diffsol").build(problem, CaseOptions("bdf", "forward", rtol, atol,
+                                                              p.max_steps))  # fmt: skip
+    assert case.ode.options.min_timestep == MIN_TIMESTEP < 1e-13
+    sol = case.solve(problem.theta0)
+    mu = float(problem.theta0[0])
+
+    def f(_t: float, u: np.ndarray) -> list[float]:
+        y, x = u
+        return [mu * ((1 - x * x) * y - x), y]
+
+    ref = solve_ivp(f, p.t_span, p.y0, method="Radau", t_eval=p.t_save, rtol=1e-10, atol=1e-13)
+    x, x_ref = np.asarray(sol.y)[:, 1], ref.y[1]
+    assert np.max(np.abs(x - x_ref)) < 1e-5  # x in [-2, 2]; jumps 0.05 from every save time
+    case.ode.options.min_timestep = 1e-13  # pydiffsol's default: the old failure
+    with pytest.raises(SolverFailure) as e:
+        case.solve(problem.theta0)
+    assert e.value.status == Status.DT_UNDERFLOW and e.value.t_reached < 1e-12

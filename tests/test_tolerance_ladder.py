@@ -49,6 +49,9 @@ def test_a_failed_row_or_an_unjudgeable_reference_is_no_pass() -> None:
     assert (c.passes_from, d.passes_from) == (None, None)
     assert c.text() == "c BDF forward at no rtol run (the smallest error 1.0e-02 at rtol 1e-06)"
     assert c.rungs[1].text() == "1e-09: max_steps"
+    (same,) = tolerance_ladder.ladders([row("g", 1e-6, None, status="max_steps"),
+                                        row("g", 1e-9, None, status="max_steps")])
+    assert same.ladders[0].text() == "g BDF forward at no rtol run (max_steps at every one)"
     # a looser bound (--gradient-rtol) judges d at 1e-9, where the reference can; c's
     # 1e-2 at 1e-6 is within it, but its failed 1e-9 row still stops it being "from 1e-6"
     (loose,) = tolerance_ladder.ladders(rows, gradient_rtol=2e-2)

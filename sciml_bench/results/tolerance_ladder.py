@@ -78,6 +78,9 @@ class Ladder:
     def _best(self) -> str:
         scored = [r for r in self.rungs if r.error is not None and math.isfinite(r.error)]
         if not scored:
+            statuses = {r.status for r in self.rungs}
+            if len(statuses) == 1:  # one reason at every rung: said once
+                return f"{statuses.pop()} at every one"
             return "; ".join(r.text() for r in self.rungs)
         best = min(scored, key=lambda r: r.error or 0.0)
         return f"the smallest error {best.error:.1e} at rtol {verdict._sci(best.rtol)}"
