@@ -120,6 +120,16 @@ def test_only_the_rungs_that_miss_are_faint_and_named() -> None:
     plots._plt().close(fig)
 
 
+def test_a_long_ladder_names_its_misses_as_ranges() -> None:
+    """Seven rungs (Van der Pol's gradient ladder) stay one short legend entry: runs of
+    one reason as ranges, not one clause per rung."""
+    rtols = ["1e-06", "1e-07", "1e-08", "1e-09", "1e-10", "1e-11", "1e-12"]
+    tiers = ["fail, under load", "fail", "fail", "fail", "warn", "warn", ""]
+    assert styles.tier_note(list(zip(rtols, tiers, strict=True)), "rtol") == (
+        " (fail, under load at rtol=1e-06; fail at rtol=1e-07 to 1e-09; warn at rtol=1e-10, "
+        "1e-11)")
+
+
 def test_twelve_lines_stay_in_one_row() -> None:
     rows = [r for r in _ladder() if r["backend"] in ("diffrax", "diffsol")
             and r["gradient_method"] in METHODS[:6]]  # fmt: skip

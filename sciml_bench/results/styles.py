@@ -112,13 +112,30 @@ def tier(r: Mapping[str, Any], time_key: str, gradient_rtol: float | None = None
 def tier_note(tiers: Sequence[tuple[Any, str]], size_name: str = "n") -> str:
     """The legend's suffix for a line's points (x, tier): ``""`` where all qualify,
     ``" (fail)"`` where none does for one reason, else each that does not
-    (``" (fail at n=1000)"``, ``" (under load at n=8; warn at n=32)"``)."""
+    (``" (fail at n=1000)"``, ``" (under load at n=8; warn at n=32)"``), consecutive
+    points of one reason as a range (``" (fail at rtol=1e-06 to 1e-09; warn at rtol=1e-10
+    to 1e-12)"``), so that a seven-rung ladder's legend stays one short line."""
     bad = [(x, t) for x, t in tiers if t]
     if not bad:
         return ""
     if len(bad) == len(tiers) and len({t for _, t in bad}) == 1:
         return f" ({bad[0][1]})"
-    return " (" + "; ".join(f"{t} at {size_name}={x}" for x, t in bad) + ")"
+    return " (" + "; ".join(f"{t} at {size_name}={xs}" for t, xs in _stretches(tiers)) + ")"
+
+
+def _stretches(tiers: Sequence[tuple[Any, str]]) -> list[tuple[str, str]]:
+    """Consecutive points of one non-empty reason, as (reason, ``x`` or ``"x1 to x2"``,
+    or ``"x1, x2"`` for two)."""
+    out: list[tuple[str, list[Any]]] = []
+    prev = ""
+    for x, t in tiers:
+        if t and t == prev:
+            out[-1][1].append(x)
+        elif t:
+            out.append((t, [x]))
+        prev = t
+    return [(t, f"{xs[0]} to {xs[-1]}" if len(xs) > 2 else ", ".join(str(x) for x in xs))
+            for t, xs in out]  # fmt: skip
 
 
 def draw_line(ax: Any, x: Sequence[float], y: Sequence[float], good: Sequence[bool],
