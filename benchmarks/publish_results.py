@@ -190,10 +190,11 @@ def sh(*args: str, env: dict[str, str] | None = None) -> float:
 
 def run_env(key: str, folder: Path) -> dict[str, str] | None:
     """A ladder's (and a gradient sweep's) environment: one AMICI compiled-model cache
-    (``folder``, fresh) for the whole ladder, so that AMICI's first ladder compiles each rung's model cold (its TTFG
-    has the compile) and its other ladders (the other Jacobian kind and sensitivity
-    method: the same C++ model) load it, their rows saying ``cache``, instead of four
-    compiles a rung; None (inherit) elsewhere and where the user named a cache."""
+    (``folder``, fresh) for the whole ladder, so that AMICI's first ladder compiles each
+    rung's model cold (its TTFG has the compile) and its other ladders (the other Jacobian
+    kind and sensitivity method: the same C++ model) load it, their rows saying ``cache``,
+    instead of four compiles a rung; None (inherit) elsewhere and where the user named a
+    cache."""
     if (not key.startswith(("ladder ", "top ", "gradient sweep "))
             or os.environ.get("SCIML_BENCH_AMICI_CACHE")):  # fmt: skip
         return None
