@@ -90,3 +90,15 @@ def test_show_prints_the_ladder_and_json_gives_its_record(tmp_path) -> None:
     assert [r["passes"] for r in lad["ladders"][0]["rungs"]] == [False, True, True]
     assert len([r for r in recs if r.get("kind") not in ("verdict", "tolerance_ladder")]) == 3
     assert table.verdict_lines(rows)[-1].startswith("gradient passes")
+
+
+def test_the_summary_names_who_passes_from_which_rtol_on_that_rtols_line() -> None:
+    """The report's opening table carries the ladder's answer: on the line of the rtol from
+    which a library passes (and only there), its name."""
+    from sciml_bench.results import summary
+
+    rows = [row("a", 1e-6, 2.8e3), row("a", 1e-8, 3e-5), row("a", 1e-10, 2e-6),
+            row("b", 1e-6, 0.5), row("b", 1e-8, 4e-3), row("b", 1e-10, 5e-5)]  # fmt: skip
+    cells = {line.comparison: line.crossover for line in summary.lines(rows)}
+    assert cells == {"rtol 1e-06": "", "rtol 1e-08": "gradient passes from this rtol on: a BDF forward",
+                     "rtol 1e-10": "gradient passes from this rtol on: b BDF forward"}  # fmt: skip

@@ -13,7 +13,9 @@ training for CNN rows), read as
 - **crossover**, on a ladder's lines (rows with a ``size``): where the verdict's winner
   changes between rungs, bounded by the rungs as an interval ``(a, b]`` and written on
   the line of rung ``b``; on a ladder whose parameter count P grows, also each library's
-  forward/adjoint crossover (:func:`sciml_bench.results.gradient_scaling.library_crossovers`).
+  forward/adjoint crossover (:func:`sciml_bench.results.gradient_scaling.library_crossovers`);
+  on rows run at several tolerances, the libraries whose gradient passes from that line's
+  rtol on (:func:`tolerance_starts`).
 
 Nothing here judges anew: the words are the verdict's picks and floors, so the summary
 cannot disagree with the verdict printed under each table.
@@ -25,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sciml_bench.results import gradient_scaling, verdict
+from sciml_bench.results import gradient_scaling, tolerance_ladder, verdict
 from sciml_bench.results.growth import sci
 
 COLUMNS = ("problem", "comparison", "verdict", "winner", "steady gradient", "× runner-up",
@@ -201,6 +203,27 @@ def _in(r: Mapping[str, Any], group: Mapping[str, Any]) -> bool:
     return all(r.get(k) == v for k, v in group.items() if k != "_size_name")
 
 
+def tolerance_starts(records: Sequence[dict[str, Any]], found: Sequence[verdict.Verdict],
+                     gradient_rtol: float | None = None) -> dict[int, str]:  # fmt: skip
+    """Where rows ran at several tolerances: on the line of the rtol from which a library's
+    gradient passes (:mod:`~sciml_bench.results.tolerance_ladder`), ``passes from here on:
+    LABELS``, so that a tolerance ladder's answer is in the summary, not only under its
+    table."""
+    out: dict[int, list[str]] = {}
+    for lad in tolerance_ladder.ladders(records, gradient_rtol):
+        for x in lad.ladders:
+            start = next((r for r in records if x.passes_from is not None
+                          and r.get("rtol") == x.passes_from and r.get("problem") == lad.problem
+                          and r.get("_run") == lad.group.get("_run")
+                          and verdict.label({**r, "_run": None}) == x.label), None)  # fmt: skip
+            i = next((k for k, v in enumerate(found) if start is not None
+                      and v.problem == lad.problem and _in(start, v.group)), None)  # fmt: skip
+            if i is not None:
+                out.setdefault(i, []).append(x.label)
+    return {i: "gradient passes from this rtol on: " + ", ".join(names)
+            for i, names in out.items()}  # fmt: skip
+
+
 def lines(records: Sequence[dict[str, Any]], machine: str = "",
           gradient_rtol: float | None = None) -> list[Line]:  # fmt: skip
     """The summary lines of one problem's rows on one machine (``machine``: its short name,
@@ -208,10 +231,12 @@ def lines(records: Sequence[dict[str, Any]], machine: str = "",
     found = verdict.verdicts(records, gradient_rtol)
     changes = winner_changes(found)
     modes = mode_crossovers(records, found, gradient_rtol)
+    starts = tolerance_starts(records, found, gradient_rtol)
     out = []
     for i, v in enumerate(found):
         cross = [changes[i]] if i in changes else []
         cross += modes.get(i, [])
+        cross += [starts[i]] if i in starts else []
         base = line(v, machine)
         out.append(Line(*base.cells()[:-1], crossover="; ".join(cross)))
     return out
