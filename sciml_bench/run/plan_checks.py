@@ -43,7 +43,7 @@ def known_backends(asked: Sequence[str], cnn_variants: Sequence[str]) -> list[st
 def stiff_capable(o: RunOptions, names: list[str], say: Say) -> list[str]:
     """A run of ``--sbml`` models alone, with no backend named, leaves out the libraries
     with no stiff solver (an import is stiff by default; their explicit solvers spend the
-    budget or the step bound on every such model, docs/real-models.md, "The six models",
+    budget or the step bound on every such model, docs/real-models.md, "The seven models",
     "Why the budgets"), saying so; named with ``-b`` they run."""
     from sciml_bench import backends
 
