@@ -65,6 +65,7 @@ COVERED = {
     "noise_floor.py": "test_noise_floor_identical_rows_and_their_false_winners",
     "process_split.py": "test_process_split_prints_each_variants_modes",
     "cvodes_proxy.py": "test_cvodes_proxy_pairs_casadi_and_amici_rows",
+    "blas_threads.py": "test_blas_threads_prints_both_sides",
 }
 
 
@@ -169,6 +170,16 @@ def test_bare_twins_run_on_their_config(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
         got = json.loads(_ok(r).strip().splitlines()[-1])
         assert len(got["solve"]) == len(got["grad"]) == 2 and min(got["grad"]) > 0, script
+
+
+def test_blas_threads_prints_both_sides() -> None:
+    """One size and the smallest reference (the one-state decay's)."""
+    out = _ok(bench("blas_threads.py", "--sizes", "32", "--problem", DECAY))
+    row = next(ln.split() for ln in out.splitlines() if ln.strip().startswith("32 "))
+    assert all(float(x) > 0 for x in row[1:] if x != "/"), row
+    m = re.search(r"decay \(1 state\): reference build on one BLAS "
+                  r"thread ([\d.]+) s wall, ([\d.]+) s CPU; on the default ([\d.]+) s wall", out)
+    assert m and all(float(g) > 0 for g in m.groups()), out
 
 
 @pytest.mark.slow

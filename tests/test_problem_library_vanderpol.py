@@ -7,9 +7,13 @@ the other problems' runs instead of after them.
 
 The run is the shipped problem cut to its first relaxation jump (t in (0, 1.3), five save
 points, each >= 0.1 from the jump at t = 0.807): the same equations, parameters, tolerances,
-step bound and reference settings, so the same hard fold for Diffrax's gradient, for a
-reference of about 30 s instead of about 90 (the full problem's seven jumps run in the
-published main run, ``benchmarks/publish_results.py``).
+step bound and reference solution settings, so the same hard fold for Diffrax's gradient
+(the full problem's seven jumps run in the published main run,
+``benchmarks/publish_results.py``). The reference's gradient pair runs at rtol 1e-9 and 1e-8
+(``gradient_rtol = 1e-9``) instead of the shipped 1e-10 and 1e-9: measured 2026-12-07 on the
+2-core machine, the reference took 7 s instead of 38 s, its error estimate 8.0e-7 (1.4e-6
+at 1e-10, where the central-difference check bounds it), and Diffrax's row the same error
+(0.547) and tier (fail).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ CUT = {
     'name = "stiff-vanderpol"': 'name = "stiff-vanderpol-first-jump"',
     "span = [0.0, 6.3]": "span = [0.0, 1.3]",
     "save = { linspace = [0.1, 6.3, 32] }": "save = { linspace = [0.1, 1.3, 5] }",
+    "gradient_rtol = 1.0e-10": "gradient_rtol = 1.0e-9",
 }
 
 

@@ -54,6 +54,7 @@ from sciml_bench.problem import codegen
 from sciml_bench.problem import ensemble as ens
 from sciml_bench.problem import reference as single
 from sciml_bench.problem.adjoint import AdjointError, adjoint_gradient
+from sciml_bench.problem.blas_threads import serial_blas_when_small
 from sciml_bench.problem.gradient_measures import judged_scale, norm_error
 from sciml_bench.problem.reference_gradient import (
     FullGradient,
@@ -399,6 +400,7 @@ def _gradient_tolerances(problem: Problem, rtol: float, atol: float) -> tuple[fl
     return g, atol * g / rtol
 
 
+@serial_blas_when_small
 def build(problem: Problem, cache: Path | None = None) -> EnsembleReference:
     """Compute the sample reference from scratch (observations may come from the cache)."""
     if problem.ensemble is None:

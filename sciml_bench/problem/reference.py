@@ -56,6 +56,7 @@ import numpy as np
 
 from sciml_bench.problem import codegen
 from sciml_bench.problem.adjoint import AdjointError
+from sciml_bench.problem.blas_threads import serial_blas_when_small
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.gradient_measures import judged_scale, norm_error
 from sciml_bench.problem.loss import loss_arrays
@@ -788,6 +789,7 @@ def _fd_check(
     return _Check(kind, directional_agreement(g, w, d), directions=w, derivatives=d)
 
 
+@serial_blas_when_small
 def build(problem: Problem) -> Reference:
     """Compute the reference from scratch (no cache). A solver failure at θ₀, or in the
     truth model, raises :class:`ReferenceError` (with the observations made so far)."""

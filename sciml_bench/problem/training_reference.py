@@ -39,6 +39,7 @@ import numpy as np
 
 from sciml_bench.problem import reference as single
 from sciml_bench.problem.adjoint import AdjointError, adjoint_gradient
+from sciml_bench.problem.blas_threads import serial_blas_when_small
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.gradient_measures import judged_scale, norm_error
 from sciml_bench.problem.sensitivity import Sensitivities, SensitivityError
@@ -90,6 +91,7 @@ class TrainingReference:
         return asdict(self)
 
 
+@serial_blas_when_small
 def build(problem: Problem, ref: single.Reference, training: Training) -> TrainingReference:
     """Run the reference loop for ``training.compared`` iterations (no cache), then each
     check iterate's gradient's own error (:func:`iterate_error`)."""
