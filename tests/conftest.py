@@ -8,6 +8,9 @@ import os
 from pathlib import Path
 
 import pytest
+from threadpoolctl import threadpool_limits
+
+from sciml_bench.run.executor import thread_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,6 +20,17 @@ ROOT = Path(__file__).resolve().parent.parent
 # never meet both: roadrunner runs in its workers and the main process, TF in CNN workers.
 if importlib.util.find_spec("roadrunner") is not None:
     import roadrunner  # noqa: F401
+
+
+#: Two test processes share the machine's two cores (``-n 2``, pyproject.toml): each of them,
+#: and every process it starts, computes on one thread unless a test asks for more
+#: (``--threads``), so that no framework's pool spins waiting for a core the other process
+#: holds. Set before any framework loads in this process or its children (the variables)
+#: and for the BLAS already loaded here (threadpoolctl). Measured: docs/testing.md, "One
+#: thread per test process".
+SUITE_THREADS = thread_env(1, os.environ.get("XLA_FLAGS", ""))
+os.environ.update(SUITE_THREADS)
+_ONE_THREAD = threadpool_limits(limits=1)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -419,6 +419,7 @@ def test_robertson_groups_at_a_hundred_run_sparse_and_every_group_alike() -> Non
     np.testing.assert_allclose(g100, g10, rtol=1e-3)
 
 
+@pytest.mark.slow  # several seconds: two real solves (docs/testing.md)
 def test_van_der_pols_fast_start_is_not_stopped_by_a_step_floor() -> None:
     """Van der Pol (mu = 1e6) at rtol 1e-9 starts with steps below 1e-13, pydiffsol's
     default floor, which ended its first solve at t ~ 1e-14 (`dt_underflow`); with the

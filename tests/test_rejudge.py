@@ -156,6 +156,7 @@ def test_rejudge_json_and_the_new_files_header(robertson: dict[str, Any]) -> Non
     assert run.environment["rejudged"]["from"] == str(path)
 
 
+@pytest.mark.slow  # several seconds: two reference builds (docs/testing.md)
 def test_a_ladder_gets_one_reference_per_size(tmp_path: Path) -> None:
     """Rows of stiff-robertson-groups at sizes 1 and 2, each rebuilt at its size."""
     base = spec.load("stiff-robertson-groups")
