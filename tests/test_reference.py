@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -48,6 +49,31 @@ def test_gradient_is_not_degenerate_and_loss_positive(rober_ref: reference.Refer
     # log-space components are all of a meaningful size (sum(y) would give zeros)
     scaled = np.abs(np.asarray(rober_ref.gradient) * np.asarray([0.04, 3e7, 1e4]))
     assert scaled.min() > 1e-6 * scaled.max()
+
+
+#: two processes asking for one reference at once: each prints whether it read the cache
+_TWO_ASK = """
+import sys
+from sciml_bench.problem import reference, spec
+ref = reference.get(spec.load("stiff-robertson"))
+print("cached" if ref.cached else "built", ref.cache_path)
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_asking_for_one_reference_build_it_once(tmp_path: Path) -> None:
+    """Started together on an empty cache, the second waits on the first's build (the
+    entry's lock) and reads it: one 'built', one 'cached' (ROBER's reference takes about 3 s
+    here, longer than the processes' starts differ; without the lock both built it)."""
+    env = {**os.environ, "SCIML_BENCH_CACHE": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", _TWO_ASK], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]  # fmt: skip
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
+    said = sorted(out.split()[0] for out, _ in outs)
+    assert said == ["built", "cached"], outs
+    assert len({out.split()[1] for out, _ in outs}) == 1  # one entry, one path
 
 
 @pytest.mark.slow

@@ -452,15 +452,17 @@ def get(problem: Problem, refresh: bool = False, cache: Path | None = None) -> E
     """The cached sample reference for ``problem``'s ensemble, built on a miss."""
     assert problem.ensemble is not None, "get() needs a problem with [ensemble]"
     path = (cache or single.cache_dir()) / cache_name(problem)
-    if not refresh:
-        ref = single._read(path, EnsembleReference)
-        if ref is not None:
-            ref.cache_path = str(path)
-            return ref  # type: ignore[no-any-return]
-    ref = build(problem, cache)
-    try:
-        single._write(path, ref)
-        ref.cache_path = str(path)
-    except OSError as e:
-        warnings.warn(f"could not cache the ensemble reference at {path}: {e}", stacklevel=2)
-    return ref
+    ref = None if refresh else single._read(path, EnsembleReference)
+    if ref is None:
+        with single.build_lock(path):
+            ref = None if refresh else single._read(path, EnsembleReference)
+            if ref is None:
+                ref = build(problem, cache)
+                try:
+                    single._write(path, ref)
+                except OSError as e:
+                    warnings.warn(f"could not cache the ensemble reference at {path}: {e}",
+                                  stacklevel=2)  # fmt: skip
+                    return ref  # type: ignore[no-any-return]
+    ref.cache_path = str(path)
+    return ref  # type: ignore[no-any-return]

@@ -39,7 +39,9 @@ missing reference is never cached.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import math
@@ -47,7 +49,7 @@ import os
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -1046,22 +1048,40 @@ def _write(path: Path, ref: Any) -> None:
         raise
 
 
-def get(problem: Problem, refresh: bool = False, cache: Path | None = None) -> Reference:
-    """The cached reference for ``problem``, built on a miss or when ``refresh``;
-    ``cached`` and ``cache_path`` say which, and where."""
-    path = (cache or cache_dir()) / f"{_key(problem)}.json"
-    if not refresh:
-        ref = _read(path)
-        if ref is not None:
-            ref.cache_path = str(path)
-            return ref  # type: ignore[no-any-return]
-    ref = build(problem)
+@contextlib.contextmanager
+def build_lock(path: Path) -> Iterator[None]:
+    """Held while this process builds the cache entry ``path``: a second process (two
+    runs started side by side, the test suite's two processes) asking for the same entry
+    waits, then reads the first's instead of building it again. Released if the holder
+    dies (``flock``); where the lock file cannot be made, nothing is held."""
     try:
-        _write(path, ref)
-        ref.cache_path = str(path)
-    except OSError as e:
-        warnings.warn(f"could not cache the reference at {path}: {e}", stacklevel=2)
-    return ref
+        f = open(path.with_name(path.name + ".lock"), "w")  # noqa: SIM115
+    except OSError:
+        yield
+        return
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def get(problem: Problem, refresh: bool = False, cache: Path | None = None) -> Reference:
+    """The cached reference for ``problem``, built on a miss or when ``refresh`` (one
+    build at a time per entry: :func:`build_lock`); ``cached`` and ``cache_path`` say
+    which, and where."""
+    path = (cache or cache_dir()) / f"{_key(problem)}.json"
+    ref = None if refresh else _read(path)
+    if ref is None:
+        with build_lock(path):
+            ref = None if refresh else _read(path)  # built while this process waited
+            if ref is None:
+                ref = build(problem)
+                try:
+                    _write(path, ref)
+                except OSError as e:
+                    warnings.warn(f"could not cache the reference at {path}: {e}", stacklevel=2)
+                    return ref  # type: ignore[no-any-return]
+    ref.cache_path = str(path)
+    return ref  # type: ignore[no-any-return]
 
 
 def get_or_missing(
