@@ -169,9 +169,9 @@ def _quadrature(
     lsol: Callable[[Any], np.ndarray], ts: np.ndarray,
 ) -> np.ndarray:
     """``Σ_steps Σ_k w_k F(t_k)ᵀ λ(t_k)`` over the backward solve's steps ``ts``
-    (descending), Gauss–Legendre on each. Both dense outputs are read at many nodes per call
-    (one call per node was a third of ROBER-UDE's training-reference check), in blocks of
-    at most :data:`_READ_BLOCK` values."""
+    (descending), Gauss–Legendre on each. Both dense outputs are read at many nodes per call,
+    in blocks of at most :data:`_READ_BLOCK` values, not once per node (each call searches
+    the solution's steps and builds its interpolant: docs/testing.md has the time saved)."""
     x, w = np.polynomial.legendre.leggauss(GAUSS_NODES)
     a, b = np.asarray(ts[1:]), np.asarray(ts[:-1])  # each step [a, b], a < b
     half = 0.5 * (b - a)

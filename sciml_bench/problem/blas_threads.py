@@ -3,14 +3,11 @@
 A reference of a few dozen states spends its time in LAPACK calls on ``n x n`` matrices
 (``getrf``/``getrs`` in every BDF and Radau step, ``gemm`` in the sensitivities) far too
 small for a second thread to help, yet OpenBLAS wakes its pool for some of them and its
-threads spin after each call. Measured on this project's 2-core machine (2026-12-07),
-POLLU's reference (20 states, 25 parameters) in one process: 20.3 s of wall and 29.9 s of
-CPU with OpenBLAS's default threads, 19.9 s of both with one; beside another busy process
-(the test suite's two), 62 s against 22 s. ``getrf`` alone gains nothing from a second
-thread up to n = 1024 here and costs up to three times the CPU from n = 256
-(``benchmarks/blas_threads.py`` prints the table), so up to :data:`SERIAL_MAX_STATES`
-states a reference runs on one BLAS thread; larger ones keep the library's default,
-which a many-core machine may use.
+threads spin after each call: CPU that another process on the machine (a run's workers,
+the test suite's other process) needed. Up to :data:`SERIAL_MAX_STATES` states a reference
+therefore runs on one BLAS thread; larger ones keep the library's default, which a
+many-core machine may use. ``python benchmarks/blas_threads.py`` measures both sides
+(``getrf`` per size, a reference build); the figures are in ``docs/measurements.md``.
 """
 
 from __future__ import annotations
