@@ -43,7 +43,6 @@ import dataclasses
 import os
 import tempfile
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -452,17 +451,5 @@ def get(problem: Problem, refresh: bool = False, cache: Path | None = None) -> E
     """The cached sample reference for ``problem``'s ensemble, built on a miss."""
     assert problem.ensemble is not None, "get() needs a problem with [ensemble]"
     path = (cache or single.cache_dir()) / cache_name(problem)
-    ref = None if refresh else single._read(path, EnsembleReference)
-    if ref is None:
-        with single.build_lock(path):
-            ref = None if refresh else single._read(path, EnsembleReference)
-            if ref is None:
-                ref = build(problem, cache)
-                try:
-                    single._write(path, ref)
-                except OSError as e:
-                    warnings.warn(f"could not cache the ensemble reference at {path}: {e}",
-                                  stacklevel=2)  # fmt: skip
-                    return ref  # type: ignore[no-any-return]
-    ref.cache_path = str(path)
-    return ref  # type: ignore[no-any-return]
+    return single.cached(path, EnsembleReference, refresh, lambda: build(problem, cache),
+                         "ensemble reference")  # type: ignore[no-any-return]  # fmt: skip

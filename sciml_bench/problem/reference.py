@@ -1064,24 +1064,39 @@ def build_lock(path: Path) -> Iterator[None]:
         yield
 
 
+def cached(
+    path: Path, cls: Any, refresh: bool, make: Callable[[], Any], what: str,
+    keep: Callable[[Any], bool] = lambda _: True,
+) -> Any:  # fmt: skip
+    """The cache entry ``path`` read as ``cls``; on a miss (or when ``refresh``) made by
+    ``make`` under :func:`build_lock`, reading instead what another process built while this
+    one waited, and written where ``keep`` says so (a failed write warns, naming ``what``).
+    ``cache_path``, where ``cls`` has one, names the file the entry lies in."""
+    found = None if refresh else _read(path, cls)
+    if found is None:
+        with build_lock(path):
+            found = None if refresh else _read(path, cls)  # built while this one waited
+            if found is None:
+                made = make()
+                if not keep(made):
+                    return made
+                try:
+                    _write(path, made)
+                except OSError as e:
+                    warnings.warn(f"could not cache the {what} at {path}: {e}", stacklevel=3)
+                    return made
+                found = made
+    if hasattr(found, "cache_path"):
+        found.cache_path = str(path)
+    return found
+
+
 def get(problem: Problem, refresh: bool = False, cache: Path | None = None) -> Reference:
     """The cached reference for ``problem``, built on a miss or when ``refresh`` (one
-    build at a time per entry: :func:`build_lock`); ``cached`` and ``cache_path`` say
-    which, and where."""
+    build at a time per entry: :func:`cached`); ``cached`` and ``cache_path`` say which,
+    and where."""
     path = (cache or cache_dir()) / f"{_key(problem)}.json"
-    ref = None if refresh else _read(path)
-    if ref is None:
-        with build_lock(path):
-            ref = None if refresh else _read(path)  # built while this process waited
-            if ref is None:
-                ref = build(problem)
-                try:
-                    _write(path, ref)
-                except OSError as e:
-                    warnings.warn(f"could not cache the reference at {path}: {e}", stacklevel=2)
-                    return ref  # type: ignore[no-any-return]
-    ref.cache_path = str(path)
-    return ref  # type: ignore[no-any-return]
+    return cached(path, Reference, refresh, lambda: build(problem), "reference")  # type: ignore[no-any-return]
 
 
 def get_or_missing(

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,19 +194,7 @@ def get(
     """The cached reference curve of ``problem`` under ``training``, built on a miss."""
     folder = cache or single.cache_dir()
     path = folder / f"{single._key(problem)}-training-k{training.compared}-v{VERSION}.json"
-    found = None if refresh else single._read(path, TrainingReference)
-    if found is not None:
-        return found  # type: ignore[no-any-return]
-    with single.build_lock(path):
-        found = None if refresh else single._read(path, TrainingReference)
-        if found is not None:  # built while this process waited
-            return found  # type: ignore[no-any-return]
-        out = build(problem, ref, training)
-        if out.stopped:  # not cached: a failed solve may be this machine's, not the problem's
-            return out
-        try:
-            single._write(path, out)
-        except OSError as e:
-            warnings.warn(f"could not cache the training reference at {path}: {e}",
-                          stacklevel=2)  # fmt: skip
-    return out
+    # a stopped curve is not cached: a failed solve may be this machine's, not the problem's
+    return single.cached(path, TrainingReference, refresh,  # type: ignore[no-any-return]
+                         lambda: build(problem, ref, training), "training reference",
+                         keep=lambda out: not out.stopped)  # fmt: skip
