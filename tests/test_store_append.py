@@ -234,3 +234,17 @@ def test_read_while_the_writer_has_it_open(tmp_path: Path) -> None:
     assert run.meta["interrupted_by"] == "SIGTERM" and len(run.records) == 4
     w.close()
     assert len(store.read(path).records) == 4
+
+
+def test_the_file_renamed_into_place_already_has_its_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader polling a run's folder (tests/test_faults.py's interrupt tests) can open the
+    file between its rename into place and the writer's first commit: it is a results file
+    then, with its header and no case, never "not a sciml-bench results file"."""
+    monkeypatch.setattr(store.ResultsWriter, "_append", lambda self: None)  # stop there
+    store.ResultsWriter(tmp_path / "run.h5", {"python": "3.11"}, "sciml-bench run x")
+    run = store.read(tmp_path / "run.h5")
+    assert (run.meta["format"], run.meta["status"], run.meta["command"]) == (
+        store.FORMAT, "running", "sciml-bench run x")
+    assert run.environment == {"python": "3.11"} and run.records == []

@@ -188,14 +188,17 @@ class ResultsWriter:
     def _create(self) -> None:
         import h5py
 
-        # The empty run is written whole and renamed into place, so the path never holds
-        # half a header. Not mkstemp: its 0600 would survive the rename, and colleagues on
-        # a shared machine could not read the results; h5py creates it, the umask applies.
+        # The empty run, its header included, is written whole and renamed into place, so
+        # the path never holds half a header (a reader polling a run's folder once found the
+        # file renamed in before its format attribute). Not mkstemp: its 0600 would survive
+        # the rename, and colleagues on a shared machine could not read the results; h5py
+        # creates it, the umask applies.
         tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(6)}.tmp")
         try:
             with h5py.File(tmp, "x", libver=LIBVER) as f:
                 f.create_group("environment")
                 f.create_group("cases")
+                self._write_header(f)
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
@@ -214,10 +217,7 @@ class ResultsWriter:
         if self._file is None:
             raise ValueError(f"{self.path}: the results file is closed")
         f = self._file
-        self._set_attrs(f.attrs, "/", self.meta, lambda v: v)
-        env = json.dumps
-        self._set_attrs(f["environment"].attrs, "env", self.environment,
-                        lambda v: env(v, default=_json_default))  # fmt: skip
+        self._write_header(f)
         cases = f["cases"]
         for i in range(self._written, len(self.records)):
             _write_record(cases.create_group(f"{i:06d}"), self.records[i])
@@ -225,6 +225,13 @@ class ResultsWriter:
         assert self._journal is not None
         self._journal.commit(len(self.records))
         self._written = len(self.records)
+
+    def _write_header(self, f: Any) -> None:
+        """The run's attributes and its environment, where they changed since last written."""
+        self._set_attrs(f.attrs, "/", self.meta, lambda v: v)
+        env = json.dumps
+        self._set_attrs(f["environment"].attrs, "env", self.environment,
+                        lambda v: env(v, default=_json_default))  # fmt: skip
 
     def _set_attrs(self, attrs: Any, where: str, values: dict[str, Any], encode: Any) -> None:
         # only what changed: the environment's JSON is rewritten when a machine or a
