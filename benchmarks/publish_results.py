@@ -96,8 +96,8 @@ LADDERS = {
     "stiff-robertson-groups": ["--sizes", "1,10,100,1000,10000"],
     "stiff-brusselator-2d": ["--sizes", "8,16,32,64,128"],
     "stiff-robertson-rates": ["--sizes", "1,10,100,1000", "--gradient", "all"],
-    # every method at five widths, one process a rung (a ladder's rungs take no --cold:
-    # `run` refuses it), JIT builds of up to ~50 s (diffsol at w = 1000)
+    # every method at five widths, JIT builds of up to ~50 s (diffsol at w = 1000); a cheap
+    # rung of any ladder runs `run`'s default three processes (run/rung_processes.py)
     "nonstiff-node-width": ["--sizes", "10,50,200,1000,2000", "--gradient", "all"],
 }
 

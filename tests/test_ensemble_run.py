@@ -234,7 +234,7 @@ def test_an_option_no_named_target_uses_is_an_error_not_ignored() -> None:
 
     for args, flag, target in (
         (["ensemble-lorenz", "--tolerances", "1e-4"], "--tolerances", "single-trajectory"),
-        (["ensemble-lorenz", "--cold", "3"], "--cold", "single-trajectory"),
+        (["ensemble-lorenz", "--dt", "0.1"], "--dt", "single-trajectory"),
         (["stiff-robertson", "--precision", "bf16"], "--precision", "CNN baselines"),
         (["cnn", "--solver", "Tsit5"], "--solver", "[ensemble] section"),
     ):

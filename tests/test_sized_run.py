@@ -218,7 +218,9 @@ def test_a_rung_note_names_the_size_as_its_problem_does() -> None:
 def test_cli_ladder_json_table_and_report(heat: Path, tmp_path: Path) -> None:
     """`run --problem-file ... --sizes --jacobian` prints rows with the ladder's keys (JSON),
     `show` the table with the exponents, `report` the growth figure. CVODES (where CasADi
-    is installed) runs the same ladder on its sparse linear solver, with gradients."""
+    is installed) runs the same ladder on its sparse linear solver, with gradients. Every
+    rung is cheap: each runs the default three processes (run/rung_processes.py), one row
+    with each process's samples, its first before every rung's others."""
     cvodes = importlib.util.find_spec("casadi") is not None
     out = subprocess.run(
         [sys.executable, "-m", "sciml_bench.cli.main", "run", "--problem-file", str(heat),
@@ -229,6 +231,8 @@ def test_cli_ladder_json_table_and_report(heat: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [r for r in json.loads(out.stdout) if r.get("kind") != "verdict"]  # then the verdicts
+    last_first = max(r["schedule_slots"][0] for r in rows)  # the first pass's last process
+    assert all(min(r["schedule_slots"][1:]) > last_first for r in rows)
     if cvodes:
         cv = [r for r in rows if r["backend"] == "cvodes"]
         assert [(r["size"], r["n_state"], r["jacobian"], r["status"]) for r in cv] == [
@@ -240,6 +244,9 @@ def test_cli_ladder_json_table_and_report(heat: Path, tmp_path: Path) -> None:
         (4, 4, 10, "sparse", "ok"), (40, 40, 118, "sparse", "ok"),
     ]  # fmt: skip
     assert rows[1]["largest_ok_size"] == 40 and "splu" in rows[1]["linear_solver"]
+    for r in rows:
+        assert r["cold_processes"] == 3 == r["rung_processes_planned"], r
+        assert len(r["solve_process_medians"]) == 3 and len(r["schedule_slots"]) == 3
     (h5,) = tmp_path.glob("*.h5")
     shown = table(store.read(h5).records)
     assert (

@@ -94,7 +94,10 @@ def _dask_options(f: Any) -> Any:
 @click.option("--sweep", is_flag=True, help="Work-precision ladder rtol 1e-3 ... 1e-9.")
 @click.option("--cold", type=click.IntRange(1, 50), default=None,
               help="Fresh processes per case: each gives a time to first gradient and a "
-              "share of the steady repeats [3; quick: 1].")
+              "share of the steady repeats [3; quick: 1]. A ladder's rung (--sizes, "
+              "ensembles) runs them where it is cheap (its process expected under 45 s), "
+              "else one; a rung's other processes run after every ladder's first pass, "
+              "interleaved across the ladders.")
 @click.option("--repeats", type=click.IntRange(1, 10_000), default=None,
               help="Timed steady-state repeats of solve and of gradient, shared by the "
               "case's --cold processes [10; quick: 3].")

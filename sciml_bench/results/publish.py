@@ -382,15 +382,16 @@ def summary_blocks(sections: Sequence[tuple[str, str, list[dict[str, Any]]]],
     (:mod:`sciml_bench.results.summary`)."""
     rows: list[list[str]] = []
     last = ""
-    for _, hw, group in sections:
-        for line in summary.lines(group, summary.machine_name(hw) if hw else "", gradient_rtol):
-            cells = line.cells()
-            if line.verdict == "none qualifies":
-                cells[2] = f"**{cells[2]}**"
-            if line.problem == last:  # the problem named once, on its first line
-                cells[0] = ""
-            last = line.problem
-            rows.append(cells)
+    found = [line for _, hw, group in sections
+             for line in summary.lines(group, summary.machine_name(hw) if hw else "", gradient_rtol)]
+    for line in found:
+        cells = line.cells()
+        if line.verdict == "none qualifies":
+            cells[2] = f"**{cells[2]}**"
+        if line.problem == last:  # the problem named once, on its first line
+            cells[0] = ""
+        last = line.problem
+        rows.append(cells)
     if not rows:
         return []
     bound = (f"gradient error at most {gradient_rtol:g} (`--gradient-rtol`)"
@@ -404,6 +405,7 @@ def summary_blocks(sections: Sequence[tuple[str, str, list[dict[str, Any]]]],
              "overtakes its forward mode, bounded by the rungs. The verdict under each "
              "table below says the same in full, with the rows it left out."),
         Table(list(summary.COLUMNS), rows),
+        *([Para(ties)] if (ties := summary.floor_ties(found)) else []),
     ]  # fmt: skip
 
 

@@ -50,6 +50,9 @@ class Line:
     ratio: str
     error: str
     crossover: str = ""
+    #: a tie at the one-process floor (a side of one process: the floor's constant decided
+    #: it, not a spread the data measured), and the ratio it held
+    floor_tie: float | None = None
 
     def cells(self) -> list[str]:
         return [self.problem, self.comparison, self.verdict, self.winner, self.time,
@@ -118,7 +121,12 @@ def line(v: verdict.Verdict, machine: str = "") -> Line:
     time = _seconds(float(pick.winner[pick.key]))
     if pick.criterion != verdict.ODE_CRITERIA[0][0]:  # the column's default: say the others
         time = f"{pick.criterion} {time}"
-    return Line(v.problem, where, _word(v, pick), winner, time, ratio, _error(pick.winner))
+    floor_tie = None
+    if pick.runner_up is not None and not pick.clears_noise and pick.ratio is not None and (
+            "one process" in pick.measured_floor.source):  # fmt: skip
+        floor_tie = float(pick.ratio)
+    return Line(v.problem, where, _word(v, pick), winner, time, ratio, _error(pick.winner),
+                floor_tie=floor_tie)  # fmt: skip
 
 
 def _seconds(s: float) -> str:
@@ -238,8 +246,29 @@ def lines(records: Sequence[dict[str, Any]], machine: str = "",
         cross += modes.get(i, [])
         cross += [starts[i]] if i in starts else []
         base = line(v, machine)
-        out.append(Line(*base.cells()[:-1], crossover="; ".join(cross)))
+        out.append(Line(*base.cells()[:-1], crossover="; ".join(cross), floor_tie=base.floor_tie))
     return out
+
+
+#: a lead that three processes a side resolve (issue 53's aim; docs/measurements.md, "Ladders
+#: of several processes a rung"): a tie at the one-process floor with at least this ratio is
+#: one the floor decided, not the data
+CLEAR_LEAD = 1.5
+
+
+def floor_ties(found: Sequence[Line]) -> str:
+    """The sentence under the summary that counts its ties at the one-process floor (both
+    sides of one process: the floor is a constant, 2.10x, whatever the data), and those
+    with a lead of :data:`CLEAR_LEAD` or more; empty where there are none."""
+    ties = [x.floor_tie for x in found if x.floor_tie is not None]
+    if not ties:
+        return ""
+    big = sum(1 for r in ties if r >= CLEAR_LEAD)
+    n = sum(1 for x in found if x.verdict.startswith("tie") or ", tied with" in x.winner)
+    return (f"{len(ties)} of the {n} ties are the one-process floor's ({big} with a lead of "
+            f"{CLEAR_LEAD:g}x or more): a side measured in one process cannot be told apart "
+            "below 2.10x whatever its data; `--cold 3` (the default) measures a cheap ladder "
+            "rung in three processes a side, whose spread sets the floor instead.")
 
 
 def machine_name(hardware: str) -> str:

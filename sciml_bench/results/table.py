@@ -89,6 +89,8 @@ SIZED_COLUMNS = (
 SIZED_JSON_KEYS = (
     "size", "n_state", "n_params", "jac_nnz", "jacobian", "linear_solver", "largest_ok_size",
     "codegen_s", "reference_rtol", "reference_note", "size_name",
+    # a rung's processes: how many ran and were planned, and their places in the run
+    "cold_processes", "rung_processes_planned", "schedule_slots", "rung_note",
 )
 
 
@@ -123,6 +125,7 @@ ENSEMBLE_JSON_KEYS = (
     "steps_min", "steps_median", "steps_max", "rhs_evals_min", "rhs_evals_median",
     "rhs_evals_max", "sample", "solution_members_checked", "loss", "reference_loss",
     "gradient_batch", "gradient_members",
+    "cold_processes", "rung_processes_planned", "schedule_slots", "rung_note",
 )
 
 

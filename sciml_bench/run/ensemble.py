@@ -127,7 +127,8 @@ def work(job: dict[str, Any], events: Events) -> None:
         return
     # the peaks of this case, before the gradient check below may build another one
     vram_report(meter, case, events)
-    if case.differentiable:
+    # a rung's other processes (``cold``) time; its first one's gradient is the one scored
+    if case.differentiable and job.get("mode", "full") == "full":
         scored = _check_gradient(backend, case, (problem, options, full, sample), theta, job,
                                  events)  # fmt: skip
         if scored is None:
@@ -186,7 +187,7 @@ def _steady(job: dict[str, Any], case: Any, first: dict[str, Any], events: Event
     output is checked and copied after them, in bounded batches, and each batch's samples
     are reported as it is checked, so a rung killed at its budget keeps them. No call
     starts that the case's budget cannot hold, keeping time for the gradient check."""
-    from sciml_bench.run.steady import MIN_SAMPLES, Plan, deadline_of, take
+    from sciml_bench.run.steady import Plan, deadline_of, share, take
 
     deadline = deadline_of(job)
     # What must still fit after a kind's samples, from the first calls' durations (their
@@ -201,10 +202,11 @@ def _steady(job: dict[str, Any], case: Any, first: dict[str, Any], events: Event
     if case.differentiable:
         kept = {"reserve_s": grad_s} if small else {"reserve_per_call": 1.0}
         kinds.append(("grad", case.grad_raw, case.check_grad, grad_s, 0, kept))
+    repeats, budget, least = share(job)  # a ladder rung's processes each take the whole plan
     for kind, run, check, first_s, nbytes, kept in kinds:
         plan = Plan(
-            repeats=int(job.get("repeats", 10)), warmups=int(job.get("warmups", 1)),
-            budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=MIN_SAMPLES,
+            repeats=repeats, warmups=int(job.get("warmups", 1)), budget_s=budget,
+            min_samples=least,
             sample_bytes=nbytes, deadline=deadline, first_s=first_s, **kept,
         )  # fmt: skip
         take(run, check, first["params"], plan,
@@ -268,8 +270,8 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     ev: dict[str, Any] = {}
     for e in proc.events:
         ev.update(e)
-    phases, detail = _phases(proc.events)
-    samples = {e["samples"]: e["values"] for e in proc.events if "samples" in e}
+    phases, detail = _phases(processes)
+    samples, takers = _samples(processes)
     rec: dict[str, Any] = {
         "kind": "ensemble",
         "problem": problem.name,
@@ -291,20 +293,19 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "phase_names": list(PHASES),
         "phases": phases,
         "ttfg_detail": detail,
-        "ttfg_samples": [ev["ttfg_s"]] if "ttfg_s" in ev and status == Status.OK.value else [],
-        "cold_processes": 1,
+        "ttfg_samples": [t for p in processes for t in _ttfg(p)],
+        "cold_processes": len(processes),
         "solve_samples": samples.get("solve", []),
         "grad_samples": samples.get("grad", []),
-        "steady_affinity": ev.get("steady_affinity"),
+        "solve_sample_process": takers.get("solve") if len(processes) > 1 else None,
+        "grad_sample_process": takers.get("grad") if len(processes) > 1 else None,
+        "steady_affinity": _affinity(processes),
         "peak_rss_mb": ev.get("peak_rss_mb"),
         "worker_wall_s": proc.wall_s,
         "sample": ref.sample,
         **_reference_keys(ref, opts["gradient_method"], REFERENCE_VERSION),
     }
-    for key in ("steps", "rhs_evals"):
-        spread = ev.get(key)
-        if spread:
-            rec.update({f"{key}_{s}": v for s, v in spread.items()})
+    rec.update(_count_columns(ev))
     rec.update(_solution_columns(ev.get("y"), ref, problem))
     if ev.get("gradient") is not None and status == Status.OK.value:
         rec.update({k: ev.get(k) for k in ("loss", "gradient_batch", "gradient_members")})
@@ -323,17 +324,56 @@ def _reference_keys(ref: Any, gradient_method: str, version: int) -> dict[str, A
     return {**reference_columns(ref, gradient_method), "reference_version": version}
 
 
-def _phases(events: Sequence[dict[str, Any]]) -> tuple[Any, dict[str, float]]:
-    """The cold phases' seconds (one row, :data:`PHASES` order) and their details."""
+def _phases(processes: Sequence[Process]) -> tuple[Any, dict[str, float]]:
+    """The cold phases' seconds (a row per process, :data:`PHASES` order) and the first
+    process's details."""
     import numpy as np
 
-    phases = np.full((1, len(PHASES)), np.nan)
+    phases = np.full((len(processes), len(PHASES)), np.nan)
     detail: dict[str, float] = {}
-    for e in events:
-        if "phase" in e:
-            phases[0, PHASES.index(e["phase"])] = e["s"]
-            detail.update(e.get("detail") or {})
+    for i, proc in enumerate(processes):
+        for e in proc.events:
+            if "phase" in e:
+                phases[i, PHASES.index(e["phase"])] = e["s"]
+                if i == 0:
+                    detail.update(e.get("detail") or {})
     return phases, detail
+
+
+def _count_columns(ev: dict[str, Any]) -> dict[str, Any]:
+    """The members' step and right-hand-side counts, ``min``/``median``/``max``."""
+    return {f"{key}_{s}": v for key in ("steps", "rhs_evals") for s, v in (ev.get(key) or {}).items()}
+
+
+def _ttfg(proc: Process) -> list[float]:
+    """A process's time to first gradient, where it ended ``ok``."""
+    from sciml_bench.measure.status import Status
+
+    if proc.status != Status.OK.value:
+        return []
+    return [e["ttfg_s"] for e in proc.events if "ttfg_s" in e][-1:]
+
+
+def _samples(processes: Sequence[Process]) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """Every process's steady samples per kind, in process order (a worker reports each
+    kind's samples so far, so its last report holds them all), and beside them the index
+    of the process that took each."""
+    values: dict[str, list[float]] = {}
+    takers: dict[str, list[int]] = {}
+    for k, proc in enumerate(processes):
+        own = {e["samples"]: e["values"] for e in proc.events if "samples" in e}
+        for kind, vals in own.items():
+            values.setdefault(kind, []).extend(vals)
+            takers.setdefault(kind, []).extend([k] * len(vals))
+    return values, takers
+
+
+def _affinity(processes: Sequence[Process]) -> Any:
+    """Where each process's steady samples ran (:func:`~sciml_bench.measure.affinity.row_value`)."""
+    from sciml_bench.measure.affinity import row_value
+
+    return row_value([next((e["steady_affinity"] for e in p.events if "steady_affinity" in e),
+                           None) for p in processes])  # fmt: skip
 
 
 def _solution_columns(y: Any, ref: Any, problem: Any) -> dict[str, Any]:

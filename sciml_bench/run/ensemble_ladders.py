@@ -15,8 +15,9 @@ from sciml_bench.results.store import ResultsWriter, summarize
 from sciml_bench.run.cases import Settings, gradient_choice
 from sciml_bench.run.executor import Executor, LocalExecutor
 from sciml_bench.run.interrupts import saved_on_interrupt
-from sciml_bench.run.ladder import Ladder, run_rung
+from sciml_bench.run.ladder import Ladder
 from sciml_bench.run.progress import Progress, to_stderr
+from sciml_bench.run.rung_processes import Rounds, Rung, planned, rows_in_order, rung
 
 
 @dataclass(frozen=True)
@@ -143,40 +144,59 @@ def run_ensemble(
     executor: Executor | None = None,
     progress: Progress = to_stderr,
 ) -> list[dict[str, Any]]:
-    """Each ladder rung by rung, one fresh worker per rung, each row on disk as it ends.
-
-    After a rung fails (budget, memory, a failing member, ...) the larger rungs of that
-    ladder are not run: they get a ``skipped`` row saying why. Every row carries
-    ``largest_ok_size``, the largest rung of its ladder that completed so far.
-    """
+    """Each ladder rung by rung, each rung's first process in a fresh worker where its
+    ladder reaches it, each row on disk as it ends; a cheap rung runs the run's ``--cold``
+    processes, its others after every ladder's first pass, interleaved across the ladders
+    (:mod:`~sciml_bench.run.rung_processes`). After a rung fails (budget, memory, a
+    failing member, ...) the larger rungs of that ladder are ``skipped``, saying why. Every
+    row carries ``largest_ok_size``, the largest rung of its ladder that completed so far.
+    Returns the rows in the ladders' order (``case_index``)."""
     executor = executor or LocalExecutor(threads=settings.threads)
     done: list[dict[str, Any]] = []
     availability: dict[str, Any] = {}
-    with saved_on_interrupt(writer, done):
+    rounds = Rounds(writer, problem.name, settings.seed)
+
+    def add(rec: dict[str, Any], waits: Rung | None = None) -> None:
+        rec["case_index"] = len(done)
+        done.append(rec)
+        if waits is None:
+            writer.add(rec)
+        else:  # its whole row takes the ladder's keys of its first process's
+            waits.extra.update(largest_ok_size=rec.get("largest_ok_size"), case_index=len(done) - 1)
+
+    with saved_on_interrupt(writer, done), rounds.written_on_interrupt():
         for i, spec in enumerate(ladders, 1):
             if spec.backend not in availability:
                 availability[spec.backend] = backends.get(spec.backend).availability()
             why = _why_not_run(spec, availability[spec.backend], ensemble)
             if why is not None:
                 if not any(r["backend"] == spec.backend for r in done):
-                    rec = _ensemble_row(spec, problem, None, Status.UNAVAILABLE.value, why)
                     progress(f"[ladder {i}/{len(ladders)}] {spec.backend}: unavailable ({why})")
-                    writer.add(rec)
-                    done.append(rec)
+                    add(_ensemble_row(spec, problem, None, Status.UNAVAILABLE.value, why))
                 continue
             ladder = Ladder()
             for size in spec.sizes:
                 skip = ladder.skipped()
+                waits = None
                 if skip is not None:
                     rec = _ensemble_row(spec, problem, size, Status.SKIPPED.value, skip)
                 else:
-                    progress(f"[ladder {i}/{len(ladders)}] {problem.name}: {spec.label} n={size}")
+                    title = f"[ladder {i}/{len(ladders)}] {problem.name}: {spec.label} n={size}"
                     job = ensemble_job(spec, size, problem, ensemble, observations, ref, settings)
-                    rec = run_rung(job, settings.budget_s, executor, progress)
+                    r = _rung(job, planned(settings.cold, ladder.completed, size, "size"), title,
+                              progress)  # fmt: skip
+                    rec = rounds.first(r, executor, settings.budget_s, progress)
+                    waits = r if r.waiting else None
                 ladder.done(size, rec)
-                writer.add(rec)
-                done.append(rec)
-    return done
+                add(rec, waits)
+        final = rounds.run(executor, settings.budget_s, progress)
+    return rows_in_order(done, final)
+
+
+def _rung(job: dict[str, Any], processes: int, title: str, progress: Progress) -> Rung:
+    """A rung of ``processes`` processes, announced."""
+    progress(title + (f" ({processes} processes)" if processes > 1 else ""))
+    return rung(job, processes, title)
 
 
 def _why_not_run(spec: EnsembleSpec, av: Any, ensemble: dict[str, Any]) -> str | None:

@@ -29,8 +29,9 @@ across), a run whose cases have one process each
 (``--cold 1``, ``--quick``, sweeps): there is nothing to spread, and a random order would
 only move each case to another point of the machine's drift from one run to the next,
 noise between runs that a fixed order does not add; ladders (``--sizes``, ensembles), whose
-next rung depends on the last (a failure stops a ladder, a forecast skips a rung);
-training and CNN jobs (one process per case); and ``--executor dask``, where the
+next rung depends on the last (a failure stops a ladder, a forecast skips a rung): their
+rungs' first processes run in order, the others in rounds after them
+(:mod:`~sciml_bench.run.rung_processes`); training and CNN jobs (one process per case); and ``--executor dask``, where the
 processes of one case must share a machine (interleaving would scatter them over workers,
 so a case's spread would include the machines').
 

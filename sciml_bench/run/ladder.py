@@ -1,5 +1,5 @@
-"""A ladder of sizes (ensembles and array problems alike): its progress, and one rung
-run in one fresh worker."""
+"""A ladder of sizes (ensembles and array problems alike): its progress. Its rungs run in
+:mod:`~sciml_bench.run.rung_processes`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sciml_bench.measure.status import Status
-from sciml_bench.run.endings import one_process_record
-from sciml_bench.run.executor import Executor
-from sciml_bench.run.progress import Progress, status_line
 
 
 @dataclass
@@ -41,19 +38,3 @@ class Ladder:
         elif rec["status"] != Status.SKIPPED.value and self.failed is None:
             self.failed = rec
         rec["largest_ok_size"] = self.largest
-
-
-
-def run_rung(job: dict[str, Any], budget_s: float, executor: Executor,
-             progress: Progress) -> dict[str, Any]:  # fmt: skip
-    """One rung's job in one fresh worker, its phases and its ending as progress lines,
-    and its record (with the executor's facts)."""
-
-    def on_event(e: dict[str, Any]) -> None:
-        if "phase" in e:
-            progress(f"      {e['phase']:<11} {e['s']:8.3f} s")
-
-    outcome = executor.run(job, budget_s, on_event)
-    rec = one_process_record(job, outcome, budget_s)
-    progress(status_line(rec))
-    return rec

@@ -105,7 +105,7 @@ def _given(o: RunOptions) -> dict[str, tuple[Any, tuple[str, ...]]]:
     return {
         "--tolerances": (o.tolerances, ("single", "sized")),
         "--sweep": (o.sweep, ("single",)),
-        "--cold": (o.cold, ("single",)),
+        "--cold": (o.cold, ("single", "ensemble", "sized")),
         "--sizes": (o.sizes, ("ensemble", "sized")),
         "--jacobian": (o.jacobians, ("sized",)),
         "--repeats": (o.repeats, ("single", "ensemble", "sized", "cnn")),

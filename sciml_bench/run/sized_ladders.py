@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sciml_bench import backends
@@ -19,8 +19,9 @@ from sciml_bench.run import forecast
 from sciml_bench.run.cases import CaseSpec, Settings, case_job, plan, sources_read
 from sciml_bench.run.executor import Executor, LocalExecutor
 from sciml_bench.run.interrupts import saved_on_interrupt
-from sciml_bench.run.ladder import Ladder, run_rung
+from sciml_bench.run.ladder import Ladder
 from sciml_bench.run.progress import Progress, to_stderr
+from sciml_bench.run.rung_processes import Rounds, Rung, planned, rows_in_order, rung
 
 #: a dense Jacobian may take at most this share of the memory available when a ladder starts
 DENSE_MEMORY_SHARE = 0.8
@@ -243,12 +244,15 @@ def run_sized(
     refresh: bool = False,
     available: int | None = None,
 ) -> list[dict[str, Any]]:
-    """An array problem's ladders, size by size, one fresh worker per size, each row on disk
-    as it ends (:class:`Ladder`: after a size fails, larger ones are ``skipped``). A size whose
-    dense Jacobian would not fit in ``available`` bytes (default: what the machine has now)
-    is refused up front, a ``skipped`` row with the estimate. The first gradient is the
-    gradient's warm-up, and one untimed solve the solve's (:data:`RUNG_WARMUPS`): the steady
-    samples follow them in the same process."""
+    """An array problem's ladders, size by size, each size's first process in a fresh
+    worker where its ladder reaches it, each row on disk as it ends (:class:`Ladder`: after
+    a size fails, larger ones are ``skipped``). A cheap size runs the run's ``--cold``
+    processes, its others after every ladder's first pass, interleaved across the ladders
+    (:mod:`~sciml_bench.run.rung_processes`). A size whose dense Jacobian would not fit in
+    ``available`` bytes (default: what the machine has now) is refused up front, a
+    ``skipped`` row with the estimate. The first gradient is the gradient's warm-up, and
+    one untimed solve the solve's (:data:`RUNG_WARMUPS`): the steady samples follow them in
+    the same process. Returns the rows in the ladders' order (``case_index``)."""
     import psutil
 
     executor = executor or LocalExecutor(threads=settings.threads)
@@ -256,56 +260,86 @@ def run_sized(
     # each size's sources only as its ladders' backends read them (AMICI's SBML model:
     # seconds at 20,000 states)
     rungs = Rungs(problem, refresh, progress, sources_read(x.case.backend for x in ladders))
-    steady = replace(settings, cold=1)  # one process a rung: it takes every sample
-    done: list[dict[str, Any]] = []
-    seen: dict[str, Any] = {}
-    with saved_on_interrupt(writer, done):
+    run = _LadderRun(problem, rungs, settings, executor, progress, available, writer,
+                     Rounds(writer, problem.name, settings.seed))  # fmt: skip
+    with saved_on_interrupt(writer, run.done), run.rounds.written_on_interrupt():
         for i, ladder in enumerate(ladders, 1):
-            why = _not_runnable(ladder.case.backend, seen, problem.array is not None)
-            if why is not None:
-                if not any(r["backend"] == ladder.case.backend for r in done):
-                    progress(f"[ladder {i}/{len(ladders)}] {ladder.case.backend}: unavailable ({why})")
-                    rec = _sized_row(problem.name, ladder, None, Status.UNAVAILABLE.value, why)
-                    writer.add(rec)
-                    done.append(rec)
-                continue
-            if ladder.unavailable:  # a Jacobian kind this library has no path for
-                progress(f"[ladder {i}/{len(ladders)}] {ladder.label}: unavailable "
-                         f"({ladder.unavailable})")  # fmt: skip
-                rec = _sized_row(problem.name, ladder, None, Status.UNAVAILABLE.value,
-                                 ladder.unavailable)  # fmt: skip
-                writer.add(rec)
-                done.append(rec)
-                continue
-            state = Ladder()
-            for size in ladder.sizes:
-                title = f"[ladder {i}/{len(ladders)}] {problem.name}: {ladder.label} size={size}"
-                over = _build_over(done, ladder, size)
-                rec = _sized_row(problem.name, ladder, size, Status.SKIPPED.value, over) if \
-                    over else _rung(title, ladder, size, state, rungs, steady, executor,
-                                    progress, available)  # fmt: skip
-                if over:
-                    progress(f"{title}: {over}")
-                if problem.laddered is not None:  # labels read N=32, width=200
-                    rec["size_name"] = problem.laddered.ladder_name
-                state.done(size, rec)
-                writer.add(rec)
-                done.append(rec)
-    return done
+            run.ladder(i, len(ladders), ladder)
+        final = run.rounds.run(executor, settings.budget_s, progress)
+    return rows_in_order(run.done, final)
+
+
+@dataclass
+class _LadderRun:
+    """What one :func:`run_sized` call's ladders share, and the rows so far."""
+
+    problem: Any
+    rungs: Rungs
+    settings: Settings
+    executor: Executor
+    progress: Progress
+    available: int | None
+    writer: ResultsWriter
+    rounds: Rounds
+    done: list[dict[str, Any]] = field(default_factory=list)
+    seen: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, rec: dict[str, Any], write: bool = True) -> None:
+        """A row in the ladders' order; written now unless its rung waits for processes."""
+        rec["case_index"] = len(self.done)
+        if write:
+            self.writer.add(rec)
+        self.done.append(rec)
+
+    def ladder(self, i: int, n: int, ladder: SizedSpec) -> None:
+        """One ladder's first pass: every size, or one row saying why none runs."""
+        name, progress = self.problem.name, self.progress
+        why = _not_runnable(ladder.case.backend, self.seen, self.problem.array is not None)
+        if why is not None:
+            if not any(r["backend"] == ladder.case.backend for r in self.done):
+                progress(f"[ladder {i}/{n}] {ladder.case.backend}: unavailable ({why})")
+                self.add(_sized_row(name, ladder, None, Status.UNAVAILABLE.value, why))
+            return
+        if ladder.unavailable:  # a Jacobian kind this library has no path for
+            progress(f"[ladder {i}/{n}] {ladder.label}: unavailable ({ladder.unavailable})")
+            self.add(_sized_row(name, ladder, None, Status.UNAVAILABLE.value,
+                                ladder.unavailable))  # fmt: skip
+            return
+        state = Ladder()
+        for size in ladder.sizes:
+            title = f"[ladder {i}/{n}] {name}: {ladder.label} size={size}"
+            over = _build_over(self.done, ladder, size)
+            if over:
+                progress(f"{title}: {over}")
+                rec, waits = _sized_row(name, ladder, size, Status.SKIPPED.value, over), None
+            else:
+                rec, waits = _rung(title, ladder, size, state, self)
+            if self.problem.laddered is not None:  # labels read N=32, width=200
+                rec["size_name"] = self.problem.laddered.ladder_name
+            state.done(size, rec)
+            self.add(rec, write=waits is None)
+            if waits is not None:  # its whole row takes the first process's keys
+                waits.extra.update({k: rec[k] for k in LADDER_KEYS if k in rec})
+
+
+#: a rung's keys that its ladder adds to the job's record (:func:`_rung`, :class:`Ladder`)
+LADDER_KEYS = ("size", "codegen_s", "reference_rtol", "n_state", "n_params", "jac_nnz",
+               "reference_note", "size_name", "largest_ok_size", "case_index")  # fmt: skip
 
 
 def _rung(
-    title: str, ladder: SizedSpec, size: int, state: Ladder, rungs: Rungs, settings: Settings,
-    executor: Executor, progress: Progress, available: int | None,
-) -> dict[str, Any]:  # fmt: skip
-    """One size of one ladder: skipped, refused, or run in a fresh worker and recorded with
-    its size, states, the Jacobian's non-zeros and kind, and the reference's tolerance."""
-    name = rungs.problem.name
+    title: str, ladder: SizedSpec, size: int, state: Ladder, run: _LadderRun,
+) -> tuple[dict[str, Any], Rung | None]:  # fmt: skip
+    """One size of one ladder: skipped, refused, or its first process run in a fresh
+    worker, and recorded with its size, states, the Jacobian's non-zeros and kind, and the
+    reference's tolerance; the rung too where it waits for its other processes."""
+    settings, progress = run.settings, run.progress
+    name = run.problem.name
     skip = state.skipped()
     if skip is not None:
-        return _sized_row(name, ladder, size, Status.SKIPPED.value, skip)
+        return _sized_row(name, ladder, size, Status.SKIPPED.value, skip), None
     try:
-        at = rungs.at(size)
+        at = run.rungs.at(size)
         n_state = at.n_state
         # before the reference at this size is made: a skipped rung costs nothing. A
         # network's width grows the parameters, not the states: its cost grows with P
@@ -315,23 +349,24 @@ def _rung(
             why = least.reason(settings.budget_s)
             progress(f"{title}: {why}")
             return _sized_row(name, ladder, size, Status.SKIPPED.value, why, n_state=n_state,
-                              n_params=at.n_params, forecast_least_s=least.seconds)  # fmt: skip
-        compiled, ref, codegen_s = rungs.get(size)
+                              n_params=at.n_params, forecast_least_s=least.seconds), None
+        compiled, ref, codegen_s = run.rungs.get(size)
     except Exception as e:  # a reference or problem that cannot be made at this size
-        return _sized_row(name, ladder, size, Status.ERROR.value, f"size {size}: {e}")
+        return _sized_row(name, ladder, size, Status.ERROR.value, f"size {size}: {e}"), None
     facts = {"n_state": compiled.n_state, "n_params": compiled.n_params, "jac_nnz": compiled.jac_nnz}
-    refused = memory_refusal(ladder.jacobian, compiled.n_state, available)
+    refused = memory_refusal(ladder.jacobian, compiled.n_state, run.available)
     if refused:
         progress(f"{title}: {refused}")
-        return _sized_row(name, ladder, size, Status.SKIPPED.value, refused, **facts)
+        return _sized_row(name, ladder, size, Status.SKIPPED.value, refused, **facts), None
     nnz = f"{compiled.jac_nnz} Jacobian non-zeros" if compiled.jac_nnz is not None else (
         f"{compiled.n_params} parameters")  # fmt: skip
-    progress(f"{title} ({compiled.n_state} states, {nnz})")
+    processes = planned(settings.cold, state.completed, facts[key], key)
+    many = f", {processes} processes" if processes > 1 else ""
+    progress(f"{title} ({compiled.n_state} states, {nnz}{many})")
     job = {**case_job(ladder.case, compiled, ref, settings), "warmups": dict(RUNG_WARMUPS),
            "steady_pin": RUNG_UNPINNED if settings.pin else False}
-    rec = run_rung(job, settings.budget_s, executor, progress)
-    rec.update(size=size, codegen_s=codegen_s, reference_rtol=ref.rtol, **facts)
-    if ref.tolerance_note:
-        rec["reference_note"] = ref.tolerance_note
-    return rec
-
+    r = rung(job, processes, title)
+    r.extra = {"size": size, "codegen_s": codegen_s, "reference_rtol": ref.rtol, **facts,
+               **({"reference_note": ref.tolerance_note} if ref.tolerance_note else {})}
+    rec = run.rounds.first(r, run.executor, settings.budget_s, progress)
+    return rec, (r if r.waiting else None)
