@@ -125,7 +125,7 @@ def test_ensemble_overhead_spread_and_its_ladder_run(tmp_path: Path) -> None:
                     str(DATA / "results-ensemble-lorenz.h5")))  # fmt: skip
     m = re.search(r"ensemble-lorenz: at n=16 on cpu, slowest (\S+) .* = ([\d.]+)x", out)
     assert m and m.group(1).startswith("torchdiffeq/coupled") and float(m.group(2)) > 1, out
-    # the ladder it runs itself (an ensemble run: no --cold, which ensembles refuse)
+    # the ladder it runs itself (an ensemble run, `run`'s default processes a rung)
     tiny = tmp_path / "ens-decay.toml"
     tiny.write_text(Path(DECAY).read_text().replace('name = "decay"', 'name = "ens-decay"')
                     + '\n[ensemble]\nsizes = [1, 2]\nsample = 2\n'

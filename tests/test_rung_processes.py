@@ -24,25 +24,41 @@ HEAT = ROOT / "tests" / "data" / "heat-1d.toml"
 GROUPS = ROOT / "results" / "published" / "stiff-robertson-groups-20261128-225606-801-d0fb7b.h5"
 
 
-def _row(wall: float, n: int, imports: float = 1.0) -> dict[str, Any]:
-    return {"worker_wall_s": wall, "n_state": n, "phases": np.array([[imports, 0.1, 0.2, 0.3]])}
+def _row(wall: float, n: int, cold: float = 1.0) -> dict[str, Any]:
+    """A completed rung's row: ``cold`` seconds of cold phases (imports, build, first
+    calls) in a process of ``wall`` seconds."""
+    return {"worker_wall_s": wall, "n_state": n,
+            "phases": np.array([[cold / 2, cold / 4, cold / 8, cold / 8]])}
 
 
 def test_a_rung_runs_cold_processes_where_its_expected_process_is_cheap() -> None:
     assert planned(3, [], 10, "n_state") == 3  # a ladder's first rung
     assert planned(1, [], 10, "n_state") == 1  # --cold 1 / --quick
-    # 1 s of imports + 3 s of work at 10 states: 31 s expected at 100 states (cheap) ...
+    # 1 s of cold phases + 3 s of samples at 10 states: 31 s expected at 100 states ...
     assert expected_s(_row(4.0, 10), 100, "n_state") == pytest.approx(31.0)
     assert planned(3, [_row(4.0, 10)], 100, "n_state") == 3
-    # ... and 1 + 3 * 100 = 301 s at 1,000 (dear): one process
+    # ... and 1 + 3 * 100 = 301 s at 1,000: one process
     assert expected_s(_row(4.0, 10), 1000, "n_state") == pytest.approx(301.0)
     assert 31.0 < CHEAP_S < 301.0
     assert planned(3, [_row(4.0, 10)], 1000, "n_state") == 1
-    # imports do not grow with the size; a smaller next size never shrinks the estimate
-    assert expected_s(_row(40.0, 10, imports=39.0), 100, "n_state") == pytest.approx(49.0)
+    # compilation does not grow with the size (Diffrax's 8 s of JIT at n = 1, then 16
+    # members); a smaller next size never shrinks the estimate
+    assert expected_s(_row(10.0, 1, cold=8.0), 16, "n_state") == pytest.approx(40.0)
     assert expected_s(_row(4.0, 10), 5, "n_state") == pytest.approx(4.0)
     # no wall time to go by (an older row): one process
     assert planned(3, [{"n_state": 10}], 100, "n_state") == 1
+
+
+def test_a_rung_whose_first_process_proves_dear_runs_no_more() -> None:
+    from sciml_bench.run.jobs import Process
+    from sciml_bench.run.rung_processes import DEAR_S, Rung
+
+    cheap, dear = (Rung({}, 3, "t", processes=[Process([], "ok", "", wall_s=w)])
+                   for w in (DEAR_S - 1, DEAR_S + 1))  # fmt: skip
+    for r in (cheap, dear):
+        r.stop_if_dear()
+    assert cheap.waiting and not cheap.note
+    assert not dear.waiting and dear.note.startswith("one process of 3: its first took 91 s")
 
 
 def _heat_ladders(backends: list[str]) -> tuple[Any, list[Any]]:

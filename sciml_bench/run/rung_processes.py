@@ -74,19 +74,20 @@ def planned(cold: int, completed: Sequence[dict[str, Any]], n: float, key: str) 
 
 def expected_s(last: dict[str, Any], n: float, key: str) -> float | None:
     """A process's expected wall time at size ``n`` from the last completed rung's: its
-    imports as they were, the rest (build, first calls, samples) grown in proportion to the
-    size, ``t_import + (t_wall − t_import) · max(1, n / n_last)``. Every rung's work grows
-    at least so (a forecast's lower bound, :mod:`~sciml_bench.run.forecast`, would not see
-    the compilation a process also spends); None without the last rung's wall time."""
+    cold phases (imports, build, the first solve and gradient: mostly loading and
+    compilation) as they were, the rest (the steady samples and their checks) grown in
+    proportion to the size, ``t_cold + (t_wall − t_cold) · max(1, n / n_last)``. A cost
+    that jumps with the size (a dense LU, AMICI's compile) is caught after the rung's first
+    process instead (:data:`DEAR_S`); None without the last rung's wall time."""
     import math
 
     wall, n_last = last.get("worker_wall_s"), last.get(key)
     if wall is None or not n_last:
         return None
     phases = last.get("phases")
-    imports = float(phases[0][0]) if phases is not None and len(phases) else 0.0
-    imports = imports if math.isfinite(imports) else 0.0
-    return imports + (float(wall) - imports) * max(1.0, n / float(n_last))
+    first = [float(x) for x in phases[0]] if phases is not None and len(phases) else []
+    cold = sum(x for x in first if math.isfinite(x))
+    return cold + max(0.0, float(wall) - cold) * max(1.0, n / float(n_last))
 
 
 @dataclass
