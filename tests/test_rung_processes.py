@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from sciml_bench.problem import reference, spec
@@ -24,26 +23,26 @@ HEAT = ROOT / "tests" / "data" / "heat-1d.toml"
 GROUPS = ROOT / "results" / "published" / "stiff-robertson-groups-20261128-225606-801-d0fb7b.h5"
 
 
-def _row(wall: float, n: int, cold: float = 1.0) -> dict[str, Any]:
-    """A completed rung's row: ``cold`` seconds of cold phases (imports, build, first
-    calls) in a process of ``wall`` seconds."""
+def _row(wall: float, n: int, timed: float = 3.0) -> dict[str, Any]:
+    """A completed rung's row: a process of ``wall`` seconds, ``timed`` of them in its
+    steady samples (half solves, half gradients)."""
     return {"worker_wall_s": wall, "n_state": n,
-            "phases": np.array([[cold / 2, cold / 4, cold / 8, cold / 8]])}
+            "solve_samples": [timed / 4] * 2, "grad_samples": [timed / 4] * 2}
 
 
 def test_a_rung_runs_cold_processes_where_its_expected_process_is_cheap() -> None:
     assert planned(3, [], 10, "n_state") == 3  # a ladder's first rung
     assert planned(1, [], 10, "n_state") == 1  # --cold 1 / --quick
-    # 1 s of cold phases + 3 s of samples at 10 states: 31 s expected at 100 states ...
+    # 1 s of the rest + 3 s of samples at 10 states: 31 s expected at 100 states ...
     assert expected_s(_row(4.0, 10), 100, "n_state") == pytest.approx(31.0)
     assert planned(3, [_row(4.0, 10)], 100, "n_state") == 3
     # ... and 1 + 3 * 100 = 301 s at 1,000: one process
     assert expected_s(_row(4.0, 10), 1000, "n_state") == pytest.approx(301.0)
     assert 31.0 < CHEAP_S < 301.0
     assert planned(3, [_row(4.0, 10)], 1000, "n_state") == 1
-    # compilation does not grow with the size (Diffrax's 8 s of JIT at n = 1, then 16
-    # members); a smaller next size never shrinks the estimate
-    assert expected_s(_row(10.0, 1, cold=8.0), 16, "n_state") == pytest.approx(40.0)
+    # compilation and the gradient check do not grow with the size (Diffrax: 10 s of
+    # process, 10 ms of samples at 1 member; 16 members); a smaller size never shrinks it
+    assert expected_s(_row(10.0, 1, timed=0.01), 16, "n_state") == pytest.approx(10.15)
     assert expected_s(_row(4.0, 10), 5, "n_state") == pytest.approx(4.0)
     # no wall time to go by (an older row): one process
     assert planned(3, [{"n_state": 10}], 100, "n_state") == 1

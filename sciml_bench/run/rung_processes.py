@@ -10,7 +10,7 @@ processes a side the floor comes from the spread those processes measured
 
 **Which rungs.** A rung runs the run's ``--cold`` processes (3 by default, 1 with
 ``--quick``) where it is cheap (:func:`planned`): the first rung of a ladder, or one whose
-process is expected (:func:`expected_s`, from the last completed rung) to take at most
+process is expected (:func:`expected_s`, from the last completed rung's) to take at most
 :data:`CHEAP_S`; a dearer rung runs one process, as before (its spread would cost minutes
 a process). The row says which (``rung_processes_planned``, ``cold_processes``).
 
@@ -73,21 +73,18 @@ def planned(cold: int, completed: Sequence[dict[str, Any]], n: float, key: str) 
 
 
 def expected_s(last: dict[str, Any], n: float, key: str) -> float | None:
-    """A process's expected wall time at size ``n`` from the last completed rung's: its
-    cold phases (imports, build, the first solve and gradient: mostly loading and
-    compilation) as they were, the rest (the steady samples and their checks) grown in
-    proportion to the size, ``t_cold + (t_wall − t_cold) · max(1, n / n_last)``. A cost
-    that jumps with the size (a dense LU, AMICI's compile) is caught after the rung's first
-    process instead (:data:`DEAR_S`); None without the last rung's wall time."""
-    import math
-
+    """A process's expected wall time at size ``n`` from the last completed rung's: all
+    but its timed samples as it was (imports, build, the first calls' compilation, the
+    gradient check), its timed samples grown in proportion to the size,
+    ``(t_wall − t_samples) + t_samples · max(1, n / n_last)``. A cost that jumps with the
+    size (a dense LU, AMICI's compile) is caught after the rung's first process instead
+    (:data:`DEAR_S`); None without the last rung's wall time."""
     wall, n_last = last.get("worker_wall_s"), last.get(key)
     if wall is None or not n_last:
         return None
-    phases = last.get("phases")
-    first = [float(x) for x in phases[0]] if phases is not None and len(phases) else []
-    cold = sum(x for x in first if math.isfinite(x))
-    return cold + max(0.0, float(wall) - cold) * max(1.0, n / float(n_last))
+    timed = min(float(wall), sum(float(x) for k in ("solve_samples", "grad_samples")
+                                 for x in (last.get(k) or [])))  # fmt: skip
+    return float(wall) - timed + timed * max(1.0, n / float(n_last))
 
 
 @dataclass
