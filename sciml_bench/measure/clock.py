@@ -7,8 +7,6 @@ all processes, so a worker can measure from the instant its parent spawned it.
 
 from __future__ import annotations
 
-import resource
-import sys
 import time
 from collections.abc import Sequence
 
@@ -19,9 +17,14 @@ perf = time.perf_counter
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process (ru_maxrss is KiB on Linux)."""
-    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kib / 1024 if sys.platform != "darwin" else kib / 2**20
+    """Peak resident set size of this process, its own (MiB): Linux's ``VmHWM``
+    (:func:`~sciml_bench.measure.memory.high_water_mb`). Not ``ru_maxrss``: the kernel
+    carries the spawning process's peak over the exec, so a worker spawned by a run that
+    had built a 30,000-state reference reported that run's 2.9 GB as its own
+    (``tests/test_memory_peak.py``)."""
+    from sciml_bench.measure.memory import high_water_mb
+
+    return high_water_mb()
 
 
 def median(samples: Sequence[float]) -> float | None:
