@@ -19,8 +19,8 @@ from sciml_bench.run.rung_processes import CHEAP_S, expected_s, planned
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAT = ROOT / "tests" / "data" / "heat-1d.toml"
-#: the published ROBER groups ladder, one process a rung (2026-11-28)
-GROUPS = ROOT / "results" / "published" / "stiff-robertson-groups-20261128-225606-801-d0fb7b.h5"
+#: an ensemble ladder of one process a rung, written for the tests
+ENSEMBLE = ROOT / "tests" / "data" / "results-ensemble-lorenz.h5"
 
 
 def _row(wall: float, n: int, timed: float = 3.0) -> dict[str, Any]:
@@ -141,15 +141,18 @@ def test_an_ensemble_rung_of_two_processes_is_one_row_with_both(tmp_path: Path) 
 
 
 def test_the_summary_counts_the_ties_the_one_process_floor_decided() -> None:
-    """The published ROBER groups ladder (one process a rung): every one of its five
-    summary lines is a tie at the one-process floor, four with a lead of 1.5x or more."""
-    rows = store.read(GROUPS).records
-    lines = summary.lines(rows)
-    ties = [x.floor_tie for x in lines if x.floor_tie is not None]
-    assert len(lines) == 5 and len(ties) == 5
-    assert sum(1 for t in ties if t >= summary.CLEAR_LEAD) == 4
-    text = summary.floor_ties(lines)
-    assert text.startswith("5 of the 5 ties are the one-process floor's (4 with a lead of 1.5x")
-    # a line that cleared its floor, or a tie at a measured floor, is not counted
-    cleared = [summary.Line("p", "c", "faster (floor 1.20x)", "w", "1 ms", "1.5x", "1e-6")]
-    assert summary.floor_ties(cleared) == ""
+    """An ensemble ladder of one process a rung (tests/data): two of its three summary lines
+    are ties at the one-process floor (1.30x and 1.10x), the third cleared it (2.14x) and
+    is not counted; a tie at that floor with a lead of 1.5x or more is counted apart."""
+    rows = store.read(ENSEMBLE).records
+    found = summary.lines(rows)
+    ties = sorted(round(x.floor_tie, 2) for x in found if x.floor_tie is not None)
+    assert len(found) == 3 and ties == [1.10, 1.30]
+    assert summary.floor_ties(found).startswith(
+        "2 of the 2 ties are the one-process floor's (0 with a lead of 1.5x or more)")
+    lead = summary.Line("p", "n=16", "tie (floor 2.10x: one process a side)", "w", "1 ms",
+                        "1.80x", "1e-6", floor_tie=1.8)  # fmt: skip
+    assert summary.floor_ties([*found, lead]).startswith(
+        "3 of the 3 ties are the one-process floor's (1 with a lead of 1.5x or more)")
+    cleared = summary.Line("p", "c", "faster (floor 1.20x)", "w", "1 ms", "1.50x", "1e-6")
+    assert summary.floor_ties([cleared]) == ""
