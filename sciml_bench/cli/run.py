@@ -181,9 +181,10 @@ def _dask_options(f: Any) -> Any:
               "(environment `schedules`, each row's `schedule_slots`). Default: on, except "
               "with --executor dask (a case's processes must share a machine: refused "
               "there). With one case, or one process a case (--cold 1, --quick, --sweep), "
-              "there is nothing to spread: the cases run in order. Ladders (--sizes, ensembles), "
-              "--train and CNN jobs run in order too: "
-              "a ladder's next size depends on the last.")
+              "there is nothing to spread: the cases run in order. A ladder's (--sizes, "
+              "ensembles) rungs run their first processes in order (its next size depends on "
+              "the last), a cheap rung's others in seeded rounds after them (--seed too); "
+              "--train and CNN jobs run in order.")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
               help="Seed of the --interleave order, to replay one [a fresh seed per run, "
               "printed and recorded].")
