@@ -6,6 +6,7 @@ import fcntl
 import importlib.util
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from threadpoolctl import threadpool_limits
@@ -118,3 +119,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
             rep.longrepr = f"{var}=1, but this {marker} test would skip: {why}"
             return
 
+
+
+@pytest.fixture
+def interrupt_at() -> Any:
+    """``interrupt_at(n)``: a real local executor whose ``n``-th worker start is a Ctrl-C
+    (the signal's effect at a chosen point: between two processes)."""
+    from sciml_bench.run.executor import LocalExecutor
+
+    class InterruptAt(LocalExecutor):
+        def __init__(self, n: int) -> None:
+            super().__init__()
+            self.n, self.calls = n, 0
+
+        def run(self, job: dict[str, Any], budget_s: float, on_event: Any) -> Any:
+            self.calls += 1
+            if self.calls == self.n:
+                raise KeyboardInterrupt
+            return super().run(job, budget_s, on_event)
+
+    return InterruptAt

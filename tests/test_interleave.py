@@ -15,7 +15,6 @@ from sciml_bench.problem import reference, spec
 from sciml_bench.results import store
 from sciml_bench.results.store import ResultsWriter
 from sciml_bench.run import runner
-from sciml_bench.run.executor import LocalExecutor, Outcome
 from sciml_bench.run.interleave import Unit, schedule
 
 DATA = Path(__file__).parent / "data"
@@ -81,22 +80,7 @@ def test_dask_refuses_interleave_and_seed_needs_it() -> None:
     assert r.exit_code != 0 and "--seed orders the interleaved processes" in r.output
 
 
-class _InterruptAt(LocalExecutor):
-    """A local executor whose ``n``-th process is interrupted as Ctrl-C would be, after it
-    ran (as :class:`~sciml_bench.run.executor.Interrupted` between two processes)."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.n, self.calls = n, 0
-
-    def run(self, job: dict[str, Any], budget_s: float, on_event: Any) -> Outcome:
-        self.calls += 1
-        if self.calls == self.n:
-            raise KeyboardInterrupt
-        return super().run(job, budget_s, on_event)
-
-
-def test_interrupted_interleaved_run_keeps_its_completed_cases(tmp_path: Path) -> None:
+def test_interrupted_interleaved_run_keeps_its_completed_cases(tmp_path: Path, interrupt_at: Any) -> None:
     """Two diffsol cases of two processes, interrupted as the 4th process starts: the
     order is round 0 of both, then round 1, so one case is complete and one has run only
     its first process; the file holds the first whole and the second marked partial."""
@@ -108,7 +92,7 @@ def test_interrupted_interleaved_run_keeps_its_completed_cases(tmp_path: Path) -
                                interleave=True, seed=5)  # fmt: skip
     writer = ResultsWriter(tmp_path / "cut.h5", {}, "test")
     with pytest.raises(runner.Interrupt):
-        runner.run(problem, ref, cases, writer, settings, _InterruptAt(4), progress=lambda m: None)
+        runner.run(problem, ref, cases, writer, settings, interrupt_at(4), progress=lambda m: None)
     run = store.read(writer.path)
     assert run.meta["status"] == "interrupted"
     whole = [r for r in run.records if not r.get("partial")]

@@ -13,7 +13,6 @@ import pytest
 from sciml_bench.problem import reference, spec
 from sciml_bench.results import store, summary
 from sciml_bench.run import runner
-from sciml_bench.run.executor import LocalExecutor
 from sciml_bench.run.interrupts import Interrupt
 from sciml_bench.run.rung_processes import CHEAP_S, expected_s, planned
 
@@ -68,23 +67,10 @@ def _heat_ladders(backends: list[str]) -> tuple[Any, list[Any]]:
     return problem, ladders
 
 
-class _CtrlCAt(LocalExecutor):
-    """A real local executor whose ``k``-th worker start is a Ctrl-C (the signal's
-    effect, at a chosen point: between two processes)."""
-
-    def __init__(self, k: int, **kw: Any):
-        super().__init__(**kw)
-        self.k, self.started = k, 0
-
-    def run(self, job: dict[str, Any], budget_s: float, on_event: Any) -> Any:
-        self.started += 1
-        if self.started == self.k:
-            raise KeyboardInterrupt
-        return super().run(job, budget_s, on_event)
-
-
 @pytest.mark.slow
-def test_ctrl_c_between_rung_processes_writes_each_waiting_rung_as_partial(tmp_path: Path) -> None:
+def test_ctrl_c_between_rung_processes_writes_each_waiting_rung_as_partial(
+    tmp_path: Path, interrupt_at: Any
+) -> None:
     """Two one-rung ladders of three processes: the first pass runs both first
     processes, the rounds one more of one rung, then Ctrl-C. Both rungs are on disk as
     partial rows with the processes they had, and the file says it was interrupted."""
@@ -93,7 +79,7 @@ def test_ctrl_c_between_rung_processes_writes_each_waiting_rung_as_partial(tmp_p
     writer = store.ResultsWriter(tmp_path / "r.h5", {}, "test")
     settings = runner.Settings(cold=3, repeats=3, budget_s=120.0, steady_budget_s=1.0, seed=7)
     with pytest.raises(Interrupt):
-        runner.run_sized(problem, ladders, writer, settings, executor=_CtrlCAt(4),
+        runner.run_sized(problem, ladders, writer, settings, executor=interrupt_at(4),
                          progress=lambda m: None)  # fmt: skip
     run = store.read(tmp_path / "r.h5")
     assert run.meta["status"] == "interrupted"

@@ -44,9 +44,11 @@ from sciml_bench.run.events import built, report_failure
 from sciml_bench.run.jobs import Events, Process
 from sciml_bench.run.ode import (
     PHASES,
+    cold_phases,
     device_columns,
     load_backend,
     placed,
+    sample_columns,
     vram_report,
     vram_start,
     with_device_note,
@@ -187,7 +189,7 @@ def _steady(job: dict[str, Any], case: Any, first: dict[str, Any], events: Event
     output is checked and copied after them, in bounded batches, and each batch's samples
     are reported as it is checked, so a rung killed at its budget keeps them. No call
     starts that the case's budget cannot hold, keeping time for the gradient check."""
-    from sciml_bench.run.steady import Plan, deadline_of, share, take
+    from sciml_bench.run.steady import MIN_SAMPLES, Plan, deadline_of, take
 
     deadline = deadline_of(job)
     # What must still fit after a kind's samples, from the first calls' durations (their
@@ -202,15 +204,25 @@ def _steady(job: dict[str, Any], case: Any, first: dict[str, Any], events: Event
     if case.differentiable:
         kept = {"reserve_s": grad_s} if small else {"reserve_per_call": 1.0}
         kinds.append(("grad", case.grad_raw, case.check_grad, grad_s, 0, kept))
-    repeats, budget, least = share(job)  # a ladder rung's processes each take the whole plan
     for kind, run, check, first_s, nbytes, kept in kinds:
         plan = Plan(
-            repeats=repeats, warmups=int(job.get("warmups", 1)), budget_s=budget,
-            min_samples=least,
+            repeats=int(job.get("repeats", 10)), warmups=int(job.get("warmups", 1)),
+            budget_s=float(job.get("steady_budget_s", 20.0)), min_samples=MIN_SAMPLES,
             sample_bytes=nbytes, deadline=deadline, first_s=first_s, **kept,
         )  # fmt: skip
-        take(run, check, first["params"], plan,
-             lambda values, kind=kind: events.emit(samples=kind, values=values))  # fmt: skip
+        take(run, check, first["params"], plan, _new_samples(events, kind))
+
+
+def _new_samples(events: Events, kind: str) -> Any:
+    """``take``'s batch callback: reports the samples a batch added (``take`` passes all
+    so far), so a process's reports add up to its samples as an ODE worker's do."""
+    sent = [0]
+
+    def report(values: list[float]) -> None:
+        events.emit(samples=kind, values=values[sent[0]:])
+        sent[0] = len(values)
+
+    return report
 
 
 def _check_gradient(
@@ -270,8 +282,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     ev: dict[str, Any] = {}
     for e in proc.events:
         ev.update(e)
-    phases, detail = _phases(processes)
-    samples, takers = _samples(processes)
+    phases, ttfg, detail = cold_phases(processes)
     rec: dict[str, Any] = {
         "kind": "ensemble",
         "problem": problem.name,
@@ -293,19 +304,17 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         "phase_names": list(PHASES),
         "phases": phases,
         "ttfg_detail": detail,
-        "ttfg_samples": [t for p in processes for t in _ttfg(p)],
-        "cold_processes": len(processes),
-        "solve_samples": samples.get("solve", []),
-        "grad_samples": samples.get("grad", []),
-        "solve_sample_process": takers.get("solve") if len(processes) > 1 else None,
-        "grad_sample_process": takers.get("grad") if len(processes) > 1 else None,
-        "steady_affinity": _affinity(processes),
+        "ttfg_samples": ttfg,
+        **sample_columns(processes),
         "peak_rss_mb": ev.get("peak_rss_mb"),
         "worker_wall_s": proc.wall_s,
         "sample": ref.sample,
         **_reference_keys(ref, opts["gradient_method"], REFERENCE_VERSION),
     }
-    rec.update(_count_columns(ev))
+    for key in ("steps", "rhs_evals"):
+        spread = ev.get(key)
+        if spread:
+            rec.update({f"{key}_{s}": v for s, v in spread.items()})
     rec.update(_solution_columns(ev.get("y"), ref, problem))
     if ev.get("gradient") is not None and status == Status.OK.value:
         rec.update({k: ev.get(k) for k in ("loss", "gradient_batch", "gradient_members")})
@@ -322,58 +331,6 @@ def _reference_keys(ref: Any, gradient_method: str, version: int) -> dict[str, A
     from sciml_bench.run.ode import reference_columns
 
     return {**reference_columns(ref, gradient_method), "reference_version": version}
-
-
-def _phases(processes: Sequence[Process]) -> tuple[Any, dict[str, float]]:
-    """The cold phases' seconds (a row per process, :data:`PHASES` order) and the first
-    process's details."""
-    import numpy as np
-
-    phases = np.full((len(processes), len(PHASES)), np.nan)
-    detail: dict[str, float] = {}
-    for i, proc in enumerate(processes):
-        for e in proc.events:
-            if "phase" in e:
-                phases[i, PHASES.index(e["phase"])] = e["s"]
-                if i == 0:
-                    detail.update(e.get("detail") or {})
-    return phases, detail
-
-
-def _count_columns(ev: dict[str, Any]) -> dict[str, Any]:
-    """The members' step and right-hand-side counts, ``min``/``median``/``max``."""
-    return {f"{key}_{s}": v for key in ("steps", "rhs_evals") for s, v in (ev.get(key) or {}).items()}
-
-
-def _ttfg(proc: Process) -> list[float]:
-    """A process's time to first gradient, where it ended ``ok``."""
-    from sciml_bench.measure.status import Status
-
-    if proc.status != Status.OK.value:
-        return []
-    return [e["ttfg_s"] for e in proc.events if "ttfg_s" in e][-1:]
-
-
-def _samples(processes: Sequence[Process]) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
-    """Every process's steady samples per kind, in process order (a worker reports each
-    kind's samples so far, so its last report holds them all), and beside them the index
-    of the process that took each."""
-    values: dict[str, list[float]] = {}
-    takers: dict[str, list[int]] = {}
-    for k, proc in enumerate(processes):
-        own = {e["samples"]: e["values"] for e in proc.events if "samples" in e}
-        for kind, vals in own.items():
-            values.setdefault(kind, []).extend(vals)
-            takers.setdefault(kind, []).extend([k] * len(vals))
-    return values, takers
-
-
-def _affinity(processes: Sequence[Process]) -> Any:
-    """Where each process's steady samples ran (:func:`~sciml_bench.measure.affinity.row_value`)."""
-    from sciml_bench.measure.affinity import row_value
-
-    return row_value([next((e["steady_affinity"] for e in p.events if "steady_affinity" in e),
-                           None) for p in processes])  # fmt: skip
 
 
 def _solution_columns(y: Any, ref: Any, problem: Any) -> dict[str, Any]:

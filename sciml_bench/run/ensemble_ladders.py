@@ -156,14 +156,6 @@ def run_ensemble(
     availability: dict[str, Any] = {}
     rounds = Rounds(writer, problem.name, settings.seed)
 
-    def add(rec: dict[str, Any], waits: Rung | None = None) -> None:
-        rec["case_index"] = len(done)
-        done.append(rec)
-        if waits is None:
-            writer.add(rec)
-        else:  # its whole row takes the ladder's keys of its first process's
-            waits.extra.update(largest_ok_size=rec.get("largest_ok_size"), case_index=len(done) - 1)
-
     with saved_on_interrupt(writer, done), rounds.written_on_interrupt():
         for i, spec in enumerate(ladders, 1):
             if spec.backend not in availability:
@@ -172,7 +164,8 @@ def run_ensemble(
             if why is not None:
                 if not any(r["backend"] == spec.backend for r in done):
                     progress(f"[ladder {i}/{len(ladders)}] {spec.backend}: unavailable ({why})")
-                    add(_ensemble_row(spec, problem, None, Status.UNAVAILABLE.value, why))
+                    rounds.place(done, _ensemble_row(spec, problem, None,
+                                                     Status.UNAVAILABLE.value, why))
                 continue
             ladder = Ladder()
             for size in spec.sizes:
@@ -188,7 +181,7 @@ def run_ensemble(
                     rec = rounds.first(r, executor, settings.budget_s, progress)
                     waits = r if r.waiting else None
                 ladder.done(size, rec)
-                add(rec, waits)
+                rounds.place(done, rec, waits)
         final = rounds.run(executor, settings.budget_s, progress)
     return rows_in_order(done, final)
 

@@ -515,7 +515,7 @@ def _ttfg_kind(gradient_method: str) -> str:
     return "solve" if gradient_method == "none" else "gradient"
 
 
-def _cold(processes: Sequence[Process]) -> tuple[Any, list[float], dict[str, float]]:
+def cold_phases(processes: Sequence[Process]) -> tuple[Any, list[float], dict[str, float]]:
     """Phases (processes x PHASES, NaN where one did not finish), the time to first
     gradient of every ``ok`` process, and the first process's import breakdown."""
     import numpy as np
@@ -650,7 +650,7 @@ def gradient_scores(
     return out
 
 
-def _sample_columns(processes: Sequence[Process]) -> dict[str, Any]:
+def sample_columns(processes: Sequence[Process]) -> dict[str, Any]:
     """The steady samples of a case's processes, which process took each kind, and the
     core each process's samples ran on."""
     from sciml_bench.measure.affinity import row_value
@@ -704,7 +704,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
     ev: dict[str, Any] = {}
     for e in full.events:
         ev.update(e)
-    phases, ttfg, detail = _cold(processes)
+    phases, ttfg, detail = cold_phases(processes)
     rec: dict[str, Any] = {
         "kind": "ode",
         "problem": problem.name,
@@ -739,7 +739,7 @@ def record(job: dict[str, Any], processes: Sequence[Process]) -> dict[str, Any]:
         # what the TTFG column measures: a backend without a gradient reports first solve
         "ttfg_kind": ev.get("ttfg_kind") or _ttfg_kind(opts["gradient_method"]),
         **failure_timing(full, phases[0]),
-        **_sample_columns(processes), **_model_sources(processes),
+        **sample_columns(processes), **_model_sources(processes),
         **_work_columns(ev),
         "worker_wall_s": full.wall_s,
         **reference_columns(ref, opts["gradient_method"]),

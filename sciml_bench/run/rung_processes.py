@@ -169,6 +169,18 @@ class Rounds:
         self.waiting: list[Rung] = []
         self.slot = 0
 
+    def place(self, done: list[dict[str, Any]], rec: dict[str, Any], waits: Rung | None = None,
+              keys: Sequence[str] = ("largest_ok_size", "case_index")) -> None:  # fmt: skip
+        """``rec`` as the next row of the ladders' order (``case_index``), written now, or,
+        where its rung ``waits`` for more processes, held: the rung's whole row takes
+        ``rec``'s ladder ``keys`` (what the ladder added to its first process's row)."""
+        rec["case_index"] = len(done)
+        done.append(rec)
+        if waits is None:
+            self.writer.add(rec)
+        else:
+            waits.extra.update({k: rec[k] for k in keys if k in rec})
+
     def first(self, r: Rung, executor: Executor, budget_s: float, progress: Progress) -> dict[str, Any]:
         """Run ``r``'s first process and return its row so far (for the ladder's next
         decisions); ``r`` waits for its others when it plans more and this one was ``ok``."""

@@ -284,12 +284,9 @@ class _LadderRun:
     done: list[dict[str, Any]] = field(default_factory=list)
     seen: dict[str, Any] = field(default_factory=dict)
 
-    def add(self, rec: dict[str, Any], write: bool = True) -> None:
-        """A row in the ladders' order; written now unless its rung waits for processes."""
-        rec["case_index"] = len(self.done)
-        if write:
-            self.writer.add(rec)
-        self.done.append(rec)
+    def add(self, rec: dict[str, Any], waits: Rung | None = None) -> None:
+        """A row in the ladders' order (:meth:`Rounds.place`)."""
+        self.rounds.place(self.done, rec, waits, LADDER_KEYS)
 
     def ladder(self, i: int, n: int, ladder: SizedSpec) -> None:
         """One ladder's first pass: every size, or one row saying why none runs."""
@@ -317,9 +314,7 @@ class _LadderRun:
             if self.problem.laddered is not None:  # labels read N=32, width=200
                 rec["size_name"] = self.problem.laddered.ladder_name
             state.done(size, rec)
-            self.add(rec, write=waits is None)
-            if waits is not None:  # its whole row takes the first process's keys
-                waits.extra.update({k: rec[k] for k in LADDER_KEYS if k in rec})
+            self.add(rec, waits)
 
 
 #: a rung's keys that its ladder adds to the job's record (:func:`_rung`, :class:`Ladder`)
