@@ -7,7 +7,9 @@ import pytest
 
 from sciml_bench.problem import codegen, spec
 
-PROBLEMS = spec.available_problems()
+#: the shipped problems whose every target has code (one with events has NumPy's alone:
+#: tests/test_events.py)
+PROBLEMS = [n for n in spec.available_problems() if not spec.load(n).events]
 
 
 def _random_points(p: spec.Problem, n: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -234,6 +234,11 @@ class Backend(ABC):
     #: whether array problems (``[sizes]``: vector states, array code) run here; a backend
     #: without array code says so in its row (status ``unavailable``), never crashes
     array_problems: bool = False
+    #: the kinds of ``[[events]]`` it runs (sciml_bench/problem/events.py): ``time`` (at set
+    #: times), ``state`` (where a root function crosses zero); a problem with another kind
+    #: is refused by name before its library loads
+    #: (:func:`~sciml_bench.backends.program.refuse_events`)
+    events: tuple[str, ...] = ()
     #: why not, when a backend can say more than "no array code yet" (its row's reason)
     array_missing: str = ""
     #: Jacobian kinds it offers an array problem's implicit solvers (``dense``, ``sparse``)

@@ -14,11 +14,17 @@ Fixed steps (``Euler``, ``Tsit5-fixed``): ``stepsize_controller=ConstantStepSize
 solve sees (``y0``, ``t0``, ``t1``, ``dt0``, the save times, the parameters and the loss's
 arrays) is made float32: Diffrax promotes ``y0`` to the times' dtype, so one float64
 time would silently make the whole solve float64.
+
+A problem with events (problems.md, "Events") solves in pieces between them, one
+``diffeqsolve`` each, its ends the events' times computed from the parameters inside the
+traced call (:func:`solve_across_events`), as a Diffrax user restarts a solve where the state
+jumps; ``jax.grad`` then carries a moving time's jump term by the chain rule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -31,6 +37,7 @@ from sciml_bench.backends.training import TrainingCase
 from sciml_bench.measure.status import SolverFailure, Status, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
+from sciml_bench.problem.event_segments import Segment, segments
 from sciml_bench.problem.training import Adam
 
 _SOLVERS = {
@@ -164,7 +171,8 @@ def diffeqsolve_arguments(
 
 
 def compiled_calls(
-    rhs: Any, y0: Any, t_span: Any, t_save: Any, loss_arrays: Any, settings: dict[str, Any]
+    rhs: Any, y0: Any, t_span: Any, t_save: Any, loss_arrays: Any, settings: dict[str, Any],
+    events: Any = None,
 ) -> dict[str, Any]:
     """A case's compiled calls, from plain arguments (what :class:`DiffraxCase` runs and
     ``sciml-bench codegen --target jax`` prints, from this very source):
@@ -179,7 +187,9 @@ def compiled_calls(
     ``rhs(t, y, args)`` is the generated vector field, the parameters Diffrax's ``args``
     (the other arguments: :func:`diffeqsolve_arguments`). ``y0`` is the initial state, or
     the generated ``y0(theta)`` where it depends on the parameters: then it is computed
-    inside every call, so ``jax.grad`` runs through it.
+    inside every call, so ``jax.grad`` runs through it. A problem with events (``events``,
+    an :class:`Events`; the printed program has none) solves in pieces between them
+    (:func:`solve_across_events`).
     """
     import diffrax
     import jax
@@ -191,14 +201,11 @@ def compiled_calls(
 
     def _solve(theta: Any) -> Any:
         start = {"y0": jnp.asarray(y0(theta), dtype=dtype)} if callable(y0) else {}
+        if events is not None:
+            return solve_across_events(solve_args, events, t_save, theta,
+                                       start.get("y0", solve_args.get("y0")))  # fmt: skip
         sol = diffrax.diffeqsolve(**solve_args, **start, args=theta, throw=False)
-        # [result code, accepted, rejected steps] in one small array: each extra output
-        # of a compiled call costs microseconds of dispatch
-        status = jnp.stack(
-            [sol.result._value, sol.stats["num_accepted_steps"],
-             sol.stats["num_rejected_steps"]]
-        ).astype(dtype)  # fmt: skip
-        return sol.ys, status
+        return sol.ys, solve_status(sol, dtype)
 
     def _solve_full(theta: Any) -> Any:
         ys, status = _solve(theta)
@@ -217,6 +224,58 @@ def compiled_calls(
         # jax.grad with the loss as auxiliary output: two buffers, as value_and_grad gives
         "value_and_grad": jax.jit(jax.grad(_loss, has_aux=True)),
     }
+
+
+@dataclass(frozen=True)
+class Events:
+    """A problem's events as the generated JAX source has them, and the pieces of the solve
+    between them at the parameters' initial values (:mod:`sciml_bench.problem.event_segments`):
+    the order of the events is fixed there, their times move with ``θ`` inside the solve."""
+
+    times: Callable[[Any], Any]
+    jumps: tuple[Callable[[Any, Any], Any], ...]
+    pieces: tuple[Segment, ...]
+
+
+def solve_status(sol: Any, dtype: Any) -> Any:
+    """``[result code, accepted, rejected steps]`` in one small array: each extra output of
+    a compiled call costs microseconds of dispatch."""
+    import jax.numpy as jnp
+
+    return jnp.stack([sol.result._value, sol.stats["num_accepted_steps"],
+                      sol.stats["num_rejected_steps"]]).astype(dtype)  # fmt: skip
+
+
+def solve_across_events(
+    solve_args: dict[str, Any], events: Events, t_save: Any, theta: Any, y0: Any
+) -> tuple[Any, Any]:
+    """``diffeqsolve`` once per piece between events, each from the state the last event
+    set, as a Diffrax user restarts the solve where the state jumps; each piece's ends are
+    the events' times computed from ``theta`` inside the traced call, so that ``jax.grad``
+    runs through a time that moves (the jump term of problem/events.py, by the chain
+    rule through ``t0``/``t1``). Each piece has the case's step bound. The status: the
+    worst piece's result code and the steps of all of them."""
+    import diffrax
+    import jax.numpy as jnp
+
+    dtype = solve_args["t0"].dtype
+    times = events.times(theta).astype(dtype)
+    y, blocks, status = y0, [], []
+    for i, seg in enumerate(events.pieces):
+        t0 = solve_args["t0"] if i == 0 else times[events.pieces[i - 1].fire[0]]
+        t1 = times[seg.fire[0]] if seg.fire else solve_args["t1"]
+        ts = jnp.asarray(np.asarray(t_save)[seg.save], dtype=dtype)
+        saveat = diffrax.SaveAt(ts=ts, t1=True) if seg.save.size else diffrax.SaveAt(t1=True)
+        sol = diffrax.diffeqsolve(**{**solve_args, "t0": t0, "t1": t1, "saveat": saveat},
+                                  y0=y, args=theta, throw=False)  # fmt: skip
+        blocks.append(sol.ys[:-1])
+        y = sol.ys[-1]
+        for k in seg.fire:
+            y = events.jumps[k](y, theta)
+        status.append(solve_status(sol, dtype))
+    s = jnp.stack(status)
+    return jnp.concatenate(blocks), jnp.stack([jnp.max(s[:, 0]), jnp.sum(s[:, 1]),
+                                               jnp.sum(s[:, 2])])  # fmt: skip
 
 
 def compiled_failure(e: Exception) -> SolverFailure:
@@ -239,6 +298,17 @@ def blocked(block: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> 
         if "RuntimeError" not in type(e).__name__:
             raise
         raise compiled_failure(e) from None
+
+
+def _events(ns: dict[str, Any], problem: CompiledProblem) -> Events | None:
+    """The generated events and the solve's pieces at ``θ0``, or None without events."""
+    if "event_times" not in ns:
+        return None
+    import jax.numpy as jnp
+
+    at = np.asarray(ns["event_times"](jnp.asarray(problem.theta0, dtype=jnp.float64)))
+    pieces = segments(at, problem.t_span, problem.t_save)
+    return Events(ns["event_times"], tuple(ns["EVENTS"]), tuple(pieces))
 
 
 class DiffraxCase(Case):
@@ -268,7 +338,7 @@ class DiffraxCase(Case):
         settings = case_settings(problem, options)
         fns = compiled_calls(
             rhs, ns.get("y0", problem.y0), problem.t_span, problem.t_save,
-            (problem.loss_W, problem.loss_O, problem.loss_C), settings,
+            (problem.loss_W, problem.loss_O, problem.loss_C), settings, _events(ns, problem),
         )  # fmt: skip
         self._solve_full = fns["solve_full"]
         self._solve_ys = fns["solve_ys"]
@@ -561,6 +631,7 @@ class DiffraxBackend(Backend):
     #: array problems run on the generated jnp code; Kvaerno's Newton iterations solve with
     #: lineax's AutoLinearSolver on the dense jax.jacfwd Jacobian: dense is its only kind
     array_problems = True
+    events = ("time",)
     sparse_missing = (
         "diffrax has no sparse Jacobian path: its implicit solvers' Newton iterations solve "
         "with lineax (AutoLinearSolver, dense LU on the dense jax.jacfwd Jacobian), which "

@@ -55,6 +55,23 @@ def sources_of(backend: Backend) -> tuple[str, ...] | None:
     return None if target is None else (target,)
 
 
+def refuse_events(backend: Backend, problem: CompiledProblem) -> None:
+    """:class:`~sciml_bench.backends.base.ProblemNotExpressible` (an ``unavailable`` row)
+    where ``problem`` has events of a kind ``backend`` does not run
+    (:attr:`~sciml_bench.backends.base.Backend.events`): said before the library is loaded,
+    for every backend alike (torchode reads the same torch source as torchdiffeq, events
+    included, and would solve straight through them)."""
+    from sciml_bench.backends.base import ProblemNotExpressible
+
+    missing = [k for k in problem.event_kinds if k not in backend.events]
+    if missing:
+        what = {"time": "at set times", "state": "where a root function crosses zero"}
+        raise ProblemNotExpressible(
+            f"{backend.name}: {problem.name} has events ([[events]]) "
+            f"{' and '.join(what[k] for k in missing)}, which {backend.name} does not run "
+            "yet (issue 51)")  # fmt: skip
+
+
 #: the comment a program-less target's output starts with
 NOT_YET = "# sciml-bench: the whole program is not available for"
 
@@ -134,7 +151,7 @@ import numpy as np
 
 # float64 before any array is made, as the worker does
 jax.config.update("jax_enable_x64", True)""",
-    functions=("diffeqsolve_arguments", "compiled_calls"),
+    functions=("diffeqsolve_arguments", "solve_status", "compiled_calls"),
     main=(
         "calls = compiled_calls(rhs, Y0, T_SPAN, T_SAVE, (LOSS_W, LOSS_O, LOSS_C), SETTINGS)",
         "theta = jnp.asarray(THETA)  # the parameters as the case holds them (prepare)",
@@ -396,6 +413,9 @@ def program(problem: CompiledProblem, backend: str, options: CaseOptions, comman
     if recipe is None:
         return (f"{NOT_YET} {backend} yet: this is its vector field alone, as the worker "
                 f"loads it ({command})\n{rhs}")  # fmt: skip
+    if problem.events:  # the recipes run one smooth solve
+        return (f"{NOT_YET} a problem with events yet ({problem.name}): this is {backend}'s "
+                f"vector field and events alone, as the worker loads them ({command})\n{rhs}")
     if problem.y0_depends:  # the recipes bind one fixed Y0
         return (f"{NOT_YET} a problem whose initial state depends on its parameters yet "
                 f"({problem.name}): this is {backend}'s vector field and start (y0(p)) alone, "

@@ -1,6 +1,8 @@
 """SciPy: solve only; the suite's tight reference is built on it.
 
-It has no gradient, so its rows carry timings and solution error only. The exact sympy
+It has no gradient, so its rows carry timings and solution error only. A problem with
+events is solved in pieces between them, the solver restarted after each
+(:mod:`sciml_bench.problem.event_segments`). The exact sympy
 Jacobian is supplied to the implicit methods, as a careful SciPy user would.
 
 On an array problem the case's ``jacobian`` (``options.extra``) picks how: ``dense`` (the
@@ -21,7 +23,7 @@ each; the solver objects do not report the steps they rejected inside one).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -35,6 +37,13 @@ from sciml_bench.backends.step_bound import steps_over, stopped_at_bound
 from sciml_bench.measure.status import SolverFailure, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
+from sciml_bench.problem.event_segments import (
+    Stop,
+    TooManyEvents,
+    points_with_end,
+    root_events,
+    solve_with_events,
+)
 
 #: the methods that take the exact Jacobian
 IMPLICIT = ("LSODA", "BDF", "Radau")
@@ -80,6 +89,9 @@ class ScipyRun:
     nfev: int = 0
     njev: int = 0
     nlu: int = 0
+    #: the root event that stopped the solve at ``t`` and the state there (else None)
+    root: int | None = None
+    y_root: np.ndarray | None = None
 
 
 def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, Any]:
@@ -97,20 +109,24 @@ def case_settings(problem: CompiledProblem, options: CaseOptions) -> dict[str, A
 def integrate(
     method: Any, f: Callable[..., Any], jac: Callable[..., Any] | None,
     t_span: tuple[float, float], y0: np.ndarray, t_eval: np.ndarray, rtol: float,
-    atol: float, max_steps: int, **jac_options: int,
+    atol: float, max_steps: int, roots: Any = (), **jac_options: int,
 ) -> ScipyRun:
     """``solve_ivp``'s own loop over the solver object ``method`` (e.g.
     ``scipy.integrate.LSODA``) from ``y0`` over ``t_span``: ``step()`` until the end, the
     dense output evaluated at the save points ``t_eval`` each step passes, as
     ``solve_ivp(..., t_eval=t_eval)`` does, under the bound of ``max_steps`` steps. What
     :class:`ScipyCase` runs and ``sciml-bench codegen --target numpy`` prints.
-    ``jac_options`` are LSODA's band of an array problem (``lband``, ``uband``)."""
+    ``jac_options`` are LSODA's band of an array problem (``lband``, ``uband``). ``roots``
+    (:func:`~sciml_bench.problem.event_segments.root_events`) stop the solve where the
+    first of them crosses zero in its direction, found as ``solve_ivp`` finds an event
+    (:func:`_root_in_step`)."""
     t0, t1 = t_span
     kw = {"rtol": rtol, "atol": atol, **jac_options}
     solver = method(f, t0, y0, t1, **kw) if jac is None else method(
         f, t0, y0, t1, jac=jac, **kw)  # fmt: skip
     run = ScipyRun()
     i = 0  # the next save point
+    g = [h(t0, y0) for h in roots]
     while True:
         if steps_over(max_steps, run.steps + 1) is not None:  # the next step would be past it
             run.status = "max_steps"
@@ -120,6 +136,16 @@ def integrate(
         if solver.status == "failed":
             run.status, run.message = "failed", str(message)
             break
+        if roots:
+            g, hit = _root_in_step(roots, solver, g)
+            if hit is not None:
+                k, t_root = hit
+                j = int(np.searchsorted(t_eval, t_root, side="left"))
+                if j > i:
+                    run.blocks.append(solver.dense_output()(t_eval[i:j]))
+                run.root, run.y_root = k, solver.dense_output()(t_root)
+                run.t, run.nfev, run.njev, run.nlu = t_root, solver.nfev, solver.njev, solver.nlu
+                return run
         # the save points this step passed, a point equal to t included
         j = int(np.searchsorted(t_eval, solver.t, side="right"))
         if j > i:
@@ -129,6 +155,31 @@ def integrate(
             break
     run.t, run.nfev, run.njev, run.nlu = solver.t, solver.nfev, solver.njev, solver.nlu
     return run
+
+
+def _root_in_step(roots: Sequence[Any], solver: Any, g: list[float]) -> tuple[list[float], Any]:
+    """The roots' values at the step's end, and ``(k, t)`` of the first that crossed zero in
+    its direction during the step (None: none did): the crossing rule and root finder of
+    ``solve_ivp`` (``find_active_events``: a sign change including a zero at either end;
+    ``brentq`` on the dense output to ``4·eps``)."""
+    from scipy.optimize import brentq
+
+    g_new = [h(solver.t, solver.y) for h in roots]
+    sol, hits = solver.dense_output(), []
+    for h, a, b in zip(roots, g, g_new, strict=True):
+        up, down = a <= 0 <= b, a >= 0 >= b
+        if (up and h.direction > 0) or (down and h.direction < 0):
+            t = brentq(lambda s, h=h: h(s, sol(s)), solver.t_old, solver.t,
+                       xtol=4 * np.finfo(float).eps)  # fmt: skip
+            hits.append((t, h.k))
+    if not hits:
+        return g_new, None
+    t, k = min(hits)
+    return g_new, (k, t)
+
+
+class _Stopped(Exception):
+    """A piece of an event solve failed or met the step bound (its run says which)."""
 
 
 class ScipyCase(Case):
@@ -155,6 +206,10 @@ class ScipyCase(Case):
                 ns, options.solver, kind, self.settings["exact_jacobian"])
             self.info = {"jacobian": kind, "linear_solver": solver}
         self.t_eval = np.asarray(problem.t_save, dtype=np.float64)
+        #: the generated ``(event_times, EVENTS)`` of a problem with events, else None
+        self.events: tuple[Callable[..., Any], Any] | None = (
+            (ns["event_times"], ns["EVENTS"]) if "event_times" in ns else None)
+        self.ns = ns
 
     def timed_solve(self, params: np.ndarray, y0: np.ndarray | None = None) -> ScipyRun:
         """Solve from ``y0`` (default: the problem's initial state, at ``params`` where it
@@ -163,15 +218,59 @@ class ScipyCase(Case):
         jac = None if self.jac is None else partial(self.jac, p=params)
         if y0 is None:
             y0 = self.p.y0 if self.y0_of is None else self.y0_of(params)
+        if self.events is not None:
+            return self.integrate_events(partial(self.rhs, p=params), jac, y0, params)
         return self.integrate(partial(self.rhs, p=params), jac, y0)
 
     def integrate(
-        self, f: Callable[..., Any], jac: Callable[..., Any] | None, y0: np.ndarray
-    ) -> ScipyRun:
+        self, f: Callable[..., Any], jac: Callable[..., Any] | None, y0: np.ndarray,
+        span: tuple[float, float] | None = None, t_eval: np.ndarray | None = None,
+        max_steps: int | None = None, roots: Sequence[Any] = (),
+    ) -> ScipyRun:  # fmt: skip
         """``solve_ivp``'s loop (forward in time, ``t_eval``), under the step bound."""
         s = self.settings
-        return integrate(self.method, f, jac, self.p.t_span, y0, self.t_eval, s["rtol"],
-                         s["atol"], s["max_steps"], **self.jac_options)  # fmt: skip
+        return integrate(self.method, f, jac, span or self.p.t_span, y0,
+                         self.t_eval if t_eval is None else t_eval, s["rtol"], s["atol"],
+                         s["max_steps"] if max_steps is None else max_steps, roots,
+                         **self.jac_options)  # fmt: skip
+
+    def integrate_events(
+        self, f: Callable[..., Any], jac: Callable[..., Any] | None, y0: np.ndarray,
+        params: np.ndarray,
+    ) -> ScipyRun:  # fmt: skip
+        """The solve in pieces between the events, by the driver the reference uses
+        (:func:`~sciml_bench.problem.event_segments.solve_with_events`): the solver object
+        restarted from the state each event sets, as a SciPy user restarts ``solve_ivp``,
+        a root event found in its stepping loop (:func:`integrate`'s ``roots``); one step
+        bound over the whole span. The run's counters add up the pieces'."""
+        assert self.events is not None
+        times, jumps = self.events
+        total = ScipyRun()
+        roots = root_events(self.ns, params, self.p.n_state)
+
+        def piece(a: float, b: float, save: np.ndarray, y: np.ndarray) -> Stop:
+            run = self.integrate(f, jac, y, (a, b), points_with_end(self.t_eval[save], b),
+                                 self.settings["max_steps"] - total.steps, roots)  # fmt: skip
+            total.steps, total.nfev = total.steps + run.steps, total.nfev + run.nfev
+            total.njev, total.nlu, total.t = total.njev + run.njev, total.nlu + run.nlu, run.t
+            if run.status != "finished":
+                total.status, total.message = run.status, run.message
+                raise _Stopped
+            states = np.hstack(run.blocks) if run.blocks else np.zeros((len(y), 0))
+            if run.root is not None:
+                return Stop(states.T, run.t, run.y_root, run.root)
+            return Stop(states[:, : save.size].T, b, states[:, -1])
+
+        try:
+            y = solve_with_events(self.p.t_span, self.t_eval, times(params), y0, piece,
+                                  lambda k, t, y: jumps[k](y, params))  # fmt: skip
+        except _Stopped:
+            return total
+        except TooManyEvents as e:
+            total.status, total.message = "failed", str(e)
+            return total
+        total.blocks = [y.T]
+        return total
 
     def check_solve(self, raw: Any) -> Solution:
         run: ScipyRun = raw
@@ -245,6 +344,7 @@ class ScipyBackend(Backend):
     case_type = ScipyCase
     array_problems = True
     jacobians = ("dense", "sparse")
+    events = ("time", "state")
     # LSODA was fastest on ROBER at rtol 1e-6 (benchmarks/README.md, "What was tried for
     # the stiff defaults", by benchmarks/best_config.py).
     stiff_solver, nonstiff_solver = "LSODA", "DOP853"

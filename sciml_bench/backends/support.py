@@ -82,6 +82,8 @@ def _notes(b: Backend, problem: Problem) -> list[str]:
         notes.append("not offered: " + (b.array_missing or "no array code"))
     if problem.ensemble is not None and not b.ensemble_semantics:
         notes.append("not offered: no ensembles")
+    if any(e.kind not in b.events for e in problem.events):
+        notes.append("not offered: does not run these events ([[events]]) yet (issue 51)")
     if not b.differentiable:
         notes.append("solves only (no gradient row)")
     return notes

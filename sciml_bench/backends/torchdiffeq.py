@@ -44,6 +44,7 @@ from sciml_bench.backends.torch_device import TorchPlaced
 from sciml_bench.measure.status import SolverFailure, classify_message
 from sciml_bench.problem.compiled import CompiledProblem
 from sciml_bench.problem.ensemble import Batch
+from sciml_bench.problem.event_segments import segments
 from sciml_bench.problem.training import Adam
 
 _SOLVERS = {
@@ -234,6 +235,11 @@ class TorchdiffeqCase(TorchPlaced, Case):
         #: the start depends on the parameters: each solve computes it from the module's
         #: parameter tensors (RHS.initial), so autograd runs through it (problem/initial.py)
         self.moving_start = problem.y0_depends
+        #: a problem with events: the solve's pieces between them at θ0, else None
+        self.pieces = None if not problem.events else segments(
+            self.module.event_times(self.y0).detach().cpu().numpy(), problem.t_span,
+            problem.t_save)  # fmt: skip
+        self.t_save = np.asarray(problem.t_save, dtype=np.float64)
 
     def _odeint(self) -> Any:
         return self.integrate(self.module)
@@ -244,6 +250,8 @@ class TorchdiffeqCase(TorchPlaced, Case):
         self.steps.reset()
         y0 = func.initial() if self.moving_start else self.y0
         try:
+            if self.pieces is not None:
+                return self.across_events(func, y0, extra)
             ys = self.odeint(func, y0, self.t, **self.kw, **extra)
         except AssertionError as e:
             raise SolverFailure(
@@ -251,6 +259,32 @@ class TorchdiffeqCase(TorchPlaced, Case):
             ) from None
         self.last_device = ys.device
         return ys[1:] if self.skip_first else ys
+
+    def across_events(self, func: Any, y0: Any, extra: dict[str, Any]) -> Any:
+        """``odeint`` once per piece between events (problem/event_segments.py), each from
+        the state the last event set (the module's ``event_k``), as a torchdiffeq user
+        restarts ``odeint`` where the state jumps; each piece's grid runs from the event's
+        time, a tensor computed from the module's parameters (``event_times``), so that
+        autograd differentiates a time that moves. One step bound over the whole span."""
+        torch = self.torch
+        times, ts = func.event_times(y0), torch.as_tensor(self.t_save, dtype=y0.dtype,
+                                                              device=y0.device)  # fmt: skip
+        end = torch.as_tensor(self.t[-1:], dtype=y0.dtype, device=y0.device)
+        y, out = y0, []
+        for i, seg in enumerate(self.pieces or ()):
+            a = self.t[:1] if i == 0 else times[self.pieces[i - 1].fire[0]].reshape(1)
+            b = times[seg.fire[0]].reshape(1) if seg.fire else end
+            saves = ts[seg.save]
+            head = not (seg.save.size and self.t_save[seg.save[0]] == seg.start)
+            tail = not (seg.save.size and self.t_save[seg.save[-1]] == seg.end)
+            grid = torch.cat([a] * head + [saves] + [b] * tail)
+            ys = self.odeint(func, y, grid, **self.kw, **extra)
+            out.append(ys[int(head): int(head) + seg.save.size])
+            y = ys[-1]
+            for k in seg.fire:
+                y = getattr(func, f"event_{k}")(y)
+        self.last_device = y.device
+        return torch.cat(out)
 
     def progress_t(self) -> float | None:
         return self.steps.t_seen
@@ -452,5 +486,6 @@ class TorchdiffeqBackend(TorchBackend):
     solver_table = _SOLVERS
     ensemble_semantics = ("coupled",)
     case_type = TorchdiffeqCase
+    events = ("time",)
     ensemble_type = TorchdiffeqEnsembleCase
     training_type = TorchdiffeqTrainingCase

@@ -79,6 +79,9 @@ def adjoint_gradient(
     (``λ``'s scale is the loss's sensitivity to the state, not the state's)."""
     from scipy.integrate import solve_ivp
 
+    if problem.events:  # λ would jump at each event by the transpose of S's jump
+        raise AdjointError(f"adjoint reference: {problem.name} has events, which this "
+                           "adjoint does not cross (forward sensitivities do)")  # fmt: skip
     model = _Model.of(problem)
     theta = np.asarray(problem.theta0, dtype=float)
     t_save = np.asarray(problem.t_save, dtype=float)

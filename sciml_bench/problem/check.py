@@ -82,7 +82,25 @@ def summary(problem: Problem) -> list[str]:
     if problem.training is not None:
         lines.append(f"[training]: Adam, {problem.training.iterations} iterations "
                      "(sciml-bench run --train)")  # fmt: skip
-    return lines + _start_lines(problem)
+    return lines + _start_lines(problem) + _event_lines(problem)
+
+
+def _event_lines(problem: Problem) -> list[str]:
+    """The events, as parsed (problem/events.py): when each fires and what it sets."""
+    out = []
+    for k, e in enumerate(problem.events[:6]):
+        if e.when is not None:
+            way = "down" if e.direction < 0 else "up"
+            when = f"each crossing of zero of {_short(e.when)}, going {way}"
+        elif e.moves:
+            when = f"t = {_short(e.at)} ({e.time0:g} here; moves with the parameters)"
+        else:
+            when = f"t = {e.time0:g}"
+        sets = ", ".join(f"{problem.state_names[i]} = {_short(v)}" for i, v in e.assign)
+        out.append(f"event {k}: at {when}: {sets}")
+    if len(problem.events) > 6:
+        out.append(f"(and {len(problem.events) - 6} more events)")
+    return out
 
 
 def _start_lines(problem: Problem) -> list[str]:

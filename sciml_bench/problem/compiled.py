@@ -102,6 +102,11 @@ class CompiledProblem(Dimensions):
     #: formula, each parameter's id; :class:`~sciml_bench.problem.spec.SBMLModel`), its text
     #: in ``source["sbml_model"]``; None for a problem file (they run the rate-rule export)
     sbml_map: dict[str, Any] | None = None
+    #: how many events (``[[events]]``, :mod:`sciml_bench.problem.events`) the problem has,
+    #: and their kinds (``time``, ``state``): their functions are in the sources of the
+    #: targets that run them, every other target's says it runs none yet
+    events: int = 0
+    event_kinds: list[str] = field(default_factory=list)
 
     def loss_numpy(self, y: np.ndarray) -> float:
         """The loss above, in NumPy (also valid for complex ``y``)."""

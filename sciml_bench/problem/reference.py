@@ -56,10 +56,11 @@ from typing import Any
 
 import numpy as np
 
-from sciml_bench.problem import codegen
+from sciml_bench.problem import codegen, event_segments
 from sciml_bench.problem.adjoint import AdjointError
 from sciml_bench.problem.blas_threads import serial_blas_when_small
 from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.events import kinds as event_kinds
 from sciml_bench.problem.gradient_measures import judged_scale, norm_error
 from sciml_bench.problem.loss import loss_arrays
 from sciml_bench.problem.reference_gradient import (
@@ -209,6 +210,10 @@ class _Solver:
         self.jac: Callable = ns["jac_sparse"] if "jac_sparse" in ns else ns["jac"]
         #: the initial state at θ where it depends on θ (problem/initial.py), else None
         self.y0_of: Callable | None = ns.get("y0")
+        #: ``(event_times, EVENTS)`` of a problem with events (:mod:`.events`), else None
+        self.events: tuple[Callable, Any] | None = (
+            (ns["event_times"], ns["EVENTS"]) if "event_times" in ns else None)
+        self.ns = ns
         self.problem = problem
         self.method = method
         self.rtol = rtol
@@ -220,27 +225,49 @@ class _Solver:
     ) -> np.ndarray:
         """States at the save points from ``y0`` (default: the problem's); a
         :class:`ReferenceError` past ``deadline`` (``time.perf_counter()``), or when the
-        solver fails, with ``runaway`` set where the state it saw ran away."""
-        from scipy.integrate import solve_ivp
-
+        solver fails, with ``runaway`` set where the state it saw ran away. A problem with
+        events is solved piece by piece between them (:mod:`.event_segments`)."""
         p = self.problem
         if y0 is None and self.y0_of is not None:
             y0 = self.y0_of(theta)
         y0 = np.asarray(p.y0 if y0 is None else y0, dtype=np.result_type(theta, float))
         name = method or self.method
         watch = _Watch(y0, deadline)
+        t_save = np.asarray(p.t_save, dtype=float)
+        if self.events is None:
+            return self._piece(theta, name, watch, (p.t_span[0], p.t_span[1]), t_save, y0).saved
+        times = self.events[0](theta)
+        why = event_segments.outside_span(times[~np.isnan(np.real(times))], p.t_span)
+        if why:
+            raise ReferenceError(f"reference solver {name} failed for {p.name!r}: {why}")
+        roots = event_segments.root_events(self.ns, theta, p.n_state)
+
+        def piece(a: float, b: float, save: np.ndarray, y: np.ndarray) -> event_segments.Stop:
+            return self._piece(theta, name, watch, (a, b), t_save[save], y, roots)
+
+        try:
+            return event_segments.solve_with_events(
+                p.t_span, t_save, times, y0, piece, lambda k, t, y: self.events[1][k](y, theta))  # fmt: skip
+        except event_segments.TooManyEvents as e:
+            raise ReferenceError(f"reference solver {name} failed for {p.name!r}: {e}") from e
+
+    def _piece(
+        self, theta: np.ndarray, name: str, watch: _Watch, span: tuple[float, float],
+        t_eval: np.ndarray, y0: np.ndarray, roots: list[Any] | None = None,
+    ) -> event_segments.Stop:
+        """The states at ``t_eval`` (rows) and where the solve stopped: the end of ``span``,
+        or where a root event of ``roots`` fired first."""
+        from scipy.integrate import solve_ivp
+
+        p = self.problem
+        points = event_segments.points_with_end(t_eval, span[1])
         try:
             sol = solve_ivp(
-                lambda t, y: self.rhs(t, watch(y), theta),
-                p.t_span,
-                y0,
-                method=ode_solver(name),
-                t_eval=np.asarray(p.t_save),
-                rtol=self.rtol,
-                atol=self.atol,
+                lambda t, y: self.rhs(t, watch(y), theta), span, y0, method=ode_solver(name),
+                t_eval=points, rtol=self.rtol, atol=self.atol, events=roots or None,
                 # an explicit method takes no Jacobian (SciPy warns when given one)
                 **({} if name in EXPLICIT else {"jac": lambda t, y: self.jac(t, y, theta)}),
-            )
+            )  # fmt: skip
         # an overflow the RHS raises; a NaN Jacobian, which the LU refuses with ValueError
         # (sqrt of a state gone negative); too long
         except (ArithmeticError, ValueError, _Overtime) as e:
@@ -257,7 +284,7 @@ class _Solver:
                                  f"{p.name!r}")  # fmt: skip
             err.runaway = True
             raise err
-        return sol.y.T
+        return event_segments.ivp_stop(sol, t_eval.size, roots or [])
 
 
 def solve_at(
@@ -455,6 +482,9 @@ def cross_check(
                       "(three complex BDF solves at this size cost too much)")  # fmt: skip
     if not _is_analytic(problem):
         return None, "not run: the equations use abs(), which is not analytic"
+    if any(e.moves for e in problem.events):
+        return None, ("not run: an event's time moves with the parameters (no solver steps "
+                      "to a complex time)")  # fmt: skip
     try:
         g_cs = _cs_gradient(loss, theta0, log)
     except (ReferenceError, ValueError, TypeError) as e:
@@ -1148,6 +1178,8 @@ def compile_problem(
         source=source,
         content_hash=problem.content_hash,
         y0_depends=bool(problem.initial),
+        events=len(problem.events),
+        event_kinds=list(event_kinds(problem.events)),
         sbml_map=None if model is None else model.to_json(),
         **_array_facts(problem, source["numpy"]),
     )

@@ -12,7 +12,9 @@ system is small, else the adjoint of :mod:`.adjoint`). For ``y' = f(t, y, θ)`` 
     generated: :func:`~sciml_bench.problem.codegen.param_jacobian_source`)
 
 (``S(t0) = 0`` where the start is a number; the generated ``y0_jac`` where it is an
-expression of the parameters, :mod:`sciml_bench.problem.initial`)
+expression of the parameters, :mod:`sciml_bench.problem.initial`), and at an event
+``S`` jumps to ``G_y S + G_θ + (G_y f⁻ − f⁺) ∂τ/∂θ`` (:mod:`sciml_bench.problem.events`;
+the solve runs in pieces between events, :mod:`sciml_bench.problem.event_segments`)
 
 and the loss ``L = Σ_i W_i·(y_i − O_i)² + C_i·y_i`` over the save points has
 
@@ -38,6 +40,15 @@ import numpy as np
 
 from sciml_bench.problem import codegen
 from sciml_bench.problem.compiled import CompiledProblem
+from sciml_bench.problem.event_segments import (
+    Stop,
+    TooManyEvents,
+    ivp_stop,
+    outside_span,
+    points_with_end,
+    root_events,
+    solve_with_events,
+)
 from sciml_bench.problem.reference_solvers import ode_solver
 from sciml_bench.problem.spec import Problem
 
@@ -70,6 +81,8 @@ class Sensitivities:
         #: y0(θ) and ∂y0/∂θ where the start depends on θ (problem/initial.py), else None
         self.y0_of: Callable[..., Any] | None = ns.get("y0")
         self.y0_jac: Callable[..., Any] | None = ns.get("y0_jac")
+        #: the generated events (:mod:`sciml_bench.problem.codegen.events`), else None
+        self.events: dict[str, Any] | None = ns if "event_times" in ns else None
         self.method = "DOP853" if not p.stiff else str(p.reference.get("method", "BDF"))
         scale = max(1.0, float(np.max(np.abs(p.y0))))
         self.atol = float(p.reference.get("atol", min(p.atol, self.rtol) * 1e-4 * scale))
@@ -107,16 +120,53 @@ class Sensitivities:
         z0 = np.concatenate([cp.y0, np.zeros(n * P)])
         if self.y0_of is not None and self.y0_jac is not None:
             z0 = np.concatenate([self.y0_of(theta), (self.y0_jac(theta) * scale).ravel()])
-        kw: dict[str, Any] = {}
+        kw: dict[str, Any] = {"method": ode_solver(self.method), "rtol": self.rtol,
+                              "atol": self.atol}  # fmt: skip
         if self.method != "DOP853":
             kw["jac"] = lambda t, z: self._augmented_jacobian(t, z, theta, scale)
-        sol = solve_ivp(f, cp.t_span, z0, method=ode_solver(self.method), t_eval=cp.t_save,
-                        rtol=self.rtol, atol=self.atol, **kw)  # fmt: skip
-        if not sol.success:
-            raise SensitivityError(f"sensitivity solve ({self.method}) failed for "
-                                   f"{cp.name!r}: {sol.message}")  # fmt: skip
-        z = sol.y.T
+        t_save = np.asarray(cp.t_save, dtype=float)
+        roots = [] if self.events is None else root_events(self.events, theta, n)
+
+        def piece(a: float, b: float, save: np.ndarray, z: np.ndarray) -> Stop:
+            sol = solve_ivp(f, (a, b), z, **kw, t_eval=points_with_end(t_save[save], b),
+                            events=roots or None)  # fmt: skip
+            if not sol.success:
+                raise SensitivityError(f"sensitivity solve ({self.method}) failed for "
+                                       f"{cp.name!r}: {sol.message}")  # fmt: skip
+            return ivp_stop(sol, save.size, roots)
+
+        times = np.zeros(0) if self.events is None else self.events["event_times"](theta)
+        why = outside_span(times[~np.isnan(times)], cp.t_span)
+        if why:
+            raise SensitivityError(f"{cp.name!r}: {why}")
+        try:
+            z = solve_with_events(cp.t_span, t_save, times, z0, piece,
+                                  lambda k, t, z: self._jump(k, t, z, theta, scale))  # fmt: skip
+        except TooManyEvents as e:
+            raise SensitivityError(f"{cp.name!r}: {e}") from e
         return z[:, :n], z[:, n:]
+
+    def _jump(
+        self, k: int, t: float, z: np.ndarray, theta: np.ndarray, scale: np.ndarray
+    ) -> np.ndarray:
+        """``(y, S̃)`` across event ``k`` at ``t``: ``y⁺ = g(y⁻)`` and
+        ``S̃⁺ = G_y S̃⁻ + G_θ diag(scale) + (G_y f⁻ − f⁺) ∂τ/∂θ̃`` (:mod:`.events`), with
+        ``∂τ/∂θ̃`` the time's own derivative, or a root's by the implicit function theorem,
+        ``−(h_y S̃⁻ + h_θ diag(scale)) / (h_y f⁻ + h_t)``."""
+        assert self.events is not None
+        n, P = self.compiled.n_state, self.compiled.n_params
+        y, S = z[:n], z[n:].reshape(n, P)
+        y_after = self.events["EVENTS"][k](y, theta)
+        Gy, Gp = self.events["EVENT_JACS"][k](y, theta)
+        f_before = self.rhs(t, y, theta)
+        root = self.events.get("EVENT_ROOT_JACS", {}).get(k)
+        if root is None:
+            dtau = self.events["event_times_jac"](theta)[k] * scale
+        else:
+            h_t, h_y, h_p = root(t, y, theta)
+            dtau = -(h_y @ S + h_p * scale) / (h_y @ f_before + h_t)
+        jump = Gp * scale + np.outer(Gy @ f_before - self.rhs(t, y_after, theta), dtau)
+        return np.concatenate([y_after, (Gy @ S + jump).ravel()])
 
     def _augmented_jacobian(
         self, t: float, z: np.ndarray, theta: np.ndarray, scale: np.ndarray

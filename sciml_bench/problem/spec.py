@@ -27,6 +27,7 @@ import numpy as np
 import sympy
 
 from sciml_bench.problem import arrays, expr, hints, initial, network_width
+from sciml_bench.problem import events as ev
 from sciml_bench.problem.compiled import Dimensions
 from sciml_bench.problem.ensemble import (
     APPLY,
@@ -208,6 +209,9 @@ class Problem(Dimensions):
     #: the modeller's own SBML file a ``run --sbml`` problem was imported from, and how its
     #: states and parameters read there (:class:`SBMLModel`); None for a problem file
     sbml_model: SBMLModel | None = None
+    #: ``[[events]]``: state assignments at fixed or parameter-dependent times, in file
+    #: order (:mod:`sciml_bench.problem.events`); ``()`` for a smooth problem
+    events: tuple[ev.Event, ...] = ()
 
     @property
     def laddered(self) -> arrays.ArrayModel | network_width.NetworkWidth | None:
@@ -454,6 +458,7 @@ def from_dict(
     defaults."""
     r = _Reader(data, source)
     _check_keys(r, data)
+    ev.refuse_with(r, data)
     name, description, stiff = _header(r)
     if network_width.widens(data):
         resolved, width = network_width.read(r, sizes)
@@ -474,9 +479,8 @@ def from_dict(
     n_mech = len(params) - sum(n.n_params for n in networks)
     rhs = [e.xreplace(initial.substitution(derived)) for e in _equations(r, eqs, states, symbols)]
     t_span, t_save = _time(r)
-    rtol = r.number("tolerances.rtol", 1e-6, positive=True)
-    atol = r.number("tolerances.atol", 1e-10, positive=True)
-    max_steps = r.integer("solver.max_steps", 100_000, lo=10, hi=10**8)
+    events = _events(r, data, states, params, derived, theta0, (t_span, t_save))
+    rtol, atol, max_steps = _solver_settings(r)
     loss = _loss(r, states, params, theta0, symbols, n_mech)
     return Problem(
         name=name,
@@ -503,13 +507,14 @@ def from_dict(
         training=_training(r),
         initial=initial_exprs,
         derived=tuple(derived),
+        events=events,
     )
 
 
 _TOP_KEYS = (
     "name", "description", "stiff", "state", "parameters", "equations",
     "time", "tolerances", "solver", "loss", "reference", "networks", "ensemble",
-    "training", "sizes", "definitions",
+    "training", "sizes", "definitions", "events",
 )  # fmt: skip
 
 
@@ -542,9 +547,7 @@ def _array_problem(
     sec = arrays.read(r, states, sizes)
     model = sec.model
     t_span, t_save = _time(r)
-    rtol = r.number("tolerances.rtol", 1e-6, positive=True)
-    atol = r.number("tolerances.atol", 1e-10, positive=True)
-    max_steps = r.integer("solver.max_steps", 100_000, lo=10, hi=10**8)
+    rtol, atol, max_steps = _solver_settings(r)
     named = list(sec.named_params)
     loss = _loss(r, states, named, list(sec.named_theta0), {}, len(named))
     truth_table = r.table("loss.truth", {}) if loss.kind == "fit" else {}
@@ -753,6 +756,26 @@ def _declare(e: expr.ExprError) -> str:
         return f" (if {n!r} is a new parameter, declare it under [parameters]: {n} = VALUE)"
     return (f"; declare it: under [parameters] ({n} = VALUE) if it is a parameter, in "
             "[state] names (with an initial value and an equation) if it is a state")
+
+
+def _solver_settings(r: _Reader) -> tuple[float, float, int]:
+    """``[tolerances]`` rtol and atol, ``[solver]`` max_steps, with their defaults."""
+    return (r.number("tolerances.rtol", 1e-6, positive=True),
+            r.number("tolerances.atol", 1e-10, positive=True),
+            r.integer("solver.max_steps", 100_000, lo=10, hi=10**8))  # fmt: skip
+
+
+def _events(
+    r: _Reader, data: Mapping[str, Any], states: list[str], params: list[str],
+    derived: list[tuple[str, sympy.Expr]], theta0: list[float],
+    time: tuple[tuple[float, float], list[float]],
+) -> tuple[ev.Event, ...]:  # fmt: skip
+    """``[[events]]`` (:mod:`sciml_bench.problem.events`), read against the time span and
+    the save points."""
+    events = ev.read(r, data.get("events"), states, params, initial.substitution(derived),
+                     theta0, time[0])  # fmt: skip
+    ev.refuse_moving_time_at_a_save_point(r, events, time[1])
+    return events
 
 
 def _time(r: _Reader) -> tuple[tuple[float, float], list[float]]:

@@ -237,10 +237,12 @@ def work(job: dict[str, Any], events: Events) -> None:
 def _build(backend: Any, problem: Any, job: dict[str, Any], events: Events) -> Any:
     """The case, its build phase timed (a backend's parts of it too: AMICI's import, code
     generation, C++ compile and load); None once a failure is reported."""
+    from sciml_bench.backends.program import refuse_events
     from sciml_bench.measure.clock import clock
 
     start = clock()
     try:
+        refuse_events(backend, problem)
         case = backend.build(problem, case_options(job))
     except Exception as e:
         report_failure(events, e, "build", "build", clock() - start)

@@ -9,7 +9,9 @@ fairness can be audited. One module per target, each over scalar and array probl
 - ``julia``: :mod:`.julia`, the in-place ``rhs!(du, u, p, t)``;
 - ``casadi``: :mod:`.casadi`, ``rhs(t, y, p)`` building CasADi expressions;
 - ``diffsl``: :mod:`.diffsl` (and :mod:`.diffsl_arrays`), the model pydiffsol compiles;
-- ``sbml``: :mod:`.sbml`, the SBML model AMICI imports and compiles (scalar problems).
+- ``sbml``: :mod:`.sbml`, the SBML model AMICI imports and compiles (scalar problems);
+- a problem's events: :mod:`.events` (NumPy's, JAX's and torch's functions; every other
+  target's refusal).
 
 What they share: :mod:`.printing` (the printers' base, symbol names, CSE, dead
 bindings), :mod:`.native` and :mod:`.grid` (the NumPy/torch/JAX/Julia pieces of a scalar
@@ -23,6 +25,8 @@ from __future__ import annotations
 import sciml_bench.problem.codegen.arrays_python as arrays_python
 from sciml_bench.problem.codegen.casadi import casadi_source
 from sciml_bench.problem.codegen.diffsl import diffsl_source
+from sciml_bench.problem.codegen.events import event_targets
+from sciml_bench.problem.codegen.events import refusal as event_refusal
 from sciml_bench.problem.codegen.jacobian import param_jacobian_source
 from sciml_bench.problem.codegen.julia import julia_source
 from sciml_bench.problem.codegen.python import python_source
@@ -45,7 +49,11 @@ def targets(problem: Problem) -> tuple[str, ...]:
 
 
 def generate(problem: Problem, target: str) -> str:
-    """The exact source a backend runs for ``target`` (one of :data:`TARGETS`)."""
+    """The exact source a backend runs for ``target`` (one of :data:`TARGETS`). A problem
+    with events has NumPy's, JAX's and torch's alone so far; every other target's is the
+    refusal that says so (:func:`.events.refusal`), which the run, ``check`` and ``codegen`` all read."""
+    if problem.events and target not in event_targets(problem) and target in TARGETS:
+        return event_refusal(problem, target)
     if target == "casadi":
         return casadi_source(problem)
     if target == "diffsl":

@@ -1,7 +1,8 @@
 """Python sources of a scalar problem: ``rhs`` for NumPy and JAX, ``RHS`` for torch.
 
 - ``numpy``: ``rhs(t, y, p)`` and the exact sympy Jacobian ``jac(t, y, p)``
-  (:mod:`.jacobian`; both complex-safe, for the complex-step reference);
+  (:mod:`.jacobian`; both complex-safe, for the complex-step reference), and a problem's
+  events (:mod:`.events`), which JAX's source has too;
 - ``torch``: ``class RHS(torch.nn.Module)`` holding the parameters as its parameter
   tensors (``RHS(p)``; ``forward(t, y)`` on 1-D tensors), as a torch user writes an ODE
   function, ``rhs(t, y, p)``, the same on a parameter vector (one-off evaluations), and
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 
 import sympy
 
+import sciml_bench.problem.codegen.events as events
 import sciml_bench.problem.codegen.native as native
 from sciml_bench.problem.codegen.jacobian import initial_jacobian_lines, jac_lines
 from sciml_bench.problem.codegen.printing import NativePrinter, cse, drop_unused
@@ -52,6 +54,9 @@ def python_source(problem: Problem, target: str) -> str:
     lines += ["def rhs(t, y, p):", *["    " + ln for ln in body]]
     if target == "numpy":
         lines += ["", "", "def jac(t, y, p):", *jac_lines(problem)]
+        lines += events.numpy_lines(problem)
+    if target == "jax":
+        lines += events.jax_lines(problem)
     return "\n".join(lines + _initial(problem, target)) + "\n"
 
 
@@ -149,6 +154,7 @@ def _torch_module(
         "    def forward(self, t, y):",
         *["        " + ln for ln in body],
         *_torch_initial_method(problem),
+        *events.torch_methods(problem),
         "",
         "",
         "def rhs(t, y, p):",

@@ -84,6 +84,9 @@ def document(problem: Problem) -> Any:
     if problem.networks:
         raise SBMLError(problem.source, "problem", f"{problem.name} is a problem with networks: "
                         "only problems without networks are written as SBML")  # fmt: skip
+    if problem.events:  # written as rate rules alone, the doses would vanish without a word
+        raise SBMLError(problem.source, "events", f"{problem.name} has [[events]], which the "
+                        "SBML export does not write yet (issue 51)")  # fmt: skip
     doc = L.SBMLDocument(3, 2)
     model = doc.createModel()
     model.setId(_sid(problem.name))
