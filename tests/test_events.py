@@ -192,14 +192,13 @@ def test_a_run_gives_rows_where_events_run_and_refuses_the_others_by_name(
     """``sciml-bench run`` on both event problems. Dosing (events at times): SciPy's row
     solves in pieces; Diffrax's solves and differentiates in pieces, its gradient (the
     moving dose time's component included) judged against the reference (torchdiffeq's:
-    the next test, in process); torchode, which reads the same torch source, is
-    unavailable and names the events before its library loads. The ball (a root event):
-    SciPy's row finds the bounces in its own stepping loop; Diffrax's is unavailable,
-    naming the kind."""
+    the next test, in process). The ball (a root event): SciPy's row finds the bounces in
+    its own stepping loop; Diffrax's is unavailable, naming the kind, before its library
+    loads."""
     r = subprocess.run(
         [sys.executable, "-m", "sciml_bench.cli.main", "run", "nonstiff-pk-dosing",
          "nonstiff-bouncing-ball", "--quick", "--json", "--out", str(tmp_path),
-         "-b", "scipy,diffrax,torchode"],
+         "-b", "scipy,diffrax"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
@@ -211,10 +210,22 @@ def test_a_run_gives_rows_where_events_run_and_refuses_the_others_by_name(
     d = rows["nonstiff-pk-dosing", "diffrax"]
     assert d["status"] == "ok" and d["solution_error"] < 1e-5, d["reason"]
     assert d["gradient_tier"] == "pass", d["gradient_error"]
-    odd = rows["nonstiff-pk-dosing", "torchode"]
-    assert odd["status"] == "unavailable" and "[[events]]" in odd["reason"]
     ball = rows["nonstiff-bouncing-ball", "diffrax"]
     assert ball["status"] == "unavailable" and "root function" in ball["reason"]
+
+
+def test_torchode_reads_the_torch_source_and_is_refused_by_name(dosing) -> None:
+    """torchode reads the torch source, which has the events' methods, and would solve
+    straight through them: refused by the backend's declared kinds, before a build."""
+    from sciml_bench.backends import get
+    from sciml_bench.backends.base import ProblemNotExpressible
+    from sciml_bench.backends.program import refuse_events
+
+    p, ref = dosing
+    cp = reference.compile_problem(p, ref)
+    with pytest.raises(ProblemNotExpressible, match=r"torchode: .*\[\[events\]\]\) at set times"):
+        refuse_events(get("torchode"), cp)
+    refuse_events(get("torchdiffeq"), cp)  # runs them: no refusal
 
 
 def test_a_restart_that_takes_the_dose_time_as_a_constant_fails_the_judge(dosing) -> None:
