@@ -128,6 +128,7 @@ def dosing() -> tuple[spec.Problem, reference.Reference]:
     return p, reference.build(p)
 
 
+@pytest.mark.slow  # a reference built, or a framework imported
 def test_the_dosing_reference_is_batemans_function_and_its_gradient(dosing) -> None:
     p, ref = dosing
     t = np.asarray(p.t_save)
@@ -144,6 +145,7 @@ def test_the_dosing_reference_is_batemans_function_and_its_gradient(dosing) -> N
     assert "moves with the parameters" in ref.complex_step_skipped
 
 
+@pytest.mark.slow  # a reference built, or a framework imported
 def test_an_assignment_that_scales_the_state_and_a_save_point_at_an_event() -> None:
     p = spec.loads(BOLUS, "bolus.toml")
     ref = reference.build(p)
@@ -156,6 +158,7 @@ def test_an_assignment_that_scales_the_state_and_a_save_point_at_an_event() -> N
     np.testing.assert_allclose(ref.gradient, g, rtol=1e-8)
 
 
+@pytest.mark.slow  # a reference built, or a framework imported
 def test_the_bouncing_balls_reference_follows_its_bounces_and_their_moving_times() -> None:
     """A root event: four bounces by t = 8, each time found by the solve; the sensitivities'
     jump there by the implicit function theorem, ``∂τ/∂θ = −(h_y S + h_θ)/(h_y f + h_t)``."""
@@ -170,6 +173,7 @@ def test_the_bouncing_balls_reference_follows_its_bounces_and_their_moving_times
     assert "moves with the parameters" in ref.complex_step_skipped
 
 
+@pytest.mark.slow  # a reference built, or a framework imported
 def test_numpy_jax_and_torch_run_events_and_every_other_target_says_so() -> None:
     p = spec.load("nonstiff-pk-dosing")
     why = expressible(p)
@@ -186,6 +190,7 @@ def test_numpy_jax_and_torch_run_events_and_every_other_target_says_so() -> None
         adjoint_gradient(p, (W, O, C), 1e-8, 1e-10, "DOP853")
 
 
+@pytest.mark.slow  # a reference built, or a framework imported
 def test_a_run_gives_rows_where_events_run_and_refuses_the_others_by_name(
     tmp_path: Path,
 ) -> None:
@@ -214,6 +219,7 @@ def test_a_run_gives_rows_where_events_run_and_refuses_the_others_by_name(
     assert ball["status"] == "unavailable" and "root function" in ball["reason"]
 
 
+@pytest.mark.slow  # a reference built, or a framework imported
 def test_torchode_reads_the_torch_source_and_is_refused_by_name(dosing) -> None:
     """torchode reads the torch source, which has the events' methods, and would solve
     straight through them: refused by the backend's declared kinds, before a build."""
@@ -228,6 +234,7 @@ def test_torchode_reads_the_torch_source_and_is_refused_by_name(dosing) -> None:
     refuse_events(get("torchdiffeq"), cp)  # runs them: no refusal
 
 
+@pytest.mark.slow  # a reference built, or a framework imported
 def test_a_restart_that_takes_the_dose_time_as_a_constant_fails_the_judge(dosing) -> None:
     """torchdiffeq's case with the events' times cut from the graph (``detach``): the solve
     is the same, the restart is what a user who hands the solver a number writes, and the
