@@ -56,7 +56,7 @@ from typing import Any, Protocol
 
 import sympy
 
-from sciml_bench.problem import expr, hints
+from sciml_bench.problem import expr, hints, initial
 
 #: the keys of one ``[[events]]`` table
 KEYS = ("at", "when", "direction", "assign")
@@ -129,7 +129,7 @@ def read(
             out.append(Event(None, assign, math.nan, when, direction))
             continue
         at = _time(r, f"{key}.at", table.get("at"), params, states, derived)
-        time0 = _value(r, f"{key}.at", at, at_values)
+        time0 = initial.value_at(r, f"{key}.at", "the event's time", at, at_values)
         if not t_span[0] < time0 < t_span[1]:
             raise r.fail(f"{key}.at", f"the event's time {time0:g} is not inside the time span "
                          f"({t_span[0]:g}, {t_span[1]:g}): an event at t0 belongs in the "
@@ -197,17 +197,6 @@ def _time(
                "the states write when = \"...\" (a root function) with direction = "
                "\"down\" or \"up\"") if e.unknown in (*states, "t") else ""  # fmt: skip
         raise r.fail(key, f"{e}{why}") from None
-
-
-def _value(r: _Reader, key: str, e: sympy.Expr, at: Mapping[sympy.Symbol, Any]) -> float:
-    try:
-        value = complex(e.xreplace(at).evalf())
-    except (TypeError, ValueError):
-        value = complex(math.nan)
-    if value.imag or not math.isfinite(value.real):
-        raise r.fail(key, f"the event's time, {e}, is not a finite real number at the "
-                     "parameters' values")  # fmt: skip
-    return value.real
 
 
 def _assignments(

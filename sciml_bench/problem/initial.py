@@ -111,7 +111,7 @@ def initial_values(
     if all(e.is_Number for e in exprs):
         return [float(e) for e in exprs], ()
     at = {sympy.Symbol(p, real=True): sympy.Float(v) for p, v in zip(params, theta0, strict=False)}
-    values = [_value(r, f"state.initial[{i}]", name, e, at)
+    values = [value_at(r, f"state.initial[{i}]", f"the initial value of state {name!r}", e, at)
               for i, (name, e) in enumerate(zip(states, exprs, strict=True))]  # fmt: skip
     return values, tuple(exprs)
 
@@ -140,17 +140,18 @@ def _one(
     return sympy.Float(f) if f != int(f) or abs(f) >= 1e15 else sympy.Integer(int(f))
 
 
-def _value(
-    r: _Reader, key: str, state: str, e: sympy.Expr, at: Mapping[sympy.Symbol, float]
+def value_at(
+    r: _Reader, key: str, what: str, e: sympy.Expr, at: Mapping[sympy.Symbol, Any]
 ) -> float:
-    """``e`` at the initial parameters: a finite real number."""
+    """``e`` at the initial parameters ``at``: a finite real number, else refused at ``key``
+    naming ``what`` it is (an initial value, an event's time)."""
     try:
         value = complex(e.xreplace(at).evalf())
     except (TypeError, ValueError):
         value = complex(math.nan)
     if value.imag or not math.isfinite(value.real):
-        raise r.fail(key, f"the initial value of state {state!r}, {e}, is not a finite real "
-                     "number at the parameters' values")  # fmt: skip
+        raise r.fail(key, f"{what}, {e}, is not a finite real number at the parameters' "
+                     "values")  # fmt: skip
     return value.real
 
 

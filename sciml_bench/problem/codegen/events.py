@@ -146,35 +146,27 @@ def torch_methods(problem: Problem) -> list[str]:
     out = ["", "    def event_times(self, y):",
            '        """The events\' times from these parameters, in file order, in the dtype and',
            '        on the device of the state y."""',
-           *["    " + ln for ln in _self_bind(problem, times, False)],
+           *["    " + ln for ln in _bind(problem, times, False, module=True)],
            f"        return torch.stack([{', '.join(wrap(_print(problem, t, _TORCH)) for t in times)}])"]  # fmt: skip
     for k, e in enumerate(problem.events):
         new = dict(e.assign)
         parts = [wrap(_print(problem, new[i], _TORCH)) if i in new else f"y[{i}]"
                  for i in range(problem.n_state)]  # fmt: skip
         out += ["", f"    def event_{k}(self, y):", f'        """The state after event {k}."""',
-                *["    " + ln for ln in _self_bind(problem, list(new.values()), True)],
+                *["    " + ln for ln in _bind(problem, list(new.values()), True, module=True)],
                 f"        return torch.stack([{', '.join(parts)}])"]  # fmt: skip
     return out
 
 
-def _self_bind(problem: Problem, exprs: list[sympy.Expr], states: bool) -> list[str]:
-    """:func:`_bind` in torch's module form: each parameter read from the module."""
+def _bind(problem: Problem, exprs: list[sympy.Expr], states: bool, module: bool = False) -> list[str]:
+    """Locals for the states and parameters ``exprs`` read: each parameter from the vector
+    ``p``, or (``module``: torch's form) from the module that holds it."""
     used = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
     lines = []
     if states:
         lines += [f"s_{s.name} = y[{i}]" for i, s in enumerate(problem.state_symbols) if s in used]
-    lines += [f"p_{s.name} = self.p_{s.name}" for s in problem.param_symbols if s in used]
-    return ["    " + ln for ln in lines]
-
-
-def _bind(problem: Problem, exprs: list[sympy.Expr], states: bool) -> list[str]:
-    """Locals for the states and parameters ``exprs`` read."""
-    used = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
-    lines = []
-    if states:
-        lines += [f"s_{s.name} = y[{i}]" for i, s in enumerate(problem.state_symbols) if s in used]
-    lines += [f"p_{s.name} = p[{i}]" for i, s in enumerate(problem.param_symbols) if s in used]
+    lines += [f"p_{s.name} = self.p_{s.name}" if module else f"p_{s.name} = p[{i}]"
+              for i, s in enumerate(problem.param_symbols) if s in used]  # fmt: skip
     return ["    " + ln for ln in lines]
 
 
