@@ -23,7 +23,7 @@ figures, :data:`DRAWING_ONLY`; a ``-dirty`` commit is taken as its commit).
 ``--allow-stale`` publishes such files anyway, saying so.
 
 Each published run has a name: ``run`` (every single-trajectory problem at its default
-size), a ladder's problem name, ``ensembles``, ``sweep``, ``gradient sweep NAME`` (a
+size), ``events`` (those with ``[[events]]``, :func:`event_problems`), a ladder's problem name, ``ensembles``, ``sweep``, ``gradient sweep NAME`` (a
 gradient tolerance ladder, :data:`GRADIENT_SWEEPS`), ``cnn`` and ``model NAME`` (a
 real SBML model, :data:`MODELS`). ``--only NAME`` replaces that run's files
 (``published/files.json`` says which file came from which run) and its time in
@@ -214,8 +214,10 @@ def planned_runs(problems: list[str], ensembles: list[str], ladders: list[str],
                  models_root: str | None = None) -> dict[str, list[str]]:
     """Every published run: its name and the arguments of its ``sciml-bench run``
     (a model's file under ``models_root``, or ``$SCIML_BENCH_MODELS`` unexpanded)."""
+    with_events = event_problems(problems)
     return {
-        "run": problems,
+        "run": [n for n in problems if n not in with_events],
+        "events": with_events,
         **{f"ladder {n}": [n, *LADDERS[n]] for n in ladders},
         **{f"top {n}": [n, *TOP_RUNGS[n]] for n in ladders if n in TOP_RUNGS},
         "ensembles": [*ensembles, "--sizes", ENSEMBLE_SIZES],
@@ -224,6 +226,12 @@ def planned_runs(problems: list[str], ensembles: list[str], ladders: list[str],
         "cnn": ["cnn", "--quick", "--target-accuracy", CNN_TARGET, "--eval-every", "10"],
         **{f"model {n}": model_args(n, models_root) for n in MODELS},
     }
+
+
+def event_problems(problems: list[str]) -> list[str]:
+    """The single-trajectory problems with ``[[events]]``: their own published run, so that
+    an event problem added later is published without the main run again."""
+    return [n for n in problems if spec.load(n).events]
 
 
 def run_key(name: str, runs: dict[str, list[str]]) -> str:
@@ -344,6 +352,11 @@ def ladder_times(t: dict[str, float]) -> str:
                    for top in [f"top {k.split(' ', 1)[1]}"])  # fmt: skip
 
 
+def event_time(t: dict[str, float]) -> str:
+    """`` the problems with events x min,`` where that run was timed (not in older timings)."""
+    return f" the problems with events {t['events'] / 60:.1f} min," if "events" in t else ""
+
+
 def gradient_sweep_lines() -> str:
     return "".join(f"sciml-bench run {n} {shlex.join(args)} --out results/published\n"
                    for n, args in GRADIENT_SWEEPS.items())  # fmt: skip
@@ -399,7 +412,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--report-only", action="store_true",
                     help="regenerate the report from the files already there; run nothing")
     ap.add_argument("--only", action="append", default=[], metavar="NAME",
-                    help="run only NAME again (repeatable): run, ensembles, sweep, cnn, a "
+                    help="run only NAME again (repeatable): run, events, ensembles, sweep, cnn, a "
                     "ladder's problem, 'top PROBLEM' (a ladder's top rungs run again), 'gradient sweep "
                     "PROBLEM' or 'model NAME'; every other "
                     "published file is kept")
@@ -439,14 +452,15 @@ so the Julia rows say `unavailable`; no GPU, so the CNN rows ran on the CPU.
 Regenerate everything below with one command, `python benchmarks/publish_results.py`, which runs:
 
 ```bash
-sciml-bench run {' '.join(problems)} --out results/published
+sciml-bench run {' '.join(runs["run"])} --out results/published
+sciml-bench run {' '.join(runs["events"])} --out results/published
 {ladder_lines(ladders)}sciml-bench run {' '.join(ensembles)} --sizes {ENSEMBLE_SIZES} --out results/published
 sciml-bench run stiff-robertson --tolerances {SWEEP} --out results/published
 {gradient_sweep_lines()}sciml-bench run cnn --quick --target-accuracy {CNN_TARGET} --eval-every 10 --out results/published
 {model_lines(t)}sciml-bench report results/published/*.h5{" $(find results/published-gpu -name '*.h5')" if gpu_files else ""} --out results
 ```
 
-The default run of every single-trajectory problem took {t["run"] / 60:.1f} min,{ladder_times(t)} the ensembles
+The default run of every single-trajectory problem took {t["run"] / 60:.1f} min,{event_time(t)}{ladder_times(t)} the ensembles
 {t["ensembles"] / 60:.1f} min, the ROBER work-precision sweep
 {t["sweep"] / 60:.1f} min,{gradient_sweep_times(t)} and the CNN quick baseline {t["cnn"] / 60:.1f} min.{model_times(t)}
 The raw HDF5 files are in `results/published/`; `report.html` is the same report as one

@@ -265,3 +265,25 @@ def test_a_row_whose_model_came_from_the_cache_says_so_under_its_table() -> None
     notes = [n for n in reference_notes(rows) if n.startswith("TTFG (cache)")]
     assert notes == ["TTFG (cache): amici forward: 2 of 3 cold process(es) loaded the compiled "
                      "model from the cache, with no code generation or compile in their build"]
+    rows[0]["ttfg_cached_samples"] = [1.21, 1.19]
+    assert reference_notes(rows)[-1].endswith(
+        "; the TTFG shown is the compiling process(es)', the loads took 1.21 s, 1.19 s")
+
+
+def test_a_rows_ttfg_is_its_compiling_processes_where_others_loaded_the_cache() -> None:
+    """A ladder's cheap rung: the first process compiled AMICI's model (13 s), the other two
+    loaded it from the run's cache (1.2 s): the row's TTFG is the compile's, the loads kept
+    beside it; a failed process has no TTFG; all compiled (or all loaded) keeps every one."""
+    from sciml_bench.run.jobs import Process
+    from sciml_bench.run.ode import compiled_ttfg
+
+    def proc(source: str, ttfg: float | None, status: str = "ok") -> Process:
+        events = [{"case_info": {"model_source": source}}]
+        return Process(events + ([{"ttfg_s": ttfg}] if ttfg is not None else []), status, "")
+
+    runs = [proc("compiled", 13.0), proc("cache", 1.2), proc("cache", 1.3)]
+    assert compiled_ttfg(runs, [13.0, 1.2, 1.3]) == ([13.0], [1.2, 1.3])
+    failed = [proc("compiled", None, "crashed"), proc("cache", 1.2), proc("cache", 1.3)]
+    assert compiled_ttfg(failed, [1.2, 1.3]) == ([1.2, 1.3], [])
+    built = [proc("compiled", 13.0), proc("compiled", 12.5)]
+    assert compiled_ttfg(built, [13.0, 12.5]) == ([13.0, 12.5], [])

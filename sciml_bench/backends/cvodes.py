@@ -86,6 +86,7 @@ from sciml_bench.backends.compiled import (
 from sciml_bench.backends.step_bound import check_steps
 from sciml_bench.measure.status import SolverFailure
 from sciml_bench.problem.compiled import CompiledProblem, log_scaled
+from sciml_bench.problem.event_segments import MAX_FIRINGS
 
 _SOLVERS = {
     "BDF": SolverInfo("BDF", True, "CVODES variable-order BDF (orders 1-5), Newton iteration"),
@@ -134,6 +135,18 @@ CONFIG_REASONS = {
     "functional": "Adams: functional iteration, no linear solver (the CVODES guide's advice)",
     "case": "set by the case (options.extra['linear_solver'])",
 }
+#: the most Newton iterations CasADi takes to locate one event (its default, 3, leaves the
+#: event time, and with it the gradient, off: :data:`EVENT_REASON`)
+EVENT_ITERATIONS = 20
+#: why a problem with events runs with :func:`event_options` (recorded on its rows)
+EVENT_REASON = (
+    "events: CasADi's own (DAE output 'zero', option 'transition'; experimental in 3.8), "
+    "which carry forward sensitivities across each event by the implicit function theorem; "
+    "event_tol 1e-3 x rtol x span and max_event_iter 20, because CasADi's defaults (1e-6, 3) "
+    "left the bouncing ball's gradient 7.0e-5 off at rtol 1e-10 against 5e-8 to 1.1e-7 with "
+    "event_tol 1e-8 to 1e-12 and 20 iterations (scratch run against the closed form, "
+    "2026-12-07)"
+)
 #: CasADi options measured and left at CasADi's default (recorded on every row)
 LEFT_AT_DEFAULT = (
     "always_recalculate_jacobian: CasADi's direct linear-solver interface evaluates and "
@@ -215,7 +228,18 @@ def integrator_options(
         # a failing solve is reported as a status, not as one warning per RHS evaluation
         "show_eval_warnings": False,
         "disable_internal_warnings": True,
+        **(event_options(options, problem) if problem is not None and problem.events else {}),
     }
+
+
+def event_options(options: CaseOptions, problem: CompiledProblem) -> dict[str, Any]:
+    """How CasADi locates an event (:data:`EVENT_REASON`): its Newton iteration on the
+    indicator in time until a step is shorter than ``event_tol`` (1e-3 x rtol x the span),
+    at most ``max_event_iter`` (20) times; at most ``max_events`` (the suite's bound on a
+    solve's firings plus the timed events) in one solve."""
+    span = problem.t_span[1] - problem.t_span[0]
+    return {"event_tol": 1e-3 * options.rtol * span, "max_event_iter": EVENT_ITERATIONS,
+            "max_events": MAX_FIRINGS + problem.events}  # fmt: skip
 
 
 def symbolics(problem: CompiledProblem) -> str:
@@ -243,24 +267,35 @@ def build_integrator(problem: CompiledProblem, options: CaseOptions) -> tuple[An
 
     source = expressible_source("cvodes", problem, "casadi")
     s = case_settings(problem, options)
-    F = integrator(load_python(source)["rhs"], s["symbolics"], problem.n_state,
-                   problem.n_params, problem.t_span[0], problem.t_save, s["integrator"])  # fmt: skip
+    ns = load_python(source)
+    events = (ns["zero"], ns["transition"]) if "zero" in ns else None
+    F = integrator(ns["rhs"], s["symbolics"], problem.n_state, problem.n_params,
+                   problem.t_span[0], problem.t_save, s["integrator"], events)  # fmt: skip
     return F, s["symbolics"]
 
 
 def integrator(
     rhs: Any, kind: str, n_state: int, n_params: int, t0: float, t_save: Any,
-    opts: dict[str, Any],
+    opts: dict[str, Any], events: tuple[Any, Any] | None = None,
 ) -> Any:
     """``casadi.integrator("F", "cvodes", {x, p, t, ode}, t0, t_save, opts)`` on the
     generated ``rhs(t, x, p)`` over ``kind`` (``SX``/``MX``) symbols: one compiled call
     solves and returns the states at every save time (what :class:`CvodesCase` runs and
-    ``sciml-bench codegen --target casadi`` prints)."""
+    ``sciml-bench codegen --target casadi`` prints). ``events``: the generated
+    ``(zero, transition)`` of a problem with events, as the DAE's ``zero`` output and the
+    ``transition`` option (CasADi's ``event_in()``/``event_out()`` signature)."""
     import casadi as ca
 
     sym = getattr(ca, kind)
     x, p, t = sym.sym("x", n_state), sym.sym("p", n_params), sym.sym("t")
     dae = {"x": x, "p": p, "t": t, "ode": rhs(t, x, p)}
+    if events is not None:
+        zero, transition = events
+        dae["zero"] = zero(t, x, p)
+        k, z, u = sym.sym("index"), sym.sym("z", 0), sym.sym("u", 0)
+        opts = {**opts, "transition": ca.Function(
+            "transition", [k, t, x, z, p, u], [transition(k, t, x, p), sym(0, 1)],
+            ca.event_in(), ca.event_out())}  # fmt: skip
     return ca.integrator("F", "cvodes", dae, float(t0), [float(s) for s in t_save], opts)
 
 
@@ -344,7 +379,8 @@ def config_reason(options: CaseOptions, problem: CompiledProblem | None = None) 
     """Why the case runs with its linear solver (measured), and the options measured and
     left at CasADi's default."""
     _, key = linear_solver_choice(options, problem)
-    return f"{CONFIG_REASONS[key]}; {LEFT_AT_DEFAULT}"
+    events = f"; {EVENT_REASON}" if problem is not None and problem.events else ""
+    return f"{CONFIG_REASONS[key]}; {LEFT_AT_DEFAULT}{events}"
 
 
 class CvodesCase(CompiledCase):
@@ -419,5 +455,6 @@ class CvodesBackend(CompiledBackend):
     solver_table = _SOLVERS
     case_type = CvodesCase
     stiff_solver, nonstiff_solver = "BDF", "Adams"
+    events = ("time", "state")
     no_ensemble = ("a CasADi integrator call solves one trajectory, and this suite does not "
                    "yet map it over members (casadi's Function.map)")  # fmt: skip

@@ -335,11 +335,17 @@ def _cache_notes(records: Sequence[dict[str, Any]]) -> list[str]:
     out = []
     for r in records:
         sources = [s for s in r.get("model_sources") or [] if s]
-        if "cache" in sources:
-            out.append(f"TTFG (cache): {r.get('backend')} {r.get('gradient_method')}: "
-                       f"{sources.count('cache')} of {len(sources)} cold process(es) loaded "
-                       "the compiled model from the cache, with no code generation or "
-                       "compile in their build")  # fmt: skip
+        if "cache" not in sources:
+            continue
+        head = (f"TTFG (cache): {r.get('backend')} {r.get('gradient_method')}: "
+                f"{sources.count('cache')} of {len(sources)} cold process(es) loaded the "
+                "compiled model from the cache, with no code generation or compile in their "
+                "build")  # fmt: skip
+        cached = r.get("ttfg_cached_samples")
+        if cached:  # the row's TTFG is the processes that compiled (run/ode.compiled_ttfg)
+            head += (f"; the TTFG shown is the compiling process(es)', the loads took "
+                     f"{', '.join(f'{t:.3g} s' for t in cached)}")  # fmt: skip
+        out.append(head)
     return out
 
 

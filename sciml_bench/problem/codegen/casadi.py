@@ -40,6 +40,7 @@ from typing import Any
 
 import sympy
 
+from sciml_bench.problem.codegen.events import indicators
 from sciml_bench.problem.codegen.operators import ENTRIES_PY, NEIGHBOURS_PY, SHIFT_PY
 from sciml_bench.problem.codegen.printing import NamedPrinter, cse, symbol_names
 from sciml_bench.problem.compiled import log_scaled
@@ -257,8 +258,12 @@ def casadi_source(problem: Problem) -> str:
         start = _initial(problem)
     except NotExpressible as e:
         return "\n".join([*head, f"# {NOT_EXPRESSIBLE} in CasADi: an initial value: {e}"]) + "\n"
+    try:
+        events = _event_lines(problem)
+    except NotExpressible as e:
+        return "\n".join([*head, f"# {NOT_EXPRESSIBLE} in CasADi 3.8: {e}"]) + "\n"
     lines = [*head, *preamble, "", "", "def rhs(t, y, p):", *_DOC[array]]
-    return "\n".join([*lines, *["    " + ln for ln in body], *start]) + "\n"
+    return "\n".join([*lines, *["    " + ln for ln in body], *start, *events]) + "\n"
 
 
 def _initial(problem: Problem) -> list[str]:
@@ -278,3 +283,63 @@ def _initial(problem: Problem) -> list[str]:
              for e in problem.initial]  # fmt: skip
     return ["", "", "def y0(p):", '    """The initial state as a CasADi column of p."""',
             *["    " + ln for ln in [*body, f"return ca.vertcat({', '.join(comps)})"]]]
+
+
+def _event_lines(problem: Problem) -> list[str]:
+    """``zero(t, y, p)`` and ``transition(k, t, y, p)`` for a problem with events (nothing
+    without): CasADi's integrator fires event ``k`` where ``zero``'s component ``k``, the
+    event's indicator (:func:`~.events.indicators`: positive before, crossing zero going
+    down), crosses zero, sets the state to ``transition``'s column ``k``, and carries the
+    forward sensitivities across (the jump term included, by the implicit function theorem
+    on the indicator). A time event on a save point is not expressible: CasADi 3.8 finds
+    crossings at the output times, and an indicator that reaches exactly zero there is
+    never positive again, so the event never fires (measured: both doses of a dosing
+    schedule put on save points were skipped)."""
+    if not problem.events:
+        return []
+    for k, e in enumerate(problem.events):
+        on_save = any(math.isclose(e.time0, t, rel_tol=1e-12) for t in problem.t_save)
+        if e.at is not None and on_save:
+            raise NotExpressible(f"event {k} at t = {e.time0:g} sits on a save point, where "
+                                 "CasADi's events never fire (the indicator reaches zero at "
+                                 "an output time); move the save point off the event")  # fmt: skip
+    printer = _Printer(_names(problem))
+    zeros = indicators(problem)
+    posts = [_state_after(problem, e.assign, printer) for e in problem.events]
+    assigned = [v for e in problem.events for _, v in e.assign]
+    return ["", "", "def zero(t, y, p):",
+            '    """One indicator per event: CasADi fires event k where its component k',
+            '    crosses zero going down (tau - t for a time; h, or -h going up, for a root)."""',
+            *["    " + ln for ln in _event_bindings(problem, zeros)],
+            f"    return ca.vertcat({', '.join(printer.doprint(z) for z in zeros)})",
+            "", "", "def transition(k, t, y, p):",
+            '    """The state just after event k, from the state just before it."""',
+            *["    " + ln for ln in _event_bindings(problem, assigned)],
+            f"    return ca.conditional(k, [{', '.join(posts)}], y)"]  # fmt: skip
+
+
+def _state_after(
+    problem: Problem, assign: tuple[tuple[int, sympy.Expr], ...], printer: _Printer
+) -> str:
+    """The state after one event as a CasADi column: each assigned state's expression (a
+    constant one made a symbol of ``y``'s type, so that ``vertcat`` stacks it), ``y[i]``
+    for a state it keeps."""
+    new = dict(assign)
+
+    def component(i: int) -> str:
+        if i not in new:
+            return f"y[{i}]"
+        text = printer.doprint(new[i])
+        return text if new[i].free_symbols else f"{text} + 0 * y[0]"
+
+    return f"ca.vertcat({', '.join(component(i) for i in range(problem.n_state))})"
+
+
+def _event_bindings(problem: Problem, exprs: list[sympy.Expr]) -> list[str]:
+    """Locals for the states and parameters ``exprs`` read (``p`` holds logs where
+    :func:`log_scaled`)."""
+    used = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
+    log = log_scaled(problem)
+    return ([f"s_{s.name} = y[{i}]" for i, s in enumerate(problem.state_symbols) if s in used]
+            + [f"p_{s.name} = {_param(f'p[{i}]', bool(log[i]))}"
+               for i, s in enumerate(problem.param_symbols) if s in used])  # fmt: skip

@@ -14,7 +14,11 @@ NumPy (what SciPy's rows and the reference run), appended to ``rhs`` and ``jac``
   ``event_times`` is NaN (the solve finds its times).
 
 All complex-safe (the reference's complex-step check runs through them where the times
-are fixed). torch and JAX get events at times only; a root event is NumPy's alone so far.
+are fixed). torch and JAX get events at times only; a root event is NumPy's and CasADi's.
+
+CasADi (CVODES' rows) writes its own ``zero`` and ``transition`` (:mod:`.casadi`) from
+:func:`indicators` and the assignments: CasADi's integrator finds the crossings and
+differentiates through them itself.
 
 torch (torchdiffeq's rows): methods of the ``RHS`` module, which holds the parameters,
 ``event_times(y)`` and ``event_k(y)``, so that autograd runs from its parameter tensors
@@ -42,8 +46,11 @@ _COMMENT = {"diffsl": "// {}", "sbml": "<!--\n{}\n-->"}
 
 #: the targets whose source runs events of each kind (``time``, ``state``), and the rows
 #: that run them
-EVENT_TARGETS = {"time": (("numpy", "jax", "torch"), "SciPy's, Diffrax's and torchdiffeq's"),
-                 "state": (("numpy",), "SciPy's")}  # fmt: skip
+EVENT_TARGETS = {"time": (("numpy", "jax", "torch", "casadi"),
+                          "SciPy's, Diffrax's, torchdiffeq's and CVODES'"),
+                 "state": (("numpy", "casadi"), "SciPy's and CVODES'")}  # fmt: skip
+#: the time symbol a root function reads (:func:`sciml_bench.problem.events.read`)
+T = sympy.Symbol("t", real=True)
 
 
 def _hardest(problem: Problem) -> str:
@@ -53,6 +60,14 @@ def _hardest(problem: Problem) -> str:
 def event_targets(problem: Problem) -> tuple[str, ...]:
     """The targets whose source runs ``problem``'s events (every one without events)."""
     return EVENT_TARGETS[_hardest(problem)][0]
+
+
+def indicators(problem: Problem) -> list[sympy.Expr]:
+    """One function per event, in file order, positive before it fires and crossing zero
+    going down where it fires (SUNDIALS' and CasADi's zero-crossing form): ``τ(θ) − t``
+    for a time, ``h`` for a root going down, ``−h`` for one going up."""
+    return [e.at - T if e.at is not None else e.when if e.direction < 0 else -e.when
+            for e in problem.events]  # fmt: skip
 
 
 def refusal(problem: Problem, target: str) -> str:
@@ -89,8 +104,7 @@ def _root_lines(problem: Problem) -> list[str]:
     roots = [(k, e) for k, e in enumerate(problem.events) if e.when is not None]
     if not roots:
         return []
-    t = sympy.Symbol("t", real=True)
-    names = {**native.names(problem), t: "t"}
+    names = {**native.names(problem), T: "t"}
     pr = native.printer(_NUMPY, names)
     out = []
     for k, e in roots:
@@ -100,13 +114,13 @@ def _root_lines(problem: Problem) -> list[str]:
         out += ["", "", f"def root_{k}(t, y, p):", f'    """Event {k} fires where this crosses zero."""',
                 *_bind(problem, [h], True), f"    return {pr.doprint(h)}",
                 "", "", f"def root_{k}_jac(t, y, p):", '    """(dh/dt, dh/dy, dh/dtheta)."""',
-                *_bind(problem, [sympy.diff(h, t), *hy, *hp], True),
+                *_bind(problem, [sympy.diff(h, T), *hy, *hp], True),
                 "    dt = np.result_type(y, p, float)",
                 f"    hy = np.zeros({problem.n_state}, dtype=dt)",
                 f"    hp = np.zeros({problem.n_params}, dtype=dt)",
                 *[f"    hy[{i}] = {pr.doprint(d)}" for i, d in enumerate(hy) if d != 0],
                 *[f"    hp[{j}] = {pr.doprint(d)}" for j, d in enumerate(hp) if d != 0],
-                f"    return {pr.doprint(sympy.diff(h, t))}, hy, hp"]  # fmt: skip
+                f"    return {pr.doprint(sympy.diff(h, T))}, hy, hp"]  # fmt: skip
     out += ["", "", "EVENT_ROOTS = {" + ", ".join(f"{k}: root_{k}" for k, _ in roots) + "}",
             "EVENT_ROOT_JACS = {" + ", ".join(f"{k}: root_{k}_jac" for k, _ in roots) + "}",
             "EVENT_DIRECTIONS = {" + ", ".join(f"{k}: {e.direction}" for k, e in roots) + "}"]
