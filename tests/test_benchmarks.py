@@ -238,8 +238,8 @@ def test_publish_results_report_only_elsewhere(tmp_path: Path) -> None:
     raw = tmp_path / "published"
     raw.mkdir()
     shutil.copy(DATA / "results-v1-stiff-robertson.h5", raw / "run.h5")
-    (raw / "timings.json").write_text('{"run": 60, "ensembles": 60, "sweep": 60, "cnn": 60, '
-                                      '"ladder stiff-brusselator-2d": 120, '
+    (raw / "timings.json").write_text('{"run": 60, "events": 30, "ensembles": 60, "sweep": 60, '
+                                      '"cnn": 60, "ladder stiff-brusselator-2d": 120, '
                                       '"top stiff-brusselator-2d": 30}')
     before = (ROOT / "results" / "README.md").stat().st_mtime
     # the v1 file is older than the code (no reference version, another commit): allowed
@@ -248,8 +248,13 @@ def test_publish_results_report_only_elsewhere(tmp_path: Path) -> None:
     assert text.startswith("# Published results") and "## stiff-robertson" in text
     assert "**Verdict**" in text and "diffrax Kvaerno4 RecursiveCheckpointAdjoint" in text
     assert "the size ladder of stiff-brusselator-2d 2.0 min, its top rungs again 0.5 min," in text
-    assert ("sciml-bench run stiff-brusselator-2d --sizes 32,64,128 -b diffsol --jacobian sparse "
-            "--budget 900 --out results/published") in text
+    assert ("sciml-bench run stiff-brusselator-2d --sizes 32,64,128 -b diffsol,cvodes --jacobian "
+            "sparse --budget 900 --out results/published") in text
+    # the problems with events: their own run, out of the main one
+    assert "the problems with events 0.5 min," in text
+    assert "sciml-bench run nonstiff-bouncing-ball nonstiff-pk-dosing --out results" in text
+    main = next(ln for ln in text.splitlines() if "stiff-robertson stiff-robertson-ude" in ln)
+    assert "pk-dosing" not in main
     assert (ROOT / "results" / "README.md").stat().st_mtime == before
 
 
