@@ -274,10 +274,7 @@ def _initial(problem: Problem) -> list[str]:
     if not problem.initial:
         return []
     printer = _Printer(_names(problem))
-    log = log_scaled(problem)
-    used = set().union(*(e.free_symbols for e in problem.initial))
-    body = [f"p_{s.name} = {_param(f'p[{i}]', bool(log[i]))}"
-            for i, s in enumerate(problem.param_symbols) if s in used]  # fmt: skip
+    body = _bindings(problem, list(problem.initial))
     # a constant component is a symbol of p's type, so that vertcat stacks it
     comps = [printer.doprint(e) if e.free_symbols else f"{printer.doprint(e)} + 0 * p[0]"
              for e in problem.initial]  # fmt: skip
@@ -310,11 +307,11 @@ def _event_lines(problem: Problem) -> list[str]:
     return ["", "", "def zero(t, y, p):",
             '    """One indicator per event: CasADi fires event k where its component k',
             '    crosses zero going down (tau - t for a time; h, or -h going up, for a root)."""',
-            *["    " + ln for ln in _event_bindings(problem, zeros)],
+            *["    " + ln for ln in _bindings(problem, zeros)],
             f"    return ca.vertcat({', '.join(printer.doprint(z) for z in zeros)})",
             "", "", "def transition(k, t, y, p):",
             '    """The state just after event k, from the state just before it."""',
-            *["    " + ln for ln in _event_bindings(problem, assigned)],
+            *["    " + ln for ln in _bindings(problem, assigned)],
             f"    return ca.conditional(k, [{', '.join(posts)}], y)"]  # fmt: skip
 
 
@@ -335,9 +332,9 @@ def _state_after(
     return f"ca.vertcat({', '.join(component(i) for i in range(problem.n_state))})"
 
 
-def _event_bindings(problem: Problem, exprs: list[sympy.Expr]) -> list[str]:
+def _bindings(problem: Problem, exprs: list[sympy.Expr]) -> list[str]:
     """Locals for the states and parameters ``exprs`` read (``p`` holds logs where
-    :func:`log_scaled`)."""
+    :func:`log_scaled`): the initial values' and the events' functions."""
     used = set().union(*(e.free_symbols for e in exprs)) if exprs else set()
     log = log_scaled(problem)
     return ([f"s_{s.name} = y[{i}]" for i, s in enumerate(problem.state_symbols) if s in used]
